@@ -1,0 +1,96 @@
+# stockd - see README.md. The two commands: `make demo` and `make test`.
+
+SHELL := /bin/bash
+CC ?= cc
+PKGS := libmicrohttpd jansson hiredis libmariadb
+DEPS := scripts/deps.sh
+
+# Everything below needs the build packages; pkg-config runs lazily so that
+# `make` on a fresh machine can install them first.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP
+RELEASE_CFLAGS = $(CFLAGS_COMMON) -O2 -g
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN) -Iserver
+
+SERVER_SRC := $(wildcard server/*.c)
+LIB_SRC := $(filter-out server/main.c,$(SERVER_SRC))
+UNIT_SRC := $(wildcard tests/unit_*.c)
+IT_SRC := $(wildcard tests/it_*.c)
+HARNESS_SRC := tests/harness.c
+
+RELEASE_OBJ := $(SERVER_SRC:server/%.c=build/release/%.o)
+TEST_LIB_OBJ := $(LIB_SRC:server/%.c=build/test/server/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/%.c=build/test/%)
+IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
+
+# Settings `make run` and `make demo` pass on.
+PORT ?= 8080
+export PORT
+
+.PHONY: all deps build test unit integration gate run demo compare stack-up stack-down \
+        stack-status clean format format-check
+
+all: build
+
+deps:
+	@$(DEPS) build
+
+build: deps
+	@$(MAKE) --no-print-directory build/stockd
+
+build/stockd: $(RELEASE_OBJ)
+	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/release/%.o: server/%.c | build/release
+	$(CC) $(RELEASE_CFLAGS) -c -o $@ $<
+
+build/test/server/%.o: server/%.c | build/test/server
+	$(CC) $(TEST_CFLAGS) -c -o $@ $<
+
+build/test/stockd: build/test/server/main.o $(TEST_LIB_OBJ)
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/test/unit_%: tests/unit_%.c $(TEST_LIB_OBJ) | build/test
+	$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka)
+
+build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
+	$(CC) $(TEST_CFLAGS) -o $@ tests/it_$*.c $(HARNESS_SRC) \
+		$(shell pkg-config --libs cmocka libcurl jansson)
+
+build/test/server/main.o: server/main.c | build/test/server
+
+build/release build/test build/test/server:
+	mkdir -p $@
+
+# make test: unit tests, then integration tests against a private stack and a
+# sanitized stockd over real HTTP, then the short oversell regression gate.
+test: deps
+	@$(DEPS) stack zk jmeter chromium
+	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
+	tests/run $(UNIT_BIN) -- $(IT_BIN)
+
+run: build stack-up
+	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)
+
+stack-up:
+	@scripts/stack.sh up
+
+stack-down:
+	@scripts/stack.sh down
+
+stack-status:
+	@scripts/stack.sh status
+
+clean:
+	rm -rf build
+
+format:
+	clang-format -i server/*.c server/*.h tests/*.c tests/*.h
+
+format-check:
+	clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h
+
+-include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)

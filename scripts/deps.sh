@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Install the Debian packages a part of stockd needs, by group.
+#
+#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose all
+#   scripts/deps.sh --list          print each group and its packages
+#
+# Fast and silent when everything is already installed. When something is
+# missing it runs apt-get update + apt-get install (as root), or, when not
+# root, prints the sudo command to run and exits 1.
+#
+# Installing a server package never starts or enables its system service:
+# while apt runs, /usr/sbin/policy-rc.d forbids it (a temporary one is created
+# when none exists, and removed afterwards).
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+GROUPS_ALL="build stack zk jmeter nginx chromium compose"
+
+# group_packages GROUP: the group's packages, one word each; "a|b" means
+# "a, or b when a does not exist in this release".
+group_packages() {
+    case "$1" in
+        build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev" ;;
+        stack)    echo "mariadb-server mariadb-client redis-server" ;;
+        # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
+        # process, so zookeeperd (the system service wrapper) is not wanted.
+        zk)       echo "zookeeper libzookeeper-mt-dev" ;;
+        jmeter)   echo "jmeter default-jdk-headless python3" ;;
+        nginx)    echo "nginx-light|nginx" ;;
+        chromium) echo "chromium" ;;
+        compose)  echo "docker-compose" ;;
+        *)        return 1 ;;
+    esac
+}
+
+usage() {
+    echo "usage: ${0##*/} GROUP...   (groups: $GROUPS_ALL all; --list shows the packages)" >&2
+    exit 2
+}
+
+installed() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+has_candidate() {
+    local c
+    c="$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: *//p')"
+    [[ -n "$c" && "$c" != "(none)" ]]
+}
+
+[[ $# -gt 0 ]] || usage
+if [[ "$1" == "--list" ]]; then
+    for g in $GROUPS_ALL; do
+        printf '%-9s %s\n' "$g" "$(group_packages "$g")"
+    done
+    exit 0
+fi
+
+wanted=()
+for g in "$@"; do
+    if [[ "$g" == all ]]; then
+        for a in $GROUPS_ALL; do
+            read -ra pk <<<"$(group_packages "$a")"
+            wanted+=("${pk[@]}")
+        done
+        continue
+    fi
+    pkgs="$(group_packages "$g")" || { echo "${0##*/}: unknown group '$g'" >&2; usage; }
+    read -ra pk <<<"$pkgs"
+    wanted+=("${pk[@]}")
+done
+
+# Which entries are missing (an "a|b" entry is satisfied by any alternative).
+missing=()
+for entry in "${wanted[@]}"; do
+    ok=0
+    IFS='|' read -ra alts <<<"$entry"
+    for p in "${alts[@]}"; do
+        if installed "$p"; then ok=1; break; fi
+    done
+    if (( ! ok )); then
+        dup=0
+        for m in "${missing[@]+"${missing[@]}"}"; do [[ "$m" == "$entry" ]] && dup=1; done
+        (( dup )) || missing+=("$entry")
+    fi
+done
+
+(( ${#missing[@]} == 0 )) && exit 0
+
+if (( EUID != 0 )); then
+    # Without root we cannot refresh the lists; name the first alternative.
+    names=()
+    for entry in "${missing[@]}"; do names+=("${entry%%|*}"); done
+    echo "${0##*/}: missing packages: ${names[*]}" >&2
+    echo "run:  sudo apt-get install -y --no-install-recommends ${names[*]}" >&2
+    exit 1
+fi
+
+# Forbid service starts while apt runs, unless a policy already exists.
+POLICY=/usr/sbin/policy-rc.d
+if [[ ! -e "$POLICY" ]]; then
+    cleanup_policy() { rm -f "$POLICY"; }
+    trap cleanup_policy EXIT
+    trap 'exit 130' INT TERM
+    printf '#!/bin/sh\n# temporary: no service starts while stockd deps install\nexit 101\n' >"$POLICY"
+    chmod 0755 "$POLICY"
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# needrestart (when installed) must not restart services either.
+export NEEDRESTART_SUSPEND=1 NEEDRESTART_MODE=l
+say "installing: ${missing[*]}"
+apt-get update -qq
+
+names=()
+for entry in "${missing[@]}"; do
+    IFS='|' read -ra alts <<<"$entry"
+    pick=""
+    for p in "${alts[@]}"; do
+        if has_candidate "$p"; then pick="$p"; break; fi
+    done
+    [[ -n "$pick" ]] || die "no installable package for '$entry' in the configured apt sources"
+    names+=("$pick")
+done
+
+apt-get install -y -q --no-install-recommends "${names[@]}"
+
+for p in "${names[@]}"; do
+    installed "$p" || die "package $p is still not installed"
+done
+say "installed: ${names[*]}"

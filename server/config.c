@@ -1,0 +1,189 @@
+/*
+ * config.c - the option table and its three sources (defaults, environment,
+ * flags). Adding a setting is one row in `options` and one field in
+ * struct config; --help, the environment and the startup log follow.
+ */
+#include "config.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct config config;
+
+enum option_type { OPT_TEXT, OPT_INT };
+
+struct option_spec {
+    const char *flag; /* long flag without dashes; env is STOCKD_ + upper */
+    enum option_type type;
+    size_t offset;
+    const char *fallback; /* default, as text */
+    long min, max;        /* OPT_INT bounds */
+    int secret;           /* masked in the startup log */
+    const char *help;
+};
+
+#define TEXT(field, flag, fallback, secret, help)                                                  \
+    {flag, OPT_TEXT, offsetof(struct config, field), fallback, 0, 0, secret, help}
+#define INT(field, flag, fallback, min, max, help)                                                 \
+    {flag, OPT_INT, offsetof(struct config, field), fallback, min, max, 0, help}
+
+static const struct option_spec options[] = {
+    TEXT(listen, "listen", "127.0.0.1", 0, "IPv4 address to listen on"),
+    INT(port, "port", "8080", 1, 65535, "TCP port to listen on"),
+    INT(threads, "threads", "0", 0, 1024, "worker threads (0 = one per core)"),
+    INT(max_body, "max-body", "4096", 64, 1048576, "largest request body in bytes (else 413)"),
+    TEXT(log_level, "log-level", "info", 0, "debug, info, warn or error"),
+    TEXT(mysql_host, "mysql-host", "127.0.0.1", 0, "MySQL/MariaDB host"),
+    INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
+    TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
+    TEXT(mysql_password, "mysql-password", "stockd", 1, "MySQL/MariaDB password"),
+    TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
+    TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host"),
+    INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port"),
+    INT(connect_timeout_ms, "connect-timeout-ms", "1000", 10, 60000,
+        "backend connect timeout, milliseconds"),
+    INT(io_timeout_ms, "io-timeout-ms", "10000", 100, 600000,
+        "backend command timeout, milliseconds"),
+    INT(optimistic_attempts, "optimistic-attempts", "64", 1, 100000,
+        "cas and watch: attempts before answering busy"),
+    INT(lock_ttl_ms, "lock-ttl-ms", "5000", 10, 600000,
+        "lock strategies: lock TTL unless the request gives ttl_ms"),
+    INT(lock_wait_ms, "lock-wait-ms", "5000", 0, 600000,
+        "lock strategies: how long to wait for a lock before answering busy"),
+};
+
+#define OPTION_COUNT (sizeof options / sizeof options[0])
+
+static void env_name(const struct option_spec *o, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "STOCKD_");
+    for (const char *p = o->flag; *p && n + 1 < size; p++)
+        buf[n++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+    buf[n] = '\0';
+}
+
+/* Stores `text` into the option's field; 0 on success, else prints why. */
+static int option_set(const struct option_spec *o, const char *text, const char *source, FILE *err)
+{
+    char *field = (char *)&config + o->offset;
+    if (o->type == OPT_TEXT) {
+        if (strlen(text) >= CONFIG_TEXT_MAX) {
+            fprintf(err, "stockd: %s: %s is longer than %d characters\n", source, o->flag,
+                    CONFIG_TEXT_MAX - 1);
+            return -1;
+        }
+        strcpy(field, text);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < o->min || v > o->max) {
+        fprintf(err, "stockd: %s: %s must be an integer %ld..%ld, not '%s'\n", source, o->flag,
+                o->min, o->max, text);
+        return -1;
+    }
+    *(int *)(void *)field = (int)v;
+    return 0;
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "Usage: stockd [OPTION]...\n"
+                 "Sells stock under concurrent load, one HTTP endpoint per concurrency strategy.\n\n"
+                 "Every option can also be set by the environment variable shown.\n\n");
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char env[64], flag[64];
+        env_name(&options[i], env, sizeof env);
+        snprintf(flag, sizeof flag, "--%s=%s", options[i].flag,
+                 options[i].type == OPT_INT ? "N" : "TEXT");
+        fprintf(out, "  %-26s %s\n  %-26s   env %s, default %s\n", flag, options[i].help, "", env,
+                options[i].secret ? "(hidden)" : options[i].fallback);
+    }
+    fprintf(out, "  %-26s %s\n", "--help", "print this help and exit");
+}
+
+static int load_defaults_and_env(FILE *err)
+{
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char env[64];
+        env_name(&options[i], env, sizeof env);
+        const char *value = getenv(env);
+        if (option_set(&options[i], options[i].fallback, "default", err) != 0)
+            return -1;
+        if (value && option_set(&options[i], value, env, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
+{
+    struct option longopts[OPTION_COUNT + 2];
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        longopts[i] = (struct option){options[i].flag, required_argument, NULL, (int)i};
+    longopts[OPTION_COUNT] = (struct option){"help", no_argument, NULL, 'h' + 1000};
+    longopts[OPTION_COUNT + 1] = (struct option){0};
+
+    memset(&config, 0, sizeof config);
+    if (load_defaults_and_env(err) != 0)
+        return CONFIG_EXIT_USAGE;
+
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int index = getopt_long(argc, argv, "", longopts, NULL);
+        if (index == -1)
+            break;
+        if (index == 'h' + 1000) {
+            print_help(out);
+            return CONFIG_EXIT_OK;
+        }
+        if (index < 0 || (size_t)index >= OPTION_COUNT) {
+            fprintf(err, "stockd: unknown or incomplete option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return CONFIG_EXIT_USAGE;
+        }
+        if (option_set(&options[index], optarg, "flag", err) != 0)
+            return CONFIG_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(err, "stockd: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return CONFIG_EXIT_USAGE;
+    }
+    enum log_level level;
+    if (log_level_parse(config.log_level, &level) != 0) {
+        fprintf(err, "stockd: log-level must be debug, info, warn or error\n");
+        return CONFIG_EXIT_USAGE;
+    }
+    log_threshold = level;
+    if (config.threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        config.threads = cores > 0 ? (int)cores : 1;
+    }
+    return CONFIG_RUN;
+}
+
+void config_log(void)
+{
+    char line[2048];
+    size_t n = 0;
+    for (size_t i = 0; i < OPTION_COUNT && n < sizeof line; i++) {
+        const char *field = (const char *)&config + options[i].offset;
+        if (options[i].secret)
+            n += (size_t)snprintf(line + n, sizeof line - n, " %s=***", options[i].flag);
+        else if (options[i].type == OPT_TEXT)
+            n += (size_t)snprintf(line + n, sizeof line - n, " %s=%s", options[i].flag, field);
+        else
+            n += (size_t)snprintf(line + n, sizeof line - n, " %s=%d", options[i].flag,
+                                  *(const int *)(const void *)field);
+    }
+    log_info("config:%s", line);
+}

@@ -1,0 +1,54 @@
+/*
+ * config.h - every setting of stockd, from flags and STOCKD_* variables.
+ *
+ * One table in config.c describes each option once: its flag, its
+ * environment variable, its bounds, its default and its help line. Defaults
+ * are applied first, then the environment, then the command line, so a flag
+ * always wins. Nothing else in stockd reads the environment.
+ */
+#ifndef STOCKD_CONFIG_H
+#define STOCKD_CONFIG_H
+
+#include <stdio.h>
+
+#define CONFIG_TEXT_MAX 256
+
+struct config {
+    char listen[CONFIG_TEXT_MAX]; /* IPv4 address to bind                      */
+    int port;
+    int threads;  /* libmicrohttpd worker threads; 0 = one per core          */
+    int max_body; /* bytes; larger request bodies get 413                    */
+    char log_level[16];
+
+    char mysql_host[CONFIG_TEXT_MAX];
+    int mysql_port;
+    char mysql_user[CONFIG_TEXT_MAX];
+    char mysql_password[CONFIG_TEXT_MAX];
+    char mysql_db[CONFIG_TEXT_MAX];
+
+    char redis_host[CONFIG_TEXT_MAX];
+    int redis_port;
+
+    int connect_timeout_ms; /* per backend connection attempt               */
+    int io_timeout_ms;      /* per backend command                          */
+
+    int optimistic_attempts; /* cas and watch: tries before answering busy  */
+    int lock_ttl_ms;         /* lock strategies: TTL unless ttl_ms is given */
+    int lock_wait_ms;        /* lock strategies: wait before answering busy */
+};
+
+/* The configuration in force; filled once by config_load() at startup. */
+extern struct config config;
+
+enum config_status { CONFIG_RUN, CONFIG_EXIT_OK, CONFIG_EXIT_USAGE };
+
+/*
+ * Fills `config` from defaults, the environment and argv. Prints --help to
+ * `out` or a usage error to `err` when the caller should exit.
+ */
+enum config_status config_load(int argc, char **argv, FILE *out, FILE *err);
+
+/* Logs the effective configuration, one line, passwords masked. */
+void config_log(void);
+
+#endif

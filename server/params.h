@@ -1,0 +1,57 @@
+/*
+ * params.h - request parameters from the query string and the JSON body.
+ *
+ * Each endpoint declares its parameters as a table of param_spec rows
+ * (name, bounds, default). params_parse() checks every value against its
+ * row and fails with a message naming the parameter and what is wrong:
+ * unknown names, repeats, non-integers, out-of-range values, malformed or
+ * non-object JSON, and a query and body that disagree are all 400s. Nothing
+ * is ever silently defaulted or clamped.
+ */
+#ifndef STOCKD_PARAMS_H
+#define STOCKD_PARAMS_H
+
+#include "result.h"
+
+#include <limits.h>
+#include <stddef.h>
+
+struct worker;
+
+/* A decoded query argument; value is NULL for a bare "?name". */
+struct query_arg {
+    const char *key;
+    const char *value;
+};
+
+#define HTTP_MAX_ARGS 16
+
+/* What the HTTP layer hands to a handler. */
+struct http_request {
+    const char *method;
+    const char *path;
+    const struct query_arg *args;
+    unsigned nargs;
+    int too_many_args; /* more than HTTP_MAX_ARGS were given */
+    const char *body;
+    size_t body_len;
+};
+
+/* A required parameter has this as its fallback. */
+#define PARAM_REQUIRED LLONG_MIN
+
+struct param_spec {
+    const char *name;
+    long long min, max;
+    long long fallback; /* used when absent; PARAM_REQUIRED if it must be given */
+};
+
+/* Fills values[i] for specs[i]; ST_BAD_REQUEST with the reason otherwise. */
+st_result params_parse(struct worker *w, const struct http_request *req,
+                       const struct param_spec *specs, unsigned nspecs, long long *values);
+
+/* Parses a whole decimal integer in [min, max]: digits only, no sign, no
+ * spaces. Returns 0 and sets *out, or -1. */
+int parse_bounded_int(const char *text, long long min, long long max, long long *out);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * redis_store.h - the worker's Redis connection, commands and scripts.
+ *
+ * Keys of one product all carry the hash tag {P}, so they would live in one
+ * Redis Cluster slot, and reset can find them all with one pattern:
+ *   stock:{P}          the remaining count
+ *   stock:{P}:initial  what reset set it to
+ *   ledger:{P}         hash: sold (sum of qty), orders (count of sales)
+ *   lock:{P}...        lock keys of the lock strategies
+ *   fence:{P}          fencing-token counter
+ */
+#ifndef STOCKD_REDIS_STORE_H
+#define STOCKD_REDIS_STORE_H
+
+#include "result.h"
+
+#include <hiredis/hiredis.h>
+
+struct worker;
+
+/* A Lua script run by EVALSHA. Define one as
+ *   static struct redis_script unlock = {.source = "..."};
+ * its SHA1 is learned from SCRIPT LOAD on first use and again whenever a
+ * Redis says NOSCRIPT (after a restart or SCRIPT FLUSH). */
+struct redis_script {
+    const char *source;
+    char sha[41];
+};
+
+#define REDIS_KEY_MAX 64
+
+/* Formats a per-product key such as "stock:{1001}"; `suffix` may be "". */
+void redis_key(char out[REDIS_KEY_MAX], const char *kind, int product, const char *suffix);
+
+/* One Redis server and the worker's connection to it (NULL until needed or
+ * after a failure). The main store is worker->redis; lock strategies that
+ * talk to several independent servers keep one link each. */
+struct redis_link {
+    redisContext *ctx;
+    const char *host;
+    int port;
+};
+
+/*
+ * Runs one command given as argv strings on `link`. A NULL reply (the link
+ * broke) drops the connection and gives ST_BACKEND_UNAVAILABLE; an error
+ * reply gives ST_BACKEND_UNAVAILABLE with Redis's message. On ST_OK the
+ * caller owns *reply and frees it with freeReplyObject().
+ */
+st_result redis_link_call(struct worker *w, struct redis_link *link, redisReply **reply, int argc,
+                          const char **argv);
+
+/* Runs `script` with `nkeys` keys followed by the arguments, as above. */
+st_result redis_link_eval(struct worker *w, struct redis_link *link, struct redis_script *script,
+                          redisReply **reply, int nkeys, int argc, const char **argv);
+
+/* The same two on the worker's main Redis. */
+st_result redis_call(struct worker *w, redisReply **reply, int argc, const char **argv);
+st_result redis_eval(struct worker *w, struct redis_script *script, redisReply **reply, int nkeys,
+                     int argc, const char **argv);
+
+/* Sends `count` commands to the main Redis in one round trip and collects
+ * every reply into replies[] (error replies included, for the caller to
+ * read); on failure nothing is left to free. */
+st_result redis_pipeline(struct worker *w, int count, const int *argcs, const char *const *const *argvs,
+                         redisReply **replies);
+
+/* Frees `count` replies (NULLs allowed). */
+void redis_free_replies(redisReply **replies, int count);
+
+/* Reads an integer reply or a bulk string that holds one; -1 if neither. */
+int redis_reply_int(const redisReply *reply, long long *out);
+
+/* Connects `link` if needed and sends PING. */
+st_result redis_link_ping(struct worker *w, struct redis_link *link);
+void redis_link_close(struct redis_link *link);
+
+#endif

@@ -1,0 +1,36 @@
+/*
+ * result.h - the one outcome type threaded through every call in stockd.
+ *
+ * Every function that can fail returns an st_result; nothing returns a bare
+ * int or drops an error. The HTTP layer turns a result into the contract's
+ * status code and `error` word in exactly one place (result_status(),
+ * result_word()), so a strategy never thinks about HTTP.
+ *
+ * Human-readable detail travels beside the result in the calling worker's
+ * error buffer (worker_fail() in worker.h), like errno beside -1.
+ */
+#ifndef STOCKD_RESULT_H
+#define STOCKD_RESULT_H
+
+typedef enum {
+    ST_OK = 0,              /* done: sold, reset, answered               */
+    ST_SOLD_OUT,            /* not enough stock; nothing changed         */
+    ST_BUSY,                /* lock not acquired in time, retries spent,
+                               or a stale writer fenced out              */
+    ST_BAD_REQUEST,         /* malformed product/qty/body                */
+    ST_UNKNOWN_STRATEGY,    /* /stock/deduct/{name} names no strategy    */
+    ST_UNKNOWN_PRODUCT,     /* the store has no such product             */
+    ST_NOT_FOUND,           /* no such path                              */
+    ST_METHOD_NOT_ALLOWED,  /* path exists, method does not              */
+    ST_PAYLOAD_TOO_LARGE,   /* body over the configured limit            */
+    ST_BACKEND_UNAVAILABLE, /* a backend is down or failed; nothing
+                               changed, the worker reconnects later      */
+} st_result;
+
+/* The HTTP status the contract gives this result. */
+unsigned result_status(st_result r);
+
+/* The contract's `error` word for a failed result ("sold_out", ...). */
+const char *result_word(st_result r);
+
+#endif

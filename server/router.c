@@ -1,0 +1,64 @@
+/*
+ * router.c - one table registers every endpoint.
+ *
+ * A route matches its path exactly or, for a prefix route, anything below
+ * it ("/stock/deduct/" matches "/stock/deduct/cas"). The first matching row
+ * wins, so exact paths come before the prefixes that would also match them.
+ */
+#include "router.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { GET = 1, POST = 2 };
+
+static const struct route {
+    const char *path;
+    int prefix;
+    unsigned methods;
+    handler_fn handler;
+} routes[] = {
+    {"/health", 0, GET, api_health},
+    {"/strategies", 0, GET, api_strategies},
+    {"/stock/reset", 0, POST, api_reset},
+    {"/stock/deduct", 0, GET | POST, api_deduct}, /* no name: unknown_strategy */
+    {"/stock/deduct/", 1, GET | POST, api_deduct},
+    {"/stock/", 1, GET, api_stock},
+};
+
+static int path_matches(const struct route *r, const char *path)
+{
+    size_t len = strlen(r->path);
+    if (strncmp(path, r->path, len) != 0)
+        return 0;
+    return r->prefix ? path[len] != '\0' : path[len] == '\0';
+}
+
+static unsigned method_bit(const char *method)
+{
+    if (strcmp(method, "GET") == 0)
+        return GET;
+    if (strcmp(method, "POST") == 0)
+        return POST;
+    return 0;
+}
+
+void route_find(const char *method, const char *path, struct route_match *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        if (!path_matches(r, path))
+            continue;
+        if (method_bit(method) & r->methods) {
+            out->handler = r->handler;
+            out->result = ST_OK;
+            return;
+        }
+        snprintf(out->allow, sizeof out->allow, "%s%s%s", r->methods & GET ? "GET" : "",
+                 r->methods == (GET | POST) ? ", " : "", r->methods & POST ? "POST" : "");
+        out->result = ST_METHOD_NOT_ALLOWED;
+        return;
+    }
+    out->result = ST_NOT_FOUND;
+}

@@ -1,0 +1,36 @@
+/*
+ * sql.c - the statement texts. They run unchanged on MariaDB 10.11 and
+ * MySQL 8 (no VALUES() in ON DUPLICATE KEY UPDATE, no RETURNING).
+ */
+#include "sql.h"
+
+#include <assert.h>
+
+static const char *const texts[SQL_COUNT] = {
+    [SQL_READ_STOCK] = "SELECT count, version, fence FROM stock WHERE product_id = ?",
+    [SQL_READ_STOCK_FOR_UPDATE] =
+        "SELECT count, version, fence FROM stock WHERE product_id = ? FOR UPDATE",
+    [SQL_WRITE_COUNT] = "UPDATE stock SET count = ?, version = version + 1 WHERE product_id = ?",
+    [SQL_WRITE_IF_VERSION] = "UPDATE stock SET count = ?, version = version + 1"
+                             " WHERE product_id = ? AND version = ?",
+    [SQL_WRITE_IF_FENCE] = "UPDATE stock SET count = ?, version = version + 1"
+                           " WHERE product_id = ? AND fence = ?",
+    [SQL_CLAIM_FENCE] = "UPDATE stock SET fence = ? WHERE product_id = ? AND fence < ?",
+    [SQL_DEDUCT_IF_ENOUGH] = "UPDATE stock SET count = count - ?, version = version + 1"
+                             " WHERE product_id = ? AND count >= ?",
+    [SQL_INSERT_ORDER] = "INSERT INTO orders (product_id, strategy, qty) VALUES (?, ?, ?)",
+    [SQL_ACCOUNT] = "SELECT s.count, s.initial, CAST(COALESCE(SUM(o.qty), 0) AS SIGNED),"
+                    " COUNT(o.id) FROM stock s LEFT JOIN orders o ON o.product_id = s.product_id"
+                    " WHERE s.product_id = ? GROUP BY s.product_id, s.count, s.initial",
+    [SQL_RESET_STOCK] = "INSERT INTO stock (product_id, count, initial, version, fence)"
+                        " VALUES (?, ?, ?, 0, 0) ON DUPLICATE KEY UPDATE"
+                        " count = ?, initial = ?, version = 0, fence = 0",
+    [SQL_RESET_ORDERS] = "DELETE FROM orders WHERE product_id = ?",
+    [SQL_RESET_LOCKS] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?)",
+};
+
+const char *sql_text(enum sql_statement s)
+{
+    assert(s < SQL_COUNT && texts[s]);
+    return texts[s];
+}

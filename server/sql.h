@@ -1,0 +1,31 @@
+/*
+ * sql.h - every SQL statement stockd runs, named once.
+ *
+ * Each is prepared once per worker connection and re-executed with new
+ * parameters, so the hot path sends only the statement id and the values.
+ * All result columns are integers (BIGINT), which keeps the binding code to
+ * one shape.
+ */
+#ifndef STOCKD_SQL_H
+#define STOCKD_SQL_H
+
+enum sql_statement {
+    SQL_READ_STOCK,            /* (product) -> count, version, fence            */
+    SQL_READ_STOCK_FOR_UPDATE, /* the same, locking the row until commit        */
+    SQL_WRITE_COUNT,           /* (count, product): blind write of a new count  */
+    SQL_WRITE_IF_VERSION,      /* (count, product, version): compare-and-set    */
+    SQL_WRITE_IF_FENCE,        /* (count, product, token): fenced write         */
+    SQL_CLAIM_FENCE,           /* (token, product, token): newer token only     */
+    SQL_DEDUCT_IF_ENOUGH,      /* (qty, product, qty): the one-statement sale   */
+    SQL_INSERT_ORDER,          /* (product, strategy, qty): the ledger          */
+    SQL_ACCOUNT,               /* (product) -> count, initial, sold, orders      */
+    SQL_RESET_STOCK,           /* (product, count, count, count, count)         */
+    SQL_RESET_ORDERS,          /* (product)                                     */
+    SQL_RESET_LOCKS,           /* (product): the lock-table rows of the product */
+    SQL_COUNT
+};
+
+/* The text of a statement, for preparing and for error messages. */
+const char *sql_text(enum sql_statement s);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * for-update - pessimistic: lock the row, then read, then write.
+ *
+ * The race: nolock's read is a plain snapshot read; nothing stops another
+ * transaction from writing the row between the read and the write.
+ *
+ * The fix: START TRANSACTION; SELECT ... FOR UPDATE takes the row's
+ * exclusive lock before reading, so the value read stays true until COMMIT;
+ * then UPDATE, INSERT the ledger row, COMMIT. Every instance, every thread,
+ * queues on the same row lock inside the database.
+ *
+ * The price: the row is locked for the whole read-compute-write, round trips
+ * included (and hold_ms); sales of one product run one at a time. A waiter
+ * that exceeds innodb_lock_wait_timeout (from lock_wait_ms) answers busy.
+ */
+#include "sale.h"
+#include "worker.h"
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    out->attempts = 1;
+    struct sql_outcome row;
+    st_result r = sql_begin(w);
+    if (r != ST_OK)
+        return r;
+    r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(rq->product)), &row);
+    if (r == ST_OK)
+        r = stock_check(w, rq, &row, out);
+    if (r != ST_OK) {
+        sql_rollback(w);
+        return r;
+    }
+    critical_section_wait(rq, NULL);
+    out->remaining = row.col[0] - rq->qty;
+    return sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_COUNT,
+                       SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product)), ST_UNKNOWN_PRODUCT);
+}
+
+const struct strategy strategy_for_update = {
+    .name = "for-update",
+    .store = STORE_MYSQL,
+    .safe_single = 1,
+    .safe_multi = 1,
+    .summary = "transaction with SELECT ... FOR UPDATE (pessimistic row lock)",
+    .needs = NEEDS_MYSQL,
+    .deduct = deduct,
+};

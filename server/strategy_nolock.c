@@ -1,0 +1,33 @@
+/*
+ * nolock - the race itself.
+ *
+ * The race: SELECT the count, compute count - qty in the server, UPDATE the
+ * row to that value. Two requests that read the same count both write
+ * count - qty: two sales, one deduction. The ledger records both, so
+ * lost_updates counts the vanished deductions, and once enough vanish the
+ * product sells units it never had (oversold).
+ *
+ * The fix: none here. Every other strategy is a fix for this one, and the
+ * lock strategies wrap exactly this body (read_then_write in sale.c).
+ *
+ * The price: two round trips and a short transaction per sale, no waiting
+ * at all - the fastest wrong answer. hold_ms widens the gap between the
+ * read and the write so that two requests in flight overlap every time.
+ */
+#include "sale.h"
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    out->attempts = 1;
+    return read_then_write(w, rq, NULL, out);
+}
+
+const struct strategy strategy_nolock = {
+    .name = "nolock",
+    .store = STORE_MYSQL,
+    .safe_single = 0,
+    .safe_multi = 0,
+    .summary = "SELECT count, then UPDATE count = read - qty: the race",
+    .needs = NEEDS_MYSQL,
+    .deduct = deduct,
+};

@@ -1,0 +1,84 @@
+/*
+ * redis-lock - a Redis lock around the nolock body.
+ *
+ * The race: nolock's, between any threads of any stockd instances.
+ *
+ * The fix: SET lock:{P} <random token> NX PX <ttl> - set only if absent,
+ * expiring by itself if the holder dies. Waiters poll with jittered backoff
+ * for up to lock_wait_ms, then answer busy. Release is a Lua
+ * compare-and-delete (EVALSHA): delete the key only if it still holds our
+ * token, so a holder whose lock expired cannot delete the next holder's.
+ *
+ * The price: a Redis round trip to lock, one to unlock, plus polling; and
+ * the lock is only a lease. If the critical section outlives the TTL
+ * (hold_ms > ttl_ms, or a pause), the lock expires under the holder, a
+ * second holder enters, and the stock is oversold: safe only while the TTL
+ * outlives the critical section.
+ */
+#include "config.h"
+#include "lock.h"
+#include "redis_store.h"
+#include "worker.h"
+
+#include <stdio.h>
+
+static struct redis_script compare_and_delete = {
+    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+              "  return redis.call('DEL', KEYS[1])\n"
+              "end\n"
+              "return 0\n",
+};
+
+static st_result try_once(struct worker *w, const struct deduct_request *rq,
+                          struct held_lock *held, int *taken)
+{
+    char key[REDIS_KEY_MAX], ttl[16];
+    redis_key(key, "lock", rq->product, "");
+    snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
+    const char *argv[] = {"SET", key, held->token, "NX", "PX", ttl};
+    redisReply *reply;
+    st_result r = redis_call(w, &reply, 6, argv);
+    if (r != ST_OK)
+        return r;
+    *taken = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject(reply);
+    return ST_OK;
+}
+
+static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
+{
+    return lock_poll(w, held, "redis lock", try_once, rq);
+}
+
+static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                         int *lost)
+{
+    char key[REDIS_KEY_MAX];
+    redis_key(key, "lock", rq->product, "");
+    const char *argv[] = {key, held->token};
+    redisReply *reply;
+    st_result r = redis_eval(w, &compare_and_delete, &reply, 1, 2, argv);
+    if (r != ST_OK)
+        return r;
+    *lost = !(reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
+    freeReplyObject(reply);
+    return ST_OK;
+}
+
+static const struct lock_kind redis_set_nx = {.acquire = acquire, .release = release};
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    return deduct_under_lock(&redis_set_nx, w, rq, out);
+}
+
+const struct strategy strategy_redis_lock = {
+    .name = "redis-lock",
+    .store = STORE_MYSQL,
+    .safe_single = 1,
+    .safe_multi = 1,
+    .caveat = "while the lock's TTL outlives the critical section",
+    .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
+    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .deduct = deduct,
+};
