@@ -41,23 +41,32 @@ deps:
 build: deps
 	@$(MAKE) --no-print-directory build/stockd
 
+# V=1 shows the full compiler command lines.
+Q := $(if $(V),,@)
+
 build/stockd: $(RELEASE_OBJ)
-	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	@echo "  LINK  $@"
+	$(Q)$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 build/release/%.o: server/%.c | build/release
-	$(CC) $(RELEASE_CFLAGS) -c -o $@ $<
+	@echo "  CC    $<"
+	$(Q)$(CC) $(RELEASE_CFLAGS) -c -o $@ $<
 
 build/test/server/%.o: server/%.c | build/test/server
-	$(CC) $(TEST_CFLAGS) -c -o $@ $<
+	@echo "  CC    $< (sanitized)"
+	$(Q)$(CC) $(TEST_CFLAGS) -c -o $@ $<
 
 build/test/stockd: build/test/server/main.o $(TEST_LIB_OBJ)
-	$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	@echo "  LINK  $@"
+	$(Q)$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 build/test/unit_%: tests/unit_%.c $(TEST_LIB_OBJ) | build/test
-	$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka)
+	@echo "  TEST  $@"
+	$(Q)$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
 build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
-	$(CC) $(TEST_CFLAGS) -o $@ tests/it_$*.c $(HARNESS_SRC) \
+	@echo "  TEST  $@"
+	$(Q)$(CC) $(TEST_CFLAGS) -o $@ tests/it_$*.c $(HARNESS_SRC) \
 		$(shell pkg-config --libs cmocka libcurl jansson)
 
 build/test/server/main.o: server/main.c | build/test/server

@@ -1,0 +1,95 @@
+/*
+ * unit_accounting.c - the contract's arithmetic and its JSON: oversold and
+ * lost_updates from initial/remaining/sold, negative stock shown as it is,
+ * and the table of results to status codes and error words.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "stock.h"
+#include "strategy.h"
+
+static void test_formulas(void **state)
+{
+    (void)state;
+    struct store_account exact = {1, 100, 0, 100, 100};
+    assert_int_equal(account_oversold(&exact), 0);
+    assert_int_equal(account_lost_updates(&exact), 0);
+    /* nolock: 120 sales acknowledged, the row says only 90 were deducted */
+    struct store_account raced = {1, 100, 10, 120, 120};
+    assert_int_equal(account_oversold(&raced), 20);
+    assert_int_equal(account_lost_updates(&raced), 30);
+    /* a blind write below zero: remaining is reported, never clamped */
+    struct store_account negative = {1, 5, -3, 8, 8};
+    assert_int_equal(account_oversold(&negative), 3);
+    assert_int_equal(account_lost_updates(&negative), 0);
+}
+
+static void test_json(void **state)
+{
+    (void)state;
+    struct store_account negative = {1, 5, -3, 8, 7};
+    json_t *doc = account_json(&negative);
+    assert_int_equal(json_integer_value(json_object_get(doc, "remaining")), -3);
+    assert_int_equal(json_integer_value(json_object_get(doc, "sold")), 8);
+    assert_int_equal(json_integer_value(json_object_get(doc, "orders")), 7);
+    assert_int_equal(json_integer_value(json_object_get(doc, "oversold")), 3);
+    assert_int_equal(json_integer_value(json_object_get(doc, "lost_updates")), 0);
+    assert_int_equal(json_integer_value(json_object_get(doc, "initial")), 5);
+    json_decref(doc);
+    struct store_account absent = {0};
+    doc = account_json(&absent);
+    assert_true(json_is_null(doc));
+    json_decref(doc);
+}
+
+static void test_result_table(void **state)
+{
+    (void)state;
+    assert_int_equal(result_status(ST_OK), 200);
+    assert_int_equal(result_status(ST_SOLD_OUT), 409);
+    assert_string_equal(result_word(ST_SOLD_OUT), "sold_out");
+    assert_int_equal(result_status(ST_BUSY), 409);
+    assert_string_equal(result_word(ST_BUSY), "busy");
+    assert_int_equal(result_status(ST_BAD_REQUEST), 400);
+    assert_string_equal(result_word(ST_UNKNOWN_STRATEGY), "unknown_strategy");
+    assert_string_equal(result_word(ST_UNKNOWN_PRODUCT), "unknown_product");
+    assert_int_equal(result_status(ST_NOT_FOUND), 404);
+    assert_int_equal(result_status(ST_METHOD_NOT_ALLOWED), 405);
+    assert_int_equal(result_status(ST_PAYLOAD_TOO_LARGE), 413);
+    assert_int_equal(result_status(ST_BACKEND_UNAVAILABLE), 503);
+    assert_string_equal(result_word(ST_BACKEND_UNAVAILABLE), "backend_unavailable");
+}
+
+static void test_strategy_table(void **state)
+{
+    (void)state;
+    assert_true(strategy_count() >= 7);
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct strategy *s = strategy_at(i);
+        assert_non_null(s->deduct);
+        assert_non_null(s->summary);
+        assert_ptr_equal(strategy_find(s->name), s);
+        /* safe across instances implies safe in one */
+        assert_true(!s->safe_multi || s->safe_single);
+        for (size_t j = i + 1; j < strategy_count(); j++)
+            assert_string_not_equal(s->name, strategy_at(j)->name);
+    }
+    assert_null(strategy_find("no-such-strategy"));
+    assert_null(strategy_at(strategy_count()));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_formulas),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_result_table),
+        cmocka_unit_test(test_strategy_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

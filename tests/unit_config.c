@@ -1,0 +1,98 @@
+/*
+ * unit_config.c - configuration: defaults, STOCKD_* variables, flags (which
+ * win), bounds, and a --help that documents every variable.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+static enum config_status load(int argc, char **argv, char *out, size_t size)
+{
+    FILE *sink = fmemopen(out, size, "w");
+    assert_non_null(sink);
+    enum config_status s = config_load(argc, argv, sink, sink);
+    fclose(sink);
+    return s;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    char text[4096] = "";
+    char *argv[] = {"stockd", NULL};
+    assert_int_equal(load(1, argv, text, sizeof text), CONFIG_RUN);
+    assert_string_equal(config.listen, "127.0.0.1");
+    assert_int_equal(config.port, 8080);
+    assert_true(config.threads >= 1); /* 0 means one per core */
+    assert_int_equal(config.max_body, 4096);
+}
+
+static void test_env_then_flags(void **state)
+{
+    (void)state;
+    char text[4096] = "";
+    setenv("STOCKD_PORT", "9090", 1);
+    setenv("STOCKD_MYSQL_HOST", "db.internal", 1);
+    char *env_only[] = {"stockd", NULL};
+    assert_int_equal(load(1, env_only, text, sizeof text), CONFIG_RUN);
+    assert_int_equal(config.port, 9090);
+    assert_string_equal(config.mysql_host, "db.internal");
+    char *flagged[] = {"stockd", "--port=9191", "--threads", "3", NULL};
+    assert_int_equal(load(4, flagged, text, sizeof text), CONFIG_RUN);
+    assert_int_equal(config.port, 9191);
+    assert_int_equal(config.threads, 3);
+    unsetenv("STOCKD_PORT");
+    unsetenv("STOCKD_MYSQL_HOST");
+}
+
+static void test_rejects(void **state)
+{
+    (void)state;
+    char text[4096] = "";
+    char *bad_port[] = {"stockd", "--port=70000", NULL};
+    assert_int_equal(load(2, bad_port, text, sizeof text), CONFIG_EXIT_USAGE);
+    assert_non_null(strstr(text, "port must be an integer 1..65535"));
+    char *unknown[] = {"stockd", "--colour=red", NULL};
+    assert_int_equal(load(2, unknown, text, sizeof text), CONFIG_EXIT_USAGE);
+    char *stray[] = {"stockd", "extra", NULL};
+    assert_int_equal(load(2, stray, text, sizeof text), CONFIG_EXIT_USAGE);
+    setenv("STOCKD_THREADS", "many", 1);
+    char *plain[] = {"stockd", NULL};
+    assert_int_equal(load(1, plain, text, sizeof text), CONFIG_EXIT_USAGE);
+    assert_non_null(strstr(text, "STOCKD_THREADS"));
+    unsetenv("STOCKD_THREADS");
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    char text[8192] = "";
+    char *argv[] = {"stockd", "--help", NULL};
+    assert_int_equal(load(2, argv, text, sizeof text), CONFIG_EXIT_OK);
+    const char *documented[] = {"STOCKD_LISTEN",         "STOCKD_PORT",        "STOCKD_THREADS",
+                                "STOCKD_MYSQL_PASSWORD", "STOCKD_REDIS_PORT",  "STOCKD_LOCK_TTL_MS",
+                                "STOCKD_LOCK_WAIT_MS",   "--optimistic-attempts"};
+    for (size_t i = 0; i < sizeof documented / sizeof documented[0]; i++)
+        assert_non_null(strstr(text, documented[i]));
+    const char *password = strstr(text, "STOCKD_MYSQL_PASSWORD");
+    assert_non_null(password);
+    assert_memory_equal(password + strlen("STOCKD_MYSQL_PASSWORD"), ", default (hidden)", 18);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_env_then_flags),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_help),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

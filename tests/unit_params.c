@@ -1,0 +1,142 @@
+/*
+ * unit_params.c - parameter validation: every malformed value is a 400 with
+ * a message naming the parameter, nothing is silently defaulted or clamped,
+ * and a query and a JSON body must agree.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "params.h"
+#include "worker.h"
+
+static const struct param_spec specs[] = {
+    {"product", 1, 2147483647LL, 1001},
+    {"qty", 1, 1000, 1},
+    {"count", 0, 1000000000, PARAM_REQUIRED},
+};
+
+#define NSPECS 3
+
+struct call {
+    const char *method;
+    struct query_arg args[HTTP_MAX_ARGS];
+    unsigned nargs;
+    const char *body;
+};
+
+static st_result run(const struct call *c, long long *values)
+{
+    struct http_request req = {
+        .method = c->method ? c->method : "POST",
+        .path = "/x",
+        .args = c->args,
+        .nargs = c->nargs,
+        .body = c->body ? c->body : "",
+        .body_len = c->body ? strlen(c->body) : 0,
+    };
+    return params_parse(worker_self(), &req, specs, NSPECS, values);
+}
+
+static void expect_bad(const struct call *c, const char *message_part)
+{
+    long long v[NSPECS];
+    assert_int_equal(run(c, v), ST_BAD_REQUEST);
+    assert_non_null(strstr(worker_self()->error, message_part));
+}
+
+static void test_bounded_int(void **state)
+{
+    (void)state;
+    long long v = -1;
+    assert_int_equal(parse_bounded_int("1", 1, 1000, &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(parse_bounded_int("1000", 1, 1000, &v), 0);
+    assert_int_equal(parse_bounded_int("007", 1, 1000, &v), 0);
+    assert_int_equal(v, 7);
+    const char *bad[] = {"", "0", "1001", "-1", "+1", " 1", "1 ", "1e3", "0x10", "1.0", "abc",
+                         "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse_bounded_int(bad[i], 1, 1000, &v), -1);
+    assert_int_equal(parse_bounded_int(NULL, 1, 1000, &v), -1);
+}
+
+static void test_defaults_and_required(void **state)
+{
+    (void)state;
+    long long v[NSPECS];
+    struct call c = {.args = {{"count", "5"}}, .nargs = 1};
+    assert_int_equal(run(&c, v), ST_OK);
+    assert_int_equal(v[0], 1001);
+    assert_int_equal(v[1], 1);
+    assert_int_equal(v[2], 5);
+    struct call missing = {.nargs = 0};
+    expect_bad(&missing, "count is required");
+}
+
+static void test_query_errors(void **state)
+{
+    (void)state;
+    struct call unknown = {.args = {{"count", "1"}, {"colour", "red"}}, .nargs = 2};
+    expect_bad(&unknown, "unknown parameter 'colour'");
+    struct call twice = {.args = {{"count", "1"}, {"count", "1"}}, .nargs = 2};
+    expect_bad(&twice, "count is given twice");
+    struct call bare = {.args = {{"count", NULL}}, .nargs = 1};
+    expect_bad(&bare, "count in the query has no value");
+    struct call range = {.args = {{"count", "1"}, {"qty", "1001"}}, .nargs = 2};
+    expect_bad(&range, "qty in the query must be an integer 1..1000, not '1001'");
+    long long v[NSPECS];
+    struct http_request req = {.method = "GET", .path = "/x", .too_many_args = 1, .body = ""};
+    assert_int_equal(params_parse(worker_self(), &req, specs, NSPECS, v), ST_BAD_REQUEST);
+    assert_non_null(strstr(worker_self()->error, "more than 16 query parameters"));
+}
+
+static void test_body(void **state)
+{
+    (void)state;
+    long long v[NSPECS];
+    struct call ok = {.body = "{\"count\":10,\"qty\":3}"};
+    assert_int_equal(run(&ok, v), ST_OK);
+    assert_int_equal(v[1], 3);
+    assert_int_equal(v[2], 10);
+    struct call agree = {.args = {{"qty", "3"}}, .nargs = 1, .body = "{\"count\":1,\"qty\":3}"};
+    assert_int_equal(run(&agree, v), ST_OK);
+
+    struct call disagree = {.args = {{"qty", "2"}}, .nargs = 1, .body = "{\"count\":1,\"qty\":3}"};
+    expect_bad(&disagree, "qty is 2 in the query but 3 in the body");
+    struct call malformed = {.body = "{\"count\":"};
+    expect_bad(&malformed, "body is not valid JSON");
+    struct call array = {.body = "[1,2]"};
+    expect_bad(&array, "body must be a JSON object");
+    struct call text = {.body = "{\"count\":\"5\"}"};
+    expect_bad(&text, "count in the body must be an integer");
+    struct call real = {.body = "{\"count\":5.0}"};
+    expect_bad(&real, "count in the body must be an integer");
+    struct call dup = {.body = "{\"count\":5,\"count\":6}"};
+    expect_bad(&dup, "not valid JSON");
+    struct call stranger = {.body = "{\"count\":5,\"x\":1}"};
+    expect_bad(&stranger, "unknown parameter 'x' in the body");
+    struct call on_get = {.method = "GET", .body = "{\"count\":5}"};
+    expect_bad(&on_get, "a GET request takes no body");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    worker_release_self();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bounded_int),
+        cmocka_unit_test(test_defaults_and_required),
+        cmocka_unit_test(test_query_errors),
+        cmocka_unit_test(test_body),
+    };
+    return cmocka_run_group_tests(tests, NULL, teardown);
+}

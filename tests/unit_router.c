@@ -1,0 +1,71 @@
+/*
+ * unit_router.c - the endpoint table: every contract path reaches its
+ * handler, a known path with the wrong method is 405 with the right Allow
+ * header, anything else is 404.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "router.h"
+
+static void expect_route(const char *method, const char *path, handler_fn handler)
+{
+    struct route_match m;
+    route_find(method, path, &m);
+    assert_int_equal(m.result, ST_OK);
+    assert_ptr_equal(m.handler, handler);
+}
+
+static void expect_refused(const char *method, const char *path, st_result r, const char *allow)
+{
+    struct route_match m;
+    route_find(method, path, &m);
+    assert_int_equal(m.result, r);
+    assert_null(m.handler);
+    assert_string_equal(m.allow, allow);
+}
+
+static void test_contract_paths(void **state)
+{
+    (void)state;
+    expect_route("GET", "/health", api_health);
+    expect_route("GET", "/strategies", api_strategies);
+    expect_route("POST", "/stock/reset", api_reset);
+    expect_route("GET", "/stock/deduct/nolock", api_deduct);
+    expect_route("POST", "/stock/deduct/redis-lock", api_deduct);
+    expect_route("GET", "/stock/deduct", api_deduct); /* no name: unknown_strategy */
+    expect_route("GET", "/stock/1001", api_stock);
+}
+
+static void test_wrong_method(void **state)
+{
+    (void)state;
+    expect_refused("GET", "/stock/reset", ST_METHOD_NOT_ALLOWED, "POST");
+    expect_refused("POST", "/health", ST_METHOD_NOT_ALLOWED, "GET");
+    expect_refused("DELETE", "/stock/deduct/sql", ST_METHOD_NOT_ALLOWED, "GET, POST");
+    expect_refused("PUT", "/stock/1001", ST_METHOD_NOT_ALLOWED, "GET");
+}
+
+static void test_not_found(void **state)
+{
+    (void)state;
+    expect_refused("GET", "/", ST_NOT_FOUND, "");
+    expect_refused("GET", "/stock", ST_NOT_FOUND, "");
+    expect_refused("GET", "/stock/", ST_NOT_FOUND, "");
+    expect_refused("GET", "/healthz", ST_NOT_FOUND, "");
+    expect_refused("GET", "/health/", ST_NOT_FOUND, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_contract_paths),
+        cmocka_unit_test(test_wrong_method),
+        cmocka_unit_test(test_not_found),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
