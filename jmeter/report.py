@@ -188,7 +188,8 @@ def render(rows, params):
         ("threads × loops", f"{p.get('threads')} × {p.get('loops')}"),
         ("ramp-up", f"{p.get('rampup')} s"), ("stock at reset", fmt(p.get("stock"))),
         ("qty per request", p.get("qty")), ("hold_ms", p.get("hold_ms")),
-        ("exposed hold_ms", p.get("exposed_hold_ms")), ("product", p.get("product")),
+        ("exposed hold / ttl ms", f"{p.get('exposed_hold_ms')} / {p.get('exposed_ttl_ms', '–')}"),
+        ("product", p.get("product")),
         ("JMeter", p.get("jmeter") or "–"),
     ]
     params_html = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in shown)
@@ -224,8 +225,9 @@ def render(rows, params):
 <h1>{esc(title)}</h1>
 <p class="sub">Same JMeter load on every strategy: reset the stock, sell through the
 strategy's endpoint, then read the store's ledger. Oversold = units sold that never existed;
-lost updates = sales whose deduction vanished. Unsafe strategies also run with
-<code>hold_ms</code> so that their race shows.</p>
+lost updates = sales whose deduction vanished. Unsafe strategies also run "exposed": with
+<code>hold_ms</code> inside the critical section (and a lock <code>ttl_ms</code> shorter than
+it), so that their race shows every time.</p>
 {banner}
 <div class="card"><h2>Run</h2><dl class="params">{params_html}</dl></div>
 <div class="charts">{charts}</div>
