@@ -6,7 +6,8 @@
 # given different run directories and ports.
 #
 #   scripts/stack.sh up                start what STACK_SERVICES names (idempotent)
-#   scripts/stack.sh down              stop every backend this run dir's pid files name
+#   scripts/stack.sh down              stop nginx, the instances and every backend this
+#                                      run dir's pid files name
 #   scripts/stack.sh status            one line per backend (the wanted ones and any
 #                                      other with a pid file); exit 1 if a wanted one is down
 #   scripts/stack.sh env               export lines pointing stockd at this stack
@@ -14,8 +15,18 @@
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
 #   scripts/stack.sh start-one NAME    start one backend and wait until it answers
 #   scripts/stack.sh clean             down, then delete the stack's directory
+#   scripts/stack.sh instances-up N    start N build/stockd instances (ports
+#                                      STACK_STOCKD_PORT_BASE, +1, ...) on this stack,
+#                                      behind a private nginx on STACK_NGINX_PORT
+#                                      (round-robin, keep-alive, no retries); stops
+#                                      instances beyond N; waits for /health
+#   scripts/stack.sh instances-down    stop nginx and every instance (not the backends)
 #
-#   NAME: mysql | redis | zk | redlock (all three) | redlock-PORT
+#   NAME: mysql | redis | zk | redlock (all three) | redlock-PORT | nginx | stockd-PORT
+#
+# `down` also stops nginx and the instances. Each instance logs to
+# stack/stockd-PORT.log; nginx to stack/nginx.log (its console) and
+# stack/nginx/error.log, with its generated nginx.conf and temp files beside.
 #
 # Environment (defaults):
 #   STOCKD_RUN_DIR       <repo>/run        the stack lives in $STOCKD_RUN_DIR/stack
@@ -25,7 +36,12 @@
 #   STACK_ZK_PORT        23181
 #   STACK_SERVICES       "mysql redis redlock zk"   what `up` starts
 #   STACK_TIMEOUT        30                seconds to wait for a backend to answer
-#   STACK_SKIP_DEPS      unset             1: `up` does not run deps.sh
+#   STACK_SKIP_DEPS      unset             1: `up` and `instances-up` do not run deps.sh
+#   STACK_STOCKD_PORT_BASE 23091           first instance's port
+#   STACK_NGINX_PORT     23080             the balancer's port
+#   STOCKD_BIN           <repo>/build/stockd   the instances' binary
+#   STOCKD_THREADS       unset             the instances' --threads (else stockd's default)
+#   The instances get `env`'s settings; other STOCKD_* variables pass through.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -37,9 +53,12 @@ REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
 SERVICES="${STACK_SERVICES:-mysql redis redlock zk}"
 TIMEOUT="${STACK_TIMEOUT:-30}"
+STOCKD_PORT_BASE="${STACK_STOCKD_PORT_BASE:-23091}"
+NGINX_PORT="${STACK_NGINX_PORT:-23080}"
+MAX_INSTANCES=64
 
 read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
-for p in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
+for p in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "$STOCKD_PORT_BASE" "$NGINX_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
     is_port "$p" || die "not a port number: '$p'"
 done
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
@@ -80,6 +99,8 @@ port_of() {
         redis) echo "$REDIS_PORT" ;;
         zk) echo "$ZK_PORT" ;;
         redlock-*) echo "${1#redlock-}" ;;
+        stockd-*) echo "${1#stockd-}" ;;
+        nginx) echo "$NGINX_PORT" ;;
     esac
 }
 
@@ -137,7 +158,17 @@ answers() {
         zk)
             # ruok says imok even while not serving; srvr shows the mode only then
             tcp_ask 127.0.0.1 "$port" srvr | grep -q '^Mode: ' ;;
+        stockd-*|nginx)
+            # healthy: every backend the instance needs answers (through nginx:
+            # whichever instance gets the request)
+            [[ "$(http_status 127.0.0.1 "$port" /health)" == 200 ]] ;;
     esac
+}
+
+# http_status HOST PORT PATH: the status code of a GET, without curl.
+http_status() {
+    tcp_ask "$1" "$2" "GET $3 HTTP/1.0"$'\r\n'"Host: $1:$2"$'\r\n\r\n' |
+        sed -n '1s/^HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p'
 }
 
 log_tail() {
@@ -329,6 +360,132 @@ EOF
     wait_ready zk "$pid"
 }
 
+# ------------------------------------------- stockd instances behind nginx
+
+# instance_ports N: the ports of instances 1..N.
+instance_ports() {
+    local i
+    for (( i = 0; i < $1; i++ )); do echo $(( STOCKD_PORT_BASE + i )); done
+}
+
+# running_instances: stockd-PORT for every instance pid file here, by port.
+running_instances() {
+    local f
+    for f in "$STACK"/stockd-*.pid; do
+        [[ -e "$f" ]] || continue
+        f="$(basename "$f" .pid)"
+        [[ "$f" =~ ^stockd-[0-9]+$ ]] && echo "$f"
+    done | sort -t- -k2,2n
+}
+
+stockd_bin() {
+    local bin="${STOCKD_BIN:-$STOCKD_REPO/build/stockd}"
+    [[ -x "$bin" ]] || die "$bin does not exist or is not executable (make build)"
+    echo "$bin"
+}
+
+# start_instance stockd-PORT: one build/stockd on 127.0.0.1:PORT with this
+# stack's settings (and STOCKD_THREADS as its --threads when set).
+start_instance() {
+    local name="$1" port bin pid pairs=() threads=()
+    port="$(port_of "$name")"
+    bin="$(stockd_bin)"
+    mapfile -t pairs < <(env_pairs)
+    if [[ -n "${STOCKD_THREADS:-}" ]]; then threads=(--threads="$STOCKD_THREADS"); fi
+    launch "$name" env "${pairs[@]}" "$bin" --listen=127.0.0.1 --port="$port" \
+        "${threads[@]+"${threads[@]}"}"
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid"
+}
+
+# nginx_conf PORT...: deploy/nginx.conf.template filled for these instances.
+nginx_conf() {
+    local tpl dir servers="" user="" p
+    tpl="$(<"$STOCKD_REPO/deploy/nginx.conf.template")" || die "deploy/nginx.conf.template missing"
+    dir="$(workdir_of nginx)"
+    for p in "$@"; do
+        servers+="        server 127.0.0.1:$p max_fails=0;"$'\n'
+    done
+    servers="${servers%$'\n'}"
+    # A master started by root switches its workers to `user` (default nobody,
+    # who cannot write to the run directory); as anyone else `user` is ignored
+    # with a warning, so it is only written for root.
+    if (( EUID == 0 )); then user="user root;"; fi
+    tpl="${tpl//\{\{USER\}\}/$user}"
+    tpl="${tpl//\{\{DIR\}\}/$dir}"
+    tpl="${tpl//\{\{PORT\}\}/$NGINX_PORT}"
+    tpl="${tpl//\{\{SERVERS\}\}/$servers}"
+    printf '%s\n' "$tpl"
+}
+
+start_nginx() {
+    local dir conf pid nginx
+    dir="$(workdir_of nginx)"
+    conf="$dir/nginx.conf"
+    nginx="$(command -v nginx || true)"
+    [[ -z "$nginx" && -x /usr/sbin/nginx ]] && nginx=/usr/sbin/nginx
+    [[ -n "$nginx" ]] || die "nginx not found (scripts/deps.sh nginx)"
+    [[ -s "$conf" ]] || die "$conf missing: run instances-up N"
+    mkdir -p "$dir/tmp"
+    # -e: the error log from the very start, before the configuration is read
+    if ! "$nginx" -t -q -p "$dir/" -e "$dir/error.log" -c "$conf" >>"$(logfile_of nginx)" 2>&1; then
+        echo "${0##*/}: nginx rejects $conf" >&2
+        log_tail nginx
+        return 1
+    fi
+    launch nginx "$nginx" -p "$dir/" -e "$dir/error.log" -c "$conf"
+    pid="$(tr -dc '0-9' <"$(pidfile_of nginx)")"
+    wait_ready nginx "$pid"
+}
+
+cmd_instances_up() {
+    local n="${1:-}" ports=() p name old want=" " rc=0 conf new
+    if ! [[ "$n" =~ ^[0-9]{1,3}$ ]] || (( 10#$n < 1 || 10#$n > MAX_INSTANCES )); then
+        die "usage: ${0##*/} instances-up N (N = 1..$MAX_INSTANCES)"
+    fi
+    n=$(( 10#$n ))
+    mapfile -t ports < <(instance_ports "$n")
+    (( ${ports[-1]} <= 65535 )) || die "STACK_STOCKD_PORT_BASE $STOCKD_PORT_BASE + $n instances passes port 65535"
+    for p in "${ports[@]}" "$NGINX_PORT"; do
+        for old in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
+            [[ "$p" != "$old" ]] || die "port $p is both a backend's and an instance's or nginx's"
+        done
+    done
+    for p in "${ports[@]}"; do
+        [[ "$p" != "$NGINX_PORT" ]] || die "STACK_NGINX_PORT $NGINX_PORT is also an instance port (STACK_STOCKD_PORT_BASE $STOCKD_PORT_BASE, $n instances)"
+        want+="stockd-$p "
+    done
+    if [[ "${STACK_SKIP_DEPS:-}" != 1 ]]; then "$STOCKD_REPO/scripts/deps.sh" nginx; fi
+    stockd_bin >/dev/null
+    lock_stack
+    # Fewer instances than last time: stop the ones beyond N.
+    for name in $(running_instances); do
+        [[ "$want" == *" $name "* ]] || stop_one "$name"
+    done
+    for p in "${ports[@]}"; do
+        start_one "stockd-$p" || { rc=1; echo "${0##*/}: stockd-$p FAILED to start" >&2; }
+    done
+    (( rc == 0 )) || exit 1
+    # nginx: (re)started when its upstream list changes.
+    mkdir -p "$(workdir_of nginx)"
+    conf="$(workdir_of nginx)/nginx.conf"
+    new="$(nginx_conf "${ports[@]}")"
+    if [[ ! -s "$conf" || "$(<"$conf")" != "$new" ]]; then
+        stop_one nginx
+        printf '%s\n' "$new" >"$conf"
+    fi
+    start_one nginx || exit 1
+    say "$n instance(s) behind http://127.0.0.1:$NGINX_PORT (ports ${ports[*]})"
+}
+
+cmd_instances_down() {
+    local name
+    [[ -d "$STACK" ]] || return 0
+    lock_stack
+    stop_one nginx
+    for name in $(running_instances); do stop_one "$name"; done
+}
+
 # --------------------------------------------------------------- start/stop
 
 # start_one NAME: leave a running backend alone, clean a stale pid file,
@@ -361,6 +518,8 @@ start_one() {
         mysql) start_mysql ;;
         redis|redlock-*) start_redis "$name" ;;
         zk) start_zk ;;
+        stockd-*) start_instance "$name" ;;
+        nginx) start_nginx ;;
     esac || return 1
     say "$name: ready (pid $(pid_of "$name" || echo '?'), $(( SECONDS - t0 ))s)"
 }
@@ -409,7 +568,13 @@ expand_name() {
                 [[ "$1" == "redlock-$p" ]] && { echo "$1"; return 0; }
             done
             die "unknown backend '$1' (redlock ports: ${REDLOCK_LIST[*]-none})" ;;
-        *) die "unknown backend '$1' (mysql redis zk redlock redlock-PORT)" ;;
+        nginx) echo nginx ;;
+        stockd-[0-9]*)
+            if ! [[ "$1" =~ ^stockd-[0-9]+$ ]] || ! is_port "${1#stockd-}"; then
+                die "unknown instance '$1'"
+            fi
+            echo "$1" ;;
+        *) die "unknown backend '$1' (mysql redis zk redlock redlock-PORT nginx stockd-PORT)" ;;
     esac
 }
 
@@ -437,7 +602,7 @@ cmd_up() {
 }
 
 cmd_down() {
-    local f n names=() last=()
+    local f n first=() names=() last=()
     [[ -d "$STACK" ]] || return 0
     lock_stack
     # Every backend that has a pid file here, whatever the configuration says
@@ -448,10 +613,12 @@ cmd_down() {
         case "$n" in
             mysql) last+=("$n") ;;
             redis|zk|redlock-[0-9]*) names+=("$n") ;;
+            nginx|stockd-[0-9]*) first+=("$n") ;;
             *) say "leaving unknown pid file $f alone" ;;
         esac
     done
-    for n in "${names[@]+"${names[@]}"}" "${last[@]+"${last[@]}"}"; do
+    # nginx first, then the instances (they sort after it), then the backends
+    for n in "${first[@]+"${first[@]}"}" "${names[@]+"${names[@]}"}" "${last[@]+"${last[@]}"}"; do
         stop_one "$n"
     done
 }
@@ -464,7 +631,7 @@ shown_backends() {
         for f in "$STACK"/*.pid; do
             [[ -e "$f" ]] || continue
             n="$(basename "$f" .pid)"
-            case "$n" in mysql|redis|zk|redlock-[0-9]*) echo "$n" ;; esac
+            case "$n" in mysql|redis|zk|redlock-[0-9]*|nginx|stockd-[0-9]*) echo "$n" ;; esac
         done
     } | awk '!seen[$0]++'
 }
@@ -485,20 +652,25 @@ cmd_status() {
     return "$rc"
 }
 
-cmd_env() {
+# env_pairs: NAME=VALUE lines pointing stockd at this stack.
+env_pairs() {
     local redlock="" p
     for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
         redlock+="${redlock:+,}127.0.0.1:$p"
     done
-    printf 'export STOCKD_MYSQL_HOST=127.0.0.1\n'
-    printf 'export STOCKD_MYSQL_PORT=%s\n' "$MYSQL_PORT"
-    printf 'export STOCKD_MYSQL_USER=stockd\n'
-    printf 'export STOCKD_MYSQL_PASSWORD=stockd\n'
-    printf 'export STOCKD_MYSQL_DB=stockd\n'
-    printf 'export STOCKD_REDIS_HOST=127.0.0.1\n'
-    printf 'export STOCKD_REDIS_PORT=%s\n' "$REDIS_PORT"
-    printf 'export STOCKD_REDLOCK=%s\n' "$redlock"
-    printf 'export STOCKD_ZK=127.0.0.1:%s\n' "$ZK_PORT"
+    printf 'STOCKD_MYSQL_HOST=127.0.0.1\n'
+    printf 'STOCKD_MYSQL_PORT=%s\n' "$MYSQL_PORT"
+    printf 'STOCKD_MYSQL_USER=stockd\n'
+    printf 'STOCKD_MYSQL_PASSWORD=stockd\n'
+    printf 'STOCKD_MYSQL_DB=stockd\n'
+    printf 'STOCKD_REDIS_HOST=127.0.0.1\n'
+    printf 'STOCKD_REDIS_PORT=%s\n' "$REDIS_PORT"
+    printf 'STOCKD_REDLOCK=%s\n' "$redlock"
+    printf 'STOCKD_ZK=127.0.0.1:%s\n' "$ZK_PORT"
+}
+
+cmd_env() {
+    env_pairs | sed 's/^/export /'
 }
 
 cmd_mysql() {
@@ -532,6 +704,10 @@ case "$cmd" in
             if [[ "$cmd" == stop-one ]]; then stop_one "$n"; else start_one "$n" || rc=1; fi
         done
         exit "$rc" ;;
+    instances-up)
+        [[ $# -eq 1 ]] || die "usage: ${0##*/} instances-up N"
+        cmd_instances_up "$1" ;;
+    instances-down) cmd_instances_down ;;
     clean)
         cmd_down
         if [[ -d "$STACK" ]]; then rm -rf "$STACK"; fi ;;

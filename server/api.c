@@ -7,9 +7,11 @@
 #include "log.h"
 #include "mysql_store.h"
 #include "redis_store.h"
+#include "redlock.h"
 #include "stock.h"
 #include "strategy.h"
 #include "worker.h"
+#include "zk_store.h"
 
 #include <string.h>
 
@@ -25,9 +27,14 @@ static st_result ping_redis(struct worker *w)
 static const struct backend {
     const char *name;
     st_result (*ping)(struct worker *w);
+    /* Optional: adds details to the backend's state; 0 when the backend is
+     * not configured, and then it is left out. */
+    int (*describe)(json_t *state);
 } backends[] = {
-    {"mysql", mysql_store_ping},
-    {"redis", ping_redis},
+    {"mysql", mysql_store_ping, NULL},
+    {"redis", ping_redis, NULL},
+    {"redlock", redlock_ping, redlock_describe},
+    {"zookeeper", zk_store_ping, zk_store_describe},
 };
 
 st_result api_health(struct worker *w, const struct http_request *req, json_t *reply)
@@ -37,8 +44,14 @@ st_result api_health(struct worker *w, const struct http_request *req, json_t *r
     st_result worst = ST_OK;
     char down[256] = "";
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        json_t *details = json_object();
+        if (backends[i].describe && !backends[i].describe(details)) {
+            json_decref(details);
+            continue;
+        }
         st_result r = backends[i].ping(w);
         json_t *state = json_pack("{s:s}", "state", r == ST_OK ? "up" : "down");
+        json_object_update_new(state, details);
         if (r != ST_OK) {
             json_object_set_new(state, "message", json_string(w->error));
             size_t len = strlen(down);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "redlock.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +48,10 @@ static const struct option_spec options[] = {
     TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
     TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host"),
     INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port"),
+    TEXT(redlock, "redlock", "", 0, "redlock: independent Redis servers, host:port,host:port,..."),
+    TEXT(zk, "zk", "", 0, "zk-lock: ZooKeeper servers, host:port,host:port,..."),
+    INT(zk_session_ms, "zk-session-ms", "10000", 1000, 600000,
+        "zk-lock: ZooKeeper session timeout, milliseconds"),
     INT(connect_timeout_ms, "connect-timeout-ms", "1000", 10, 60000,
         "backend connect timeout, milliseconds"),
     INT(io_timeout_ms, "io-timeout-ms", "10000", 100, 600000,
@@ -164,6 +169,8 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     log_threshold = level;
+    if (redlock_configure(config.redlock, err) != 0)
+        return CONFIG_EXIT_USAGE;
     if (config.threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         config.threads = cores > 0 ? (int)cores : 1;

@@ -28,6 +28,9 @@ struct config {
 
     char redis_host[CONFIG_TEXT_MAX];
     int redis_port;
+    char redlock[CONFIG_TEXT_MAX]; /* redlock servers: host:port,host:port */
+    char zk[CONFIG_TEXT_MAX];      /* zk-lock: ZooKeeper host:port,host:port, "" = none */
+    int zk_session_ms;             /* zk-lock: ZooKeeper session timeout    */
 
     int connect_timeout_ms; /* per backend connection attempt               */
     int io_timeout_ms;      /* per backend command                          */

@@ -98,6 +98,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, const char *method, cons
 {
     struct worker *w = worker_self();
     w->error[0] = '\0';
+    worker_drop_dead_links(w);
     if (p->too_large) {
         snprintf(w->error, sizeof w->error, "body is over %d bytes", config.max_body);
         return send_result(c, method, path, ST_PAYLOAD_TOO_LARGE, new_reply(), NULL, w->error);

@@ -36,6 +36,14 @@ void mysql_store_disconnect(struct worker *w)
     w->mysql = NULL;
 }
 
+void mysql_store_drop_if_closed(struct worker *w)
+{
+    if (w->mysql && socket_peer_closed((int)mysql_get_socket(w->mysql))) {
+        log_info("mysql: the server closed an idle connection; reconnecting");
+        mysql_store_disconnect(w);
+    }
+}
+
 /* Records the failure, drops the connection, and says 503. */
 static st_result connection_failed(struct worker *w, const char *what, unsigned err,
                                    const char *message)

@@ -55,4 +55,7 @@ st_result mysql_store_ping(struct worker *w);
 
 void mysql_store_disconnect(struct worker *w);
 
+/* Disconnects if the server has closed the idle connection. */
+void mysql_store_drop_if_closed(struct worker *w);
+
 #endif

@@ -32,6 +32,15 @@ void redis_link_close(struct redis_link *link)
     link->ctx = NULL;
 }
 
+void redis_link_drop_if_closed(struct redis_link *link)
+{
+    if (link->ctx && socket_peer_closed(link->ctx->fd)) {
+        log_info("redis %s:%d: the server closed an idle connection; reconnecting", link->host,
+                 link->port);
+        redis_link_close(link);
+    }
+}
+
 static st_result link_broken(struct worker *w, struct redis_link *link, const char *what)
 {
     worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis %s:%d: %s: %s", link->host, link->port, what,

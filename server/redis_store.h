@@ -75,4 +75,7 @@ int redis_reply_int(const redisReply *reply, long long *out);
 st_result redis_link_ping(struct worker *w, struct redis_link *link);
 void redis_link_close(struct redis_link *link);
 
+/* Closes `link` if the server has closed the idle connection. */
+void redis_link_drop_if_closed(struct redis_link *link);
+
 #endif

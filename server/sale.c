@@ -56,12 +56,18 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
  * holder with an older token is refused the write. */
 static st_result claim_fence(struct worker *w, const struct deduct_request *rq, long long token)
 {
-    struct sql_outcome claim;
+    struct sql_outcome claim, row;
     st_result r = sql_exec(w, SQL_CLAIM_FENCE,
                            SQL_ARGS(SQL_I(token), SQL_I(rq->product), SQL_I(token)), &claim);
-    if (r == ST_OK && claim.matched == 0)
-        return worker_fail(w, ST_BUSY, "fencing token %lld is stale: a newer holder came first",
-                           token);
+    if (r != ST_OK || claim.matched == 1)
+        return r;
+    /* Matched nothing: a newer token claimed the row, or there is no row. */
+    r = sql_exec(w, SQL_READ_STOCK, SQL_ARGS(SQL_I(rq->product)), &row);
+    if (r == ST_OK && !row.found)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", rq->product);
+    if (r == ST_OK)
+        r = worker_fail(w, ST_BUSY, "fencing token %lld is stale: a newer holder came first",
+                        token);
     return r;
 }
 

@@ -27,6 +27,13 @@ static const char *const texts[SQL_COUNT] = {
                         " count = ?, initial = ?, version = 0, fence = 0",
     [SQL_RESET_ORDERS] = "DELETE FROM orders WHERE product_id = ?",
     [SQL_RESET_LOCKS] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?)",
+    [SQL_LOCK_ROW_INSERT] = "INSERT INTO locks (name, owner, expires_at)"
+                            " VALUES (CONCAT('stock:', ?), ?, NOW(6) + INTERVAL ? MICROSECOND)",
+    [SQL_LOCK_ROW_EXPIRE] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?)"
+                            " AND expires_at < NOW(6)",
+    [SQL_LOCK_ROW_DELETE] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?) AND owner = ?",
+    [SQL_GET_LOCK] = "SELECT GET_LOCK(CONCAT(DATABASE(), '.stock:', ?), ? / 1000)",
+    [SQL_RELEASE_LOCK] = "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.stock:', ?))",
 };
 
 const char *sql_text(enum sql_statement s)

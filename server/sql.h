@@ -22,6 +22,11 @@ enum sql_statement {
     SQL_RESET_STOCK,           /* (product, count, count, count, count)         */
     SQL_RESET_ORDERS,          /* (product)                                     */
     SQL_RESET_LOCKS,           /* (product): the lock-table rows of the product */
+    SQL_LOCK_ROW_INSERT,       /* (product, owner, ttl us): take the table lock */
+    SQL_LOCK_ROW_EXPIRE,       /* (product): delete the lock row if expired     */
+    SQL_LOCK_ROW_DELETE,       /* (product, owner): release our lock row        */
+    SQL_GET_LOCK,              /* (product, wait ms) -> 1 taken, 0 timed out     */
+    SQL_RELEASE_LOCK,          /* (product) -> 1 released, 0 not ours, NULL none */
     SQL_COUNT
 };
 

@@ -5,6 +5,7 @@
 
 #include "mysql_store.h"
 #include "redis_store.h"
+#include "strategy.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -118,6 +119,9 @@ st_result stock_reset(struct worker *w, int product, long long count)
         r = sql_exec(w, SQL_RESET_LOCKS, SQL_ARGS(SQL_I(product)), NULL);
     if (r == ST_OK)
         r = redis_reset(w, product, count);
+    for (size_t i = 0; r == ST_OK && i < strategy_count(); i++)
+        if (strategy_at(i)->reset)
+            r = strategy_at(i)->reset(w, product);
     if (r == ST_OK)
         return sql_commit(w);
     sql_rollback(w);

@@ -16,10 +16,24 @@ extern const struct strategy strategy_for_update;
 extern const struct strategy strategy_cas;
 extern const struct strategy strategy_watch;
 extern const struct strategy strategy_redis_lock;
+extern const struct strategy strategy_redis_nolock;
+extern const struct strategy strategy_lua;
+extern const struct strategy strategy_setnx_expire;
+extern const struct strategy strategy_getset;
+extern const struct strategy strategy_reentrant_lock;
+extern const struct strategy strategy_redlock;
+extern const struct strategy strategy_fenced;
+extern const struct strategy strategy_mutex_tx;
+extern const struct strategy strategy_zk_lock;
+extern const struct strategy strategy_mysql_lock;
+extern const struct strategy strategy_get_lock;
 
 static const struct strategy *const strategies[] = {
     &strategy_nolock, &strategy_mutex, &strategy_sql,        &strategy_for_update,
     &strategy_cas,    &strategy_watch, &strategy_redis_lock,
+    &strategy_redis_nolock, &strategy_lua, &strategy_setnx_expire, &strategy_getset,
+    &strategy_reentrant_lock, &strategy_redlock, &strategy_fenced,
+    &strategy_mutex_tx, &strategy_zk_lock, &strategy_mysql_lock, &strategy_get_lock,
 };
 
 size_t strategy_count(void)

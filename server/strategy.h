@@ -25,6 +25,8 @@ enum store { STORE_MYSQL, STORE_REDIS };
 enum {
     NEEDS_MYSQL = 1 << 0,
     NEEDS_REDIS = 1 << 1,
+    NEEDS_REDLOCK = 1 << 2, /* the --redlock servers */
+    NEEDS_ZK = 1 << 3,      /* the --zk servers */
 };
 
 /* One sale attempt, validated by the HTTP layer. */
@@ -60,6 +62,9 @@ struct strategy {
     const char *summary;
     unsigned needs;    /* NEEDS_* backends                                 */
     deduct_fn deduct;
+    /* Optional: clears the product's keys that live outside the main
+     * stores (reset calls it after resetting them). */
+    st_result (*reset)(struct worker *w, int product);
 };
 
 const struct strategy *strategy_find(const char *name);

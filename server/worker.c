@@ -7,6 +7,7 @@
 #include "config.h"
 #include "mysql_store.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,9 @@ static void worker_destroy(void *p)
     struct worker *w = p;
     mysql_store_disconnect(w);
     redis_link_close(&w->redis);
+    redis_link_close(&w->subscriber);
+    for (int i = 0; i < REDLOCK_MAX; i++)
+        redis_link_close(&w->redlock[i]);
     mysql_thread_end();
     free(w);
 }
@@ -47,6 +51,8 @@ struct worker *worker_self(void)
     w->seed = seed;
     w->redis.host = config.redis_host;
     w->redis.port = config.redis_port;
+    w->subscriber.host = config.redis_host;
+    w->subscriber.port = config.redis_port;
     pthread_setspecific(worker_key, w);
     return w;
 }
@@ -68,6 +74,22 @@ st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
     vsnprintf(w->error, sizeof w->error, fmt, ap);
     va_end(ap);
     return r;
+}
+
+void worker_drop_dead_links(struct worker *w)
+{
+    mysql_store_drop_if_closed(w);
+    redis_link_drop_if_closed(&w->redis);
+    for (int i = 0; i < REDLOCK_MAX; i++)
+        redis_link_drop_if_closed(&w->redlock[i]);
+}
+
+int socket_peer_closed(int fd)
+{
+    if (fd < 0)
+        return 1;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && p.revents != 0;
 }
 
 int worker_random(struct worker *w, int bound)

@@ -17,6 +17,7 @@
 #include "result.h"
 
 #include "redis_store.h"
+#include "redlock.h"
 #include "sql.h"
 
 #include <mysql.h>
@@ -26,6 +27,8 @@ struct worker {
     MYSQL_STMT *statements[SQL_COUNT];   /* prepared on first use per connection */
     unsigned mysql_errno;                /* MySQL error number of the last failure */
     struct redis_link redis;             /* the main Redis store                  */
+    struct redis_link subscriber;        /* reentrant-lock: pub/sub waits on the main Redis */
+    struct redis_link redlock[REDLOCK_MAX]; /* redlock: one link per --redlock server */
     unsigned int seed;                   /* for backoff jitter; per thread        */
     char error[256];                     /* detail of the last failed result      */
 };
@@ -41,6 +44,19 @@ void worker_release_self(void);
  * `return worker_fail(w, ST_BUSY, "lock held for %d ms", ms);` */
 st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/*
+ * Drops every connection whose server has closed it since it was last used
+ * (the server restarted, or timed the idle link out), so that this request
+ * connects afresh instead of failing on a dead socket. Called at the start
+ * of each request, never inside a transaction or a WATCH: a zero-timeout
+ * poll() per connection, no round trip.
+ */
+void worker_drop_dead_links(struct worker *w);
+
+/* Whether the peer has closed (or reset) idle socket `fd`: an idle client
+ * connection has nothing to read, so readable means EOF or an error. */
+int socket_peer_closed(int fd);
 
 /* A random integer in [0, bound), from the worker's own generator. */
 int worker_random(struct worker *w, int bound);

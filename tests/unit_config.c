@@ -76,9 +76,9 @@ static void test_help(void **state)
     char text[8192] = "";
     char *argv[] = {"stockd", "--help", NULL};
     assert_int_equal(load(2, argv, text, sizeof text), CONFIG_EXIT_OK);
-    const char *documented[] = {"STOCKD_LISTEN",         "STOCKD_PORT",        "STOCKD_THREADS",
-                                "STOCKD_MYSQL_PASSWORD", "STOCKD_REDIS_PORT",  "STOCKD_LOCK_TTL_MS",
-                                "STOCKD_LOCK_WAIT_MS",   "--optimistic-attempts"};
+    const char *documented[] = {
+        "STOCKD_LISTEN",     "STOCKD_PORT",        "STOCKD_THREADS",      "STOCKD_MYSQL_PASSWORD",
+        "STOCKD_REDIS_PORT", "STOCKD_LOCK_TTL_MS", "STOCKD_LOCK_WAIT_MS", "--optimistic-attempts"};
     for (size_t i = 0; i < sizeof documented / sizeof documented[0]; i++)
         assert_non_null(strstr(text, documented[i]));
     const char *password = strstr(text, "STOCKD_MYSQL_PASSWORD");

@@ -57,8 +57,8 @@ static void test_bounded_int(void **state)
     assert_int_equal(parse_bounded_int("1000", 1, 1000, &v), 0);
     assert_int_equal(parse_bounded_int("007", 1, 1000, &v), 0);
     assert_int_equal(v, 7);
-    const char *bad[] = {"", "0", "1001", "-1", "+1", " 1", "1 ", "1e3", "0x10", "1.0", "abc",
-                         "99999999999999999999"};
+    const char *bad[] = {"",   "0",   "1001", "-1",  "+1",  " 1",
+                         "1 ", "1e3", "0x10", "1.0", "abc", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(parse_bounded_int(bad[i], 1, 1000, &v), -1);
     assert_int_equal(parse_bounded_int(NULL, 1, 1000, &v), -1);

@@ -1,0 +1,72 @@
+/*
+ * get-lock - MySQL's named lock, GET_LOCK() / RELEASE_LOCK().
+ *
+ * The race: nolock's, between any threads of any stockd instances.
+ *
+ * The fix: SELECT GET_LOCK('<db>.stock:<P>', lock_wait_ms / 1000) on the
+ * worker's own connection. The server keeps one holder per name and queues
+ * the others inside the call - no polling - until the holder releases or
+ * the timeout passes (0 → busy). The lock belongs to the connection, not to
+ * a transaction: the body's START TRANSACTION ... COMMIT on the same
+ * connection neither takes nor drops it. RELEASE_LOCK says whether it was
+ * still ours. If the connection dies, the server frees the lock at once, so
+ * a crashed holder blocks nobody; and the body can never carry on over a
+ * new connection (a failed statement ends the sale), so a write never
+ * happens without the lock.
+ *
+ * The price: a round trip to lock and one to unlock, and a database
+ * connection held by every waiter for as long as it waits. The lock lives
+ * in one server: it is exactly as available as that server, and on a
+ * replica set it does not travel to the replicas. MariaDB waits to the
+ * microsecond; MySQL 8 rounds the wait to whole seconds.
+ */
+#include "config.h"
+#include "lock.h"
+#include "mysql_store.h"
+#include "worker.h"
+
+static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
+{
+    held->attempts = 1;
+    struct sql_outcome got;
+    st_result r =
+        sql_exec(w, SQL_GET_LOCK, SQL_ARGS(SQL_I(rq->product), SQL_I(config.lock_wait_ms)), &got);
+    if (r != ST_OK)
+        return r;
+    /* 1: ours; 0: timed out; NULL (read as 0): an error such as a kill. */
+    if (!got.found || got.col[0] != 1)
+        return worker_fail(w, ST_BUSY, "GET_LOCK not acquired within %d ms", config.lock_wait_ms);
+    return ST_OK;
+}
+
+static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                         int *lost)
+{
+    (void)held;
+    struct sql_outcome done;
+    st_result r = sql_exec(w, SQL_RELEASE_LOCK, SQL_ARGS(SQL_I(rq->product)), &done);
+    if (r != ST_OK)
+        return r;
+    /* 1: released; 0: someone else's; NULL: nobody's (our connection was
+     * lost and the server freed it). */
+    *lost = !done.found || done.col[0] != 1;
+    return ST_OK;
+}
+
+static const struct lock_kind named_lock = {.acquire = acquire, .release = release};
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    return deduct_under_lock(&named_lock, w, rq, out);
+}
+
+const struct strategy strategy_get_lock = {
+    .name = "get-lock",
+    .store = STORE_MYSQL,
+    .safe_single = 1,
+    .safe_multi = 1,
+    .summary = "MySQL named lock GET_LOCK(name, timeout) / RELEASE_LOCK on the worker's "
+               "connection, around the nolock body",
+    .needs = NEEDS_MYSQL,
+    .deduct = deduct,
+};

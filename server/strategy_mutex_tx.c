@@ -1,0 +1,103 @@
+/*
+ * mutex-tx - the right mutex around the wrong span: released before COMMIT.
+ *
+ * The race: the seed's transaction pitfall (Spring's @Transactional around
+ * a method that locks inside). The transaction opens first, the mutex is
+ * taken inside it, and released when the method returns - before the
+ * framework COMMITs. In that gap the next holder gets the mutex and reads
+ * the count; under REPEATABLE READ (InnoDB's default) a plain SELECT sees
+ * committed data only, so it reads the count from before the previous sale.
+ * Its UPDATE then waits for the previous holder's row lock and, once that
+ * commits, overwrites it with a value computed from the stale read: one
+ * deduction vanishes, and the stale count lets it sell what is gone.
+ *
+ * Here: START TRANSACTION; lock; SELECT; UPDATE count = read - qty; INSERT
+ * the ledger row; unlock; COMMIT. hold_ms is spent where the framework
+ * spends its time, between the unlock and the COMMIT, so every request that
+ * waited at the mutex reads a stale count: with two requests in flight and
+ * hold_ms > 0 the failure shows every time, not only sometimes. (MariaDB
+ * 11.6+ with innodb_snapshot_isolation=ON refuses that stale write instead;
+ * the request then fails with 503 rather than overselling.)
+ *
+ * The fix (mutex): take the lock before the transaction starts and release
+ * it after COMMIT, so the lock covers everything the next holder can see -
+ * or let the database lock the row (for-update, sql). READ UNCOMMITTED
+ * "works" by reading dirty data, which is worse.
+ *
+ * The price: mutex's - every sale of the process in single file - and
+ * still wrong.
+ */
+#include "config.h"
+#include "sale.h"
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+static pthread_mutex_t sale_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static st_result lock_within_wait(struct worker *w)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    long long ns = deadline.tv_nsec + (long long)(config.lock_wait_ms % 1000) * 1000000LL;
+    deadline.tv_sec += config.lock_wait_ms / 1000 + (time_t)(ns / 1000000000LL);
+    deadline.tv_nsec = (long)(ns % 1000000000LL);
+    int rc = pthread_mutex_timedlock(&sale_mutex, &deadline);
+    if (rc == ETIMEDOUT)
+        return worker_fail(w, ST_BUSY, "mutex not acquired within %d ms", config.lock_wait_ms);
+    if (rc != 0)
+        return worker_fail(w, ST_BUSY, "mutex: error %d", rc);
+    return ST_OK;
+}
+
+/* The "method" the mutex guards: read, write, ledger - no COMMIT. */
+static st_result locked_body(struct worker *w, const struct deduct_request *rq,
+                             struct deduct_reply *out)
+{
+    struct sql_outcome row, done;
+    st_result r = sql_exec(w, SQL_READ_STOCK, SQL_ARGS(SQL_I(rq->product)), &row);
+    if (r == ST_OK)
+        r = stock_check(w, rq, &row, out);
+    if (r != ST_OK)
+        return r;
+    out->remaining = row.col[0] - rq->qty;
+    r = sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product)), &done);
+    if (r == ST_OK && done.matched == 0)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", rq->product);
+    if (r == ST_OK)
+        r = sql_exec(w, SQL_INSERT_ORDER,
+                     SQL_ARGS(SQL_I(rq->product), SQL_S(rq->strategy->name), SQL_I(rq->qty)), NULL);
+    return r;
+}
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    out->attempts = 1;
+    st_result r = sql_begin(w); /* the framework opens the transaction... */
+    if (r != ST_OK)
+        return r;
+    r = lock_within_wait(w); /* ...then the method locks */
+    if (r == ST_OK) {
+        r = locked_body(w, rq, out);
+        pthread_mutex_unlock(&sale_mutex); /* the method returns */
+    }
+    if (r != ST_OK) {
+        sql_rollback(w);
+        return r;
+    }
+    critical_section_wait(rq, NULL); /* the framework's way to COMMIT */
+    return sql_commit(w);
+}
+
+const struct strategy strategy_mutex_tx = {
+    .name = "mutex-tx",
+    .store = STORE_MYSQL,
+    .safe_single = 0,
+    .safe_multi = 0,
+    .summary = "a process mutex inside a transaction, released before COMMIT: the next holder "
+               "reads the count from before the previous sale",
+    .needs = NEEDS_MYSQL,
+    .deduct = deduct,
+};

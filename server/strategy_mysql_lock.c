@@ -1,0 +1,93 @@
+/*
+ * mysql-lock - a row in a lock table, its primary key the lock.
+ *
+ * The race: nolock's, between any threads of any stockd instances.
+ *
+ * The fix: INSERT INTO locks (name, owner, expires_at) VALUES ('stock:<P>',
+ * <random token>, now + ttl), outside any transaction. The primary key on
+ * name lets exactly one such row exist: the INSERT that succeeds holds the
+ * lock, the others fail with a duplicate key and poll with jittered backoff
+ * for up to lock_wait_ms, then answer busy. The seed's table has no owner
+ * and no expiry, so a holder that dies keeps everyone out forever; here a
+ * waiter that finds the row past expires_at deletes it and tries again.
+ * Release is DELETE ... WHERE name = ? AND owner = ?, so a holder whose row
+ * expired and was taken over cannot delete the next holder's. The expiry is
+ * judged by the database's clock only, never by two machines' clocks.
+ *
+ * The price: every attempt is a write to InnoDB (and its log), every wait a
+ * poll; the slowest way to make a lock from a database. Like redis-lock, the
+ * lock is a lease: if the critical section outlives ttl_ms, a waiter deletes
+ * the expired row, enters, and the stock is oversold.
+ */
+#include "lock.h"
+#include "mysql_store.h"
+#include "worker.h"
+
+#include <mysqld_error.h>
+
+static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                          int *taken)
+{
+    for (int round = 0; round < 2; round++) {
+        st_result r = sql_exec(
+            w, SQL_LOCK_ROW_INSERT,
+            SQL_ARGS(SQL_I(rq->product), SQL_S(held->token), SQL_I((long long)rq->ttl_ms * 1000)),
+            NULL);
+        if (r == ST_OK) {
+            *taken = 1;
+            return ST_OK;
+        }
+        /* Held (duplicate key), or the row is being changed right now
+         * (lock wait, deadlock between two waiters): not taken this time. */
+        if (r != ST_BUSY)
+            return r;
+        if (round == 1 || sql_last_errno(w) != ER_DUP_ENTRY)
+            break;
+        /* Held: by a live holder, or by one whose lease ran out. */
+        struct sql_outcome expired;
+        r = sql_exec(w, SQL_LOCK_ROW_EXPIRE, SQL_ARGS(SQL_I(rq->product)), &expired);
+        if (r == ST_BUSY)
+            break;
+        if (r != ST_OK)
+            return r;
+        if (expired.matched == 0)
+            break;
+    }
+    return ST_OK;
+}
+
+static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
+{
+    return lock_poll(w, held, "mysql lock row", try_once, rq);
+}
+
+static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                         int *lost)
+{
+    struct sql_outcome done;
+    st_result r =
+        sql_exec(w, SQL_LOCK_ROW_DELETE, SQL_ARGS(SQL_I(rq->product), SQL_S(held->token)), &done);
+    if (r != ST_OK)
+        return r;
+    *lost = done.matched != 1;
+    return ST_OK;
+}
+
+static const struct lock_kind lock_row = {.acquire = acquire, .release = release};
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    return deduct_under_lock(&lock_row, w, rq, out);
+}
+
+const struct strategy strategy_mysql_lock = {
+    .name = "mysql-lock",
+    .store = STORE_MYSQL,
+    .safe_single = 1,
+    .safe_multi = 1,
+    .caveat = "while the lock's TTL outlives the critical section",
+    .summary = "INSERT a row into the locks table (unique key = the lock) with owner and expiry "
+               "around the nolock body; DELETE by owner to release",
+    .needs = NEEDS_MYSQL,
+    .deduct = deduct,
+};

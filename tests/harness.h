@@ -1,0 +1,181 @@
+/*
+ * harness.h - what the integration tests share.
+ *
+ * The integration tests talk to a real, sanitized stockd over real HTTP,
+ * backed by the private test stack (MariaDB, Redis, ...). tests/run brings
+ * that stack up and exports what the harness reads:
+ *
+ *   STOCKD_TEST_BIN   the stockd to start        (default build/test/stockd)
+ *   STOCKD_TEST_PORT  the port it listens on     (default 24080)
+ *   STOCKD_RUN_DIR    stockd-<test>.log goes here (default run/test)
+ *   STOCKD_REPO       where scripts/stack.sh is  (default .)
+ *   STOCKD_MYSQL_*, STOCKD_REDIS_*, ... from `scripts/stack.sh env`, which
+ *                     stockd reads itself: the harness passes the
+ *                     environment on untouched.
+ *
+ * A test binary starts one stockd per cmocka group (stockd_group_setup) and
+ * stops it at the end (stockd_group_teardown): SIGTERM, then the exit
+ * status must be 0, which proves the shutdown was orderly and that the
+ * sanitizers found nothing (AddressSanitizer makes a leaking process exit
+ * non-zero).
+ *
+ * Every test uses its own product ids, so tests never see each other's
+ * stock. Functions named expect_* or documented as asserting use cmocka
+ * assertions and therefore belong on the test's own thread; drive() and
+ * http_call() never assert and may run anywhere.
+ */
+#ifndef STOCKD_TEST_HARNESS_H
+#define STOCKD_TEST_HARNESS_H
+
+/* cmocka needs these three before it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+/* ------------------------------------------------------------ stockd */
+
+/* Worker threads of the stockd under test: enough that the load driver's
+ * requests really run at the same time. */
+#define STOCKD_THREADS 8
+
+/*
+ * Starts $STOCKD_TEST_BIN --port $STOCKD_TEST_PORT --threads 8
+ * --lock-wait-ms 10000, then `extra_args` (NULL-terminated, may be NULL),
+ * with stdout and stderr appended to $STOCKD_RUN_DIR/stockd-<test>.log, and
+ * waits (up to 10 s) until GET /health answers. 0 when it runs; -1, after
+ * printing why, when it does not.
+ */
+int stockd_start(const char *const *extra_args);
+
+/* Sends SIGTERM and waits for the exit. 0 when it exited with status 0 (or
+ * was not running); -1, after printing the status, otherwise. */
+int stockd_stop(void);
+
+/* Whether the stockd started last is still the same, live process. */
+int stockd_running(void);
+
+/* cmocka group fixtures: start stockd with the default arguments / stop
+ * it (a non-zero exit fails the group), and release the harness's HTTP
+ * state. */
+int stockd_group_setup(void **state);
+int stockd_group_teardown(void **state);
+
+/* -------------------------------------------------------------- HTTP */
+
+/* One HTTP exchange. Free with http_reply_free(). */
+struct http_reply {
+    long status;           /* 0 when no HTTP answer came at all         */
+    json_t *json;          /* the parsed body; NULL when it is not JSON */
+    char content_type[96]; /* the Content-Type header, "" when absent   */
+    char allow[64];        /* the Allow header, "" when absent          */
+    char failure[256];     /* why status is 0                           */
+};
+
+/*
+ * Sends `method` `path` (with its query, already URL-encoded) to the stockd
+ * under test, with `body` (or none when NULL) as application/json. Uses the
+ * calling thread's own connection, kept alive across calls. Never asserts.
+ */
+void http_call(const char *method, const char *path, const char *body, struct http_reply *out);
+void http_reply_free(struct http_reply *reply);
+
+/* Releases the calling thread's connection (each thread that used
+ * http_call() calls this before it ends). */
+void http_thread_done(void);
+
+/*
+ * The asserting forms: the request must get an HTTP answer whose
+ * Content-Type is application/json and whose body is a JSON object, stored
+ * in *json (the caller decrefs it).
+ */
+void http_get(const char *path, const char *body, long *status, json_t **json);
+void http_post(const char *path, const char *body, long *status, json_t **json);
+
+/* Asserts that the request is answered with `status` and "ok":true, and
+ * returns the reply document (the caller decrefs it). */
+json_t *expect_ok(const char *method, const char *path, const char *body, long status);
+
+/* Asserts that the request is answered with `status`, "ok":false and the
+ * contract's `error` word; a 400 must also carry a message saying what is
+ * wrong. */
+void expect_error(const char *method, const char *path, const char *body, long status,
+                  const char *word);
+
+/* Prints a reply (on stderr, as cmocka does), so that a failed expectation
+ * shows what came back. */
+void print_reply(const char *method, const char *path, long status, const json_t *doc);
+
+/* Reads a member of `doc` that must be present, with that type. */
+long long json_int_member(const json_t *doc, const char *key);
+const char *json_str_member(const json_t *doc, const char *key);
+int json_bool_member(const json_t *doc, const char *key);
+
+/* ------------------------------------------------- stock and accounting */
+
+/* One store's figures from GET /stock/{product}. */
+struct store_figures {
+    int present; /* the store has the product (its member is not null) */
+    long long initial, remaining, sold, orders, oversold, lost_updates;
+};
+
+struct account {
+    long long initial;
+    struct store_figures mysql, redis;
+};
+
+/* GET /stock/{product}, which must answer 200 with every field. */
+struct account account(int product);
+
+/* The figures of `store` ("mysql" or "redis", as /strategies names it). */
+const struct store_figures *account_store(const struct account *a, const char *store);
+
+/* Asserts that nothing changed between two readings. */
+void expect_same_account(const struct account *before, const struct account *after);
+
+/* POST /stock/reset?product=P&count=N, which must answer 200. */
+void reset(int product, long long count);
+
+/* One sale attempt: POST /stock/deduct/{strategy}?product=P[&extra_query].
+ * Returns the status and copies the error word ("" on success) into
+ * `word`; asserts only that the answer is JSON. */
+long deduct(const char *strategy, int product, const char *extra_query, char word[32]);
+
+/* Asserts one sale attempt's status and error word ("" for a 200). */
+void expect_deduct(const char *strategy, int product, const char *extra_query, long status,
+                   const char *word);
+
+/* GET /strategies: its "strategies" array, read once per test group and
+ * owned by the harness. */
+const json_t *strategy_list(void);
+
+/* ---------------------------------------------------------- load driver */
+
+/* What a load run got back, by outcome. */
+struct tally {
+    int ok;                /* 200                                  */
+    int sold_out;          /* 409 sold_out                         */
+    int busy;              /* 409 busy                             */
+    int other;             /* anything else, transport errors too  */
+    char first_other[192]; /* what the first `other` was     */
+};
+
+/*
+ * Sends `requests` POST /stock/deduct/{strategy}?product=P[&extra_query]
+ * from `threads` threads at once, each with its own keep-alive connection,
+ * and counts the outcomes. Never asserts.
+ */
+struct tally drive(const char *strategy, int product, int requests, int threads,
+                   const char *extra_query);
+
+/* ----------------------------------------------------- backend control */
+
+/* scripts/stack.sh stop-one / start-one NAME ("redis", "mysql", ...):
+ * 0 on success, else -1 after printing why. start-one returns once the
+ * backend answers, and leaves a running backend alone. */
+int stack_stop_one(const char *name);
+int stack_start_one(const char *name);
+
+#endif

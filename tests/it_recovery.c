@@ -1,0 +1,267 @@
+/*
+ * it_recovery.c - backends that go away and come back, and an orderly stop.
+ *
+ * Proves, with a running stockd that is not restarted while its backends
+ * come and go:
+ *   - with Redis stopped, /health answers 503 naming redis down (MySQL up);
+ *     the strategies that need Redis (watch, redis-lock) answer 503
+ *     backend_unavailable and change nothing, while a MySQL-only strategy
+ *     (sql) still sells; once Redis is back, /health is 200 and they sell
+ *     again;
+ *   - the same for MySQL: sql and redis-lock (its stock is in MySQL) answer
+ *     503 and change nothing, watch (Redis only) still sells, and all is
+ *     well once MySQL is back;
+ *   - after a backend restart, no worker answers 503 because of a
+ *     connection left over from before the restart: every worker sells
+ *     again at once (a 503 means "a backend is down", and it no longer is);
+ * and, with a stockd of its own: SIGTERM while a sale is held in its
+ * critical section lets that sale finish with 200, and stockd exits 0; the
+ * sale is in the ledger after a restart.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Product ids of this file; no other test touches them. */
+enum {
+    PRODUCT_WATCH = 8601, /* sold by watch: Redis only        */
+    PRODUCT_SQL = 8602,   /* sold by sql: MySQL only          */
+    PRODUCT_LOCK = 8603,  /* sold by redis-lock: needs both   */
+    PRODUCT_WARM = 8604,  /* load that touches every worker   */
+    PRODUCT_GRACEFUL = 8605,
+};
+
+/* Requests that reach every stockd worker: each driver thread has its own
+ * connection, and connections spread over the workers. */
+#define WARM_THREADS STOCKD_THREADS
+#define WARM_REQUESTS 64
+
+static const char *state_of(const json_t *health, const char *backend)
+{
+    const json_t *b = json_object_get(json_object_get(health, "backends"), backend);
+    const char *state = json_string_value(json_object_get(b, "state"));
+    return state ? state : "(missing)";
+}
+
+/*
+ * /health: 200 with MySQL and Redis up when `down` is NULL; otherwise 503
+ * backend_unavailable, `down` reported down and named in the message, the
+ * other one up.
+ */
+static void expect_health(const char *down)
+{
+    static const char *const core[] = {"mysql", "redis"};
+    long status;
+    json_t *doc;
+    http_get("/health", NULL, &status, &doc);
+    int as_expected = status == (down ? 503 : 200);
+    for (size_t i = 0; i < sizeof core / sizeof core[0]; i++) {
+        int is_down = down && strcmp(core[i], down) == 0;
+        as_expected = as_expected && strcmp(state_of(doc, core[i]), is_down ? "down" : "up") == 0;
+    }
+    if (down) {
+        const char *error = json_string_value(json_object_get(doc, "error"));
+        const char *message = json_string_value(json_object_get(doc, "message"));
+        as_expected = as_expected && error && strcmp(error, "backend_unavailable") == 0 &&
+                      message && strstr(message, down);
+    }
+    if (!as_expected)
+        print_reply("GET", "/health", status, doc);
+    json_decref(doc);
+    if (!as_expected)
+        fail_msg("/health: expected %s%s", down ? "503 naming down: " : "200 with all up",
+                 down ? down : "");
+}
+
+/* Sells WARM_REQUESTS units of PRODUCT_WARM from as many connections as
+ * stockd has workers: every request must succeed. */
+static void expect_every_worker_sells(const char *strategy)
+{
+    struct tally t = drive(strategy, PRODUCT_WARM, WARM_REQUESTS, WARM_THREADS, NULL);
+    if (t.ok != WARM_REQUESTS)
+        print_error("%s: 200=%d sold_out=%d busy=%d other=%d (first: %s)\n", strategy, t.ok,
+                    t.sold_out, t.busy, t.other, t.first_other);
+    assert_int_equal(t.ok, WARM_REQUESTS);
+}
+
+/* Expects `product`'s accounting to show `sold` units sold from `store`
+ * and its stock to have moved by exactly that. */
+static void expect_sold(int product, const char *store, long long sold)
+{
+    struct account a = account(product);
+    const struct store_figures *f = account_store(&a, store);
+    assert_int_equal(f->sold, sold);
+    assert_int_equal(f->remaining, f->initial - sold);
+}
+
+/* The outage tests talk through the test thread's one keep-alive
+ * connection, so one stockd worker sees the whole outage; the restart
+ * tests below load every worker. */
+static void test_redis_outage(void **state)
+{
+    (void)state;
+    reset(PRODUCT_WATCH, 10);
+    reset(PRODUCT_SQL, 10);
+    reset(PRODUCT_LOCK, 10);
+    const struct account watch_before = account(PRODUCT_WATCH);
+    const struct account lock_before = account(PRODUCT_LOCK);
+
+    assert_int_equal(stack_stop_one("redis"), 0);
+    expect_health("redis");
+    expect_deduct("watch", PRODUCT_WATCH, NULL, 503, "backend_unavailable");
+    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 503, "backend_unavailable");
+    expect_deduct("sql", PRODUCT_SQL, NULL, 200, "");
+    char path[32];
+    snprintf(path, sizeof path, "/stock/%d", PRODUCT_SQL);
+    expect_error("GET", path, NULL, 503, "backend_unavailable");
+
+    assert_int_equal(stack_start_one("redis"), 0);
+    expect_health(NULL);
+    assert_true(stockd_running());
+    /* The 503s changed nothing; the sql sale went through. */
+    const struct account watch_after = account(PRODUCT_WATCH);
+    const struct account lock_after = account(PRODUCT_LOCK);
+    expect_same_account(&watch_before, &watch_after);
+    expect_same_account(&lock_before, &lock_after);
+    expect_sold(PRODUCT_SQL, "mysql", 1);
+
+    expect_deduct("watch", PRODUCT_WATCH, NULL, 200, "");
+    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 200, "");
+    expect_sold(PRODUCT_WATCH, "redis", 1);
+    expect_sold(PRODUCT_LOCK, "mysql", 1);
+}
+
+static void test_mysql_outage(void **state)
+{
+    (void)state;
+    reset(PRODUCT_WATCH, 10);
+    reset(PRODUCT_SQL, 10);
+    reset(PRODUCT_LOCK, 10);
+    const struct account sql_before = account(PRODUCT_SQL);
+    const struct account lock_before = account(PRODUCT_LOCK);
+
+    assert_int_equal(stack_stop_one("mysql"), 0);
+    expect_health("mysql");
+    expect_deduct("sql", PRODUCT_SQL, NULL, 503, "backend_unavailable");
+    /* It takes its Redis lock, then MySQL fails under it: with a one-minute
+     * TTL, a lock it failed to release would turn the next sale away. */
+    expect_deduct("redis-lock", PRODUCT_LOCK, "ttl_ms=60000", 503, "backend_unavailable");
+    expect_deduct("watch", PRODUCT_WATCH, NULL, 200, "");
+    char path[32];
+    snprintf(path, sizeof path, "/stock/%d", PRODUCT_WATCH);
+    expect_error("GET", path, NULL, 503, "backend_unavailable");
+
+    assert_int_equal(stack_start_one("mysql"), 0);
+    expect_health(NULL);
+    assert_true(stockd_running());
+    const struct account sql_after = account(PRODUCT_SQL);
+    const struct account lock_after = account(PRODUCT_LOCK);
+    expect_same_account(&sql_before, &sql_after);
+    expect_same_account(&lock_before, &lock_after);
+    expect_sold(PRODUCT_WATCH, "redis", 1);
+
+    /* redis-lock released its lock when MySQL failed under it. */
+    expect_deduct("sql", PRODUCT_SQL, NULL, 200, "");
+    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 200, "");
+    expect_sold(PRODUCT_SQL, "mysql", 1);
+    expect_sold(PRODUCT_LOCK, "mysql", 1);
+}
+
+/* Every worker opens its connection to `backend` (by selling through
+ * `strategy`), the backend restarts, and every worker must sell again. */
+static void expect_workers_survive_restart(const char *backend, const char *strategy)
+{
+    reset(PRODUCT_WARM, 2 * WARM_REQUESTS);
+    expect_every_worker_sells(strategy);
+    assert_int_equal(stack_stop_one(backend), 0);
+    assert_int_equal(stack_start_one(backend), 0);
+    expect_every_worker_sells(strategy);
+    expect_health(NULL);
+}
+
+static void test_workers_survive_redis_restart(void **state)
+{
+    (void)state;
+    expect_workers_survive_restart("redis", "watch");
+}
+
+static void test_workers_survive_mysql_restart(void **state)
+{
+    (void)state;
+    expect_workers_survive_restart("mysql", "sql");
+}
+
+/* After a test that stopped a backend: the backends run again (even when
+ * the test failed half-way), and the next test gets a stockd without
+ * connections from before the outage. Restarting stockd also checks that it
+ * still stops cleanly after its connections broke and reconnected. */
+static int back_to_normal(void **state)
+{
+    (void)state;
+    int redis = stack_start_one("redis");
+    int mysql = stack_start_one("mysql");
+    int stopped = stockd_stop();
+    int started = stockd_start(NULL);
+    return redis == 0 && mysql == 0 && stopped == 0 && started == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------- orderly stop */
+
+/* How long the sale stays in its critical section, and when SIGTERM comes. */
+#define HELD_MS 500
+#define SIGNAL_AFTER_MS 200
+
+static void *held_sale(void *arg)
+{
+    struct http_reply *reply = arg;
+    char path[96];
+    snprintf(path, sizeof path, "/stock/deduct/sql?product=%d&hold_ms=%d", PRODUCT_GRACEFUL,
+             HELD_MS);
+    http_call("POST", path, NULL, reply);
+    http_thread_done();
+    return NULL;
+}
+
+static void test_sigterm_finishes_requests_in_flight(void **state)
+{
+    (void)state;
+    reset(PRODUCT_GRACEFUL, 5);
+    struct http_reply reply;
+    pthread_t sale;
+    assert_int_equal(pthread_create(&sale, NULL, held_sale, &reply), 0);
+    struct timespec wait = {.tv_sec = 0, .tv_nsec = SIGNAL_AFTER_MS * 1000000L};
+    nanosleep(&wait, NULL);
+    int stopped = stockd_stop(); /* SIGTERM, then the exit status */
+    pthread_join(sale, NULL);
+    long status = reply.status;
+    if (status != 200)
+        print_error("the held sale got %ld %s\n", status, reply.failure);
+    http_reply_free(&reply);
+    assert_int_equal(status, 200);
+    assert_int_equal(stopped, 0);
+
+    /* The sale is in the store, not in the process that made it. */
+    assert_int_equal(stockd_start(NULL), 0);
+    expect_sold(PRODUCT_GRACEFUL, "mysql", 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest outages[] = {
+        cmocka_unit_test_teardown(test_redis_outage, back_to_normal),
+        cmocka_unit_test_teardown(test_mysql_outage, back_to_normal),
+        cmocka_unit_test_teardown(test_workers_survive_redis_restart, back_to_normal),
+        cmocka_unit_test_teardown(test_workers_survive_mysql_restart, back_to_normal),
+    };
+    const struct CMUnitTest stopping[] = {
+        cmocka_unit_test(test_sigterm_finishes_requests_in_flight),
+    };
+    int failed = cmocka_run_group_tests_name("backend outages", outages, stockd_group_setup,
+                                             stockd_group_teardown);
+    failed += cmocka_run_group_tests_name("orderly stop", stopping, stockd_group_setup,
+                                          stockd_group_teardown);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,281 @@
+/*
+ * it_zoo_sql.c - the ZooKeeper and MySQL lock strategies (zk-lock,
+ * mysql-lock, get-lock) and the transaction pitfall (mutex-tx), against a
+ * running stockd.
+ *
+ * Proves:
+ *   - /strategies lists the four with their claims;
+ *   - each lock sells exactly the stock when demand is twice the stock,
+ *     with hold_ms, over several runs: no oversell, no lost update, its 200
+ *     responses equal to its ledger's sold;
+ *   - mutex-tx (the mutex released before COMMIT) oversells and loses
+ *     updates in every run once hold_ms keeps the commit pending;
+ *   - mysql-lock is a lease: a critical section that outlives ttl_ms lets a
+ *     second holder in, and updates are lost (its caveat);
+ *   - with a short lock_wait_ms, each lock answers busy to those that wait
+ *     on a holder longer than that, and leaves nothing behind: the next
+ *     sale goes through at once (zk-lock: a waiter that gives up deletes
+ *     its node);
+ *   - ZooKeeper stopped under stockd: zk-lock answers 503
+ *     backend_unavailable, /health says zookeeper is down, reset and the
+ *     MySQL locks still work; once ZooKeeper is back, zk-lock sells again
+ *     without a restart, even though a holder lost ZooKeeper mid-sale.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Sized for a small (2-core) machine. */
+#define STOCK 20
+#define REQUESTS 40 /* twice the stock */
+#define THREADS 8
+#define RUNS 3
+
+/* Product ids of this file; no other test touches them. */
+enum {
+    PRODUCTS_SAFE = 8700, /* + index in safe_locks[] */
+    PRODUCT_MUTEX_TX = 8710,
+    PRODUCT_LEASE = 8711,
+    PRODUCTS_BUSY = 8720, /* + index in safe_locks[] */
+    PRODUCT_OUTAGE = 8730,
+    PRODUCT_OUTAGE_MYSQL = 8731, /* sold by get-lock while ZooKeeper is down */
+};
+
+static const char *const safe_locks[] = {"zk-lock", "mysql-lock", "get-lock"};
+#define SAFE_LOCKS (sizeof safe_locks / sizeof safe_locks[0])
+
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void print_tally(const char *what, const struct tally *t)
+{
+    fprintf(stderr, "%s: %d ok, %d sold_out, %d busy, %d other%s%s\n", what, t->ok, t->sold_out,
+            t->busy, t->other, t->other ? ": " : "", t->other ? t->first_other : "");
+}
+
+static const json_t *find_strategy(const char *name)
+{
+    size_t i;
+    const json_t *s;
+    json_array_foreach(strategy_list(), i, s)
+    {
+        if (strcmp(json_str_member(s, "name"), name) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static void expect_claims(const char *name, int safe_single, int safe_multi, int caveat)
+{
+    const json_t *s = find_strategy(name);
+    if (!s)
+        fprintf(stderr, "/strategies does not list %s\n", name);
+    assert_non_null(s);
+    assert_string_equal(json_str_member(s, "store"), "mysql");
+    assert_int_equal(json_bool_member(s, "safe_single"), safe_single);
+    assert_int_equal(json_bool_member(s, "safe_multi"), safe_multi);
+    assert_int_equal(json_object_get(s, "caveat") != NULL, caveat);
+}
+
+static void test_claims(void **state)
+{
+    (void)state;
+    expect_claims("mutex-tx", 0, 0, 0);
+    expect_claims("zk-lock", 1, 1, 1);
+    expect_claims("mysql-lock", 1, 1, 1);
+    expect_claims("get-lock", 1, 1, 0);
+}
+
+static void test_locks_never_oversell(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SAFE_LOCKS; i++) {
+        int product = PRODUCTS_SAFE + (int)i;
+        for (int run = 0; run < RUNS; run++) {
+            reset(product, STOCK);
+            struct tally t = drive(safe_locks[i], product, REQUESTS, THREADS, "hold_ms=2");
+            struct account a = account(product);
+            print_tally(safe_locks[i], &t);
+            assert_int_equal(t.other, 0);
+            assert_int_equal(t.busy, 0); /* lock_wait_ms is far longer than the queue */
+            assert_int_equal(t.ok, STOCK);
+            assert_int_equal(t.sold_out, REQUESTS - STOCK);
+            assert_int_equal(a.mysql.sold, t.ok);
+            assert_int_equal(a.mysql.remaining, 0);
+            assert_int_equal(a.mysql.oversold, 0);
+            assert_int_equal(a.mysql.lost_updates, 0);
+        }
+    }
+}
+
+static void test_mutex_tx_oversells_every_exposed_run(void **state)
+{
+    (void)state;
+    for (int run = 0; run < RUNS; run++) {
+        reset(PRODUCT_MUTEX_TX, STOCK);
+        struct tally t = drive("mutex-tx", PRODUCT_MUTEX_TX, REQUESTS, THREADS, "hold_ms=20");
+        struct account a = account(PRODUCT_MUTEX_TX);
+        print_tally("mutex-tx hold_ms=20", &t);
+        fprintf(stderr, "  sold %lld, remaining %lld, oversold %lld, lost updates %lld\n",
+                a.mysql.sold, a.mysql.remaining, a.mysql.oversold, a.mysql.lost_updates);
+        assert_int_equal(t.other, 0);
+        assert_int_equal(a.mysql.sold, t.ok);
+        assert_true(t.ok > STOCK);
+        assert_true(a.mysql.oversold > 0);
+        assert_true(a.mysql.lost_updates > 0);
+    }
+}
+
+static void test_mysql_lock_is_a_lease(void **state)
+{
+    (void)state;
+    reset(PRODUCT_LEASE, STOCK);
+    /* Every holder outlives its 20 ms lease tenfold: waiters delete the
+     * expired row and enter while the holder is still inside. */
+    struct tally t = drive("mysql-lock", PRODUCT_LEASE, 8, 8, "hold_ms=200&ttl_ms=20");
+    struct account a = account(PRODUCT_LEASE);
+    print_tally("mysql-lock hold_ms=200 ttl_ms=20", &t);
+    assert_int_equal(t.other, 0);
+    assert_int_equal(a.mysql.sold, t.ok);
+    assert_true(a.mysql.lost_updates > 0);
+}
+
+/* The second group runs stockd with a short lock_wait_ms. */
+#define SHORT_WAIT_MS "150"
+
+struct holder {
+    const char *strategy;
+    int product;
+    const char *query;
+    struct tally result;
+};
+
+static void *hold(void *arg)
+{
+    struct holder *h = arg;
+    h->result = drive(h->strategy, h->product, 1, 1, h->query);
+    return NULL;
+}
+
+static void test_locks_answer_busy_and_leave_nothing(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SAFE_LOCKS; i++) {
+        int product = PRODUCTS_BUSY + (int)i;
+        reset(product, STOCK);
+        /* One holder keeps the lock 700 ms; once it surely holds it, three
+         * more ask, and each gives up after 150 ms. */
+        struct holder h = {safe_locks[i], product, "hold_ms=700", {0}};
+        pthread_t id;
+        assert_int_equal(pthread_create(&id, NULL, hold, &h), 0);
+        sleep_ms(200);
+        struct tally t = drive(safe_locks[i], product, 3, 3, NULL);
+        pthread_join(id, NULL);
+        print_tally(safe_locks[i], &t);
+        assert_int_equal(h.result.ok, 1);
+        assert_int_equal(t.busy, 3);
+        /* Nothing left behind: the next sale is not kept waiting. */
+        expect_deduct(safe_locks[i], product, NULL, 200, "");
+        struct account a = account(product);
+        assert_int_equal(a.mysql.sold, 2);
+        assert_int_equal(a.mysql.remaining, STOCK - 2);
+        assert_int_equal(a.mysql.lost_updates, 0);
+    }
+}
+
+static void test_zookeeper_outage(void **state)
+{
+    (void)state;
+    reset(PRODUCT_OUTAGE, STOCK);
+    expect_deduct("zk-lock", PRODUCT_OUTAGE, NULL, 200, "");
+
+    /* A holder is inside its critical section when ZooKeeper goes. */
+    struct holder h = {"zk-lock", PRODUCT_OUTAGE, "hold_ms=800", {0}};
+    pthread_t id;
+    assert_int_equal(pthread_create(&id, NULL, hold, &h), 0);
+    sleep_ms(200);
+    int stopped = stack_stop_one("zk");
+    pthread_join(id, NULL);
+
+    /* Gather what happens while it is down, then restart it before any
+     * assertion can end the test with ZooKeeper stopped. */
+    char zk_word[32] = "", lock_word[32] = "";
+    long zk_status = deduct("zk-lock", PRODUCT_OUTAGE, NULL, zk_word);
+    long health_status;
+    json_t *health;
+    http_get("/health", NULL, &health_status, &health);
+    const json_t *zk = json_object_get(json_object_get(health, "backends"), "zookeeper");
+    char zk_state[16] = "";
+    if (json_is_string(json_object_get(zk, "state")))
+        snprintf(zk_state, sizeof zk_state, "%s", json_string_value(json_object_get(zk, "state")));
+    json_decref(health);
+    char path[64];
+    snprintf(path, sizeof path, "/stock/reset?product=%d&count=5", PRODUCT_OUTAGE_MYSQL);
+    struct http_reply r;
+    http_call("POST", path, NULL, &r);
+    long reset_status = r.status;
+    http_reply_free(&r);
+    long lock_status = deduct("get-lock", PRODUCT_OUTAGE_MYSQL, NULL, lock_word);
+    int started = stack_start_one("zk");
+
+    assert_int_equal(stopped, 0);
+    assert_int_equal(started, 0);
+    print_tally("holder through the outage", &h.result);
+    assert_int_equal(h.result.ok, 1); /* the sale was made: 200 */
+    assert_int_equal(zk_status, 503);
+    assert_string_equal(zk_word, "backend_unavailable");
+    assert_int_equal(health_status, 503);
+    assert_string_equal(zk_state, "down");
+    assert_int_equal(reset_status, 200);
+    assert_int_equal(lock_status, 200);
+
+    /* Back without a restart; the client reconnects by itself, so allow it
+     * a few seconds. The holder's node, which it could not delete, must not
+     * keep the lock: with lock_wait_ms at 10 s a leftover would be busy. */
+    long status = 0;
+    char word[32];
+    for (int i = 0; i < 20 && status != 200; i++) {
+        if (i)
+            sleep_ms(250);
+        status = deduct("zk-lock", PRODUCT_OUTAGE, NULL, word);
+    }
+    assert_int_equal(status, 200);
+    expect_deduct("zk-lock", PRODUCT_OUTAGE, NULL, 200, "");
+    json_decref(expect_ok("GET", "/health", NULL, 200));
+    struct account a = account(PRODUCT_OUTAGE);
+    assert_int_equal(a.mysql.sold, 4);
+    assert_int_equal(a.mysql.remaining, STOCK - 4);
+    assert_int_equal(a.mysql.lost_updates, 0);
+}
+
+static int short_wait_setup(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--lock-wait-ms", SHORT_WAIT_MS, NULL};
+    return stockd_start(args);
+}
+
+int main(void)
+{
+    const struct CMUnitTest defaults[] = {
+        cmocka_unit_test(test_claims),
+        cmocka_unit_test(test_locks_never_oversell),
+        cmocka_unit_test(test_mutex_tx_oversells_every_exposed_run),
+        cmocka_unit_test(test_mysql_lock_is_a_lease),
+        cmocka_unit_test(test_zookeeper_outage),
+    };
+    const struct CMUnitTest short_wait[] = {
+        cmocka_unit_test(test_locks_answer_busy_and_leave_nothing),
+    };
+    int failed =
+        cmocka_run_group_tests_name("zoo-sql", defaults, stockd_group_setup, stockd_group_teardown);
+    failed += cmocka_run_group_tests_name("zoo-sql, short lock wait", short_wait, short_wait_setup,
+                                          stockd_group_teardown);
+    return failed;
+}
