@@ -84,9 +84,10 @@ st_result api_strategies(struct worker *w, const struct http_request *req, json_
         json_array_append_new(list, strategy_json(strategy_at(i)));
     json_object_set_new(reply, "strategies", list);
     json_object_set_new(reply, "settings",
-                        json_pack("{s:i, s:i, s:i, s:i}", "optimistic_attempts",
+                        json_pack("{s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
                                   config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms,
-                                  "lock_wait_ms", config.lock_wait_ms, "threads", config.threads));
+                                  "lock_wait_ms", config.lock_wait_ms, "threads", config.threads,
+                                  "workers", config.workers));
     return ST_OK;
 }
 

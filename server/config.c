@@ -38,7 +38,9 @@ struct option_spec {
 static const struct option_spec options[] = {
     TEXT(listen, "listen", "127.0.0.1", 0, "IPv4 address to listen on"),
     INT(port, "port", "8080", 1, 65535, "TCP port to listen on"),
-    INT(threads, "threads", "0", 0, 1024, "worker threads (0 = one per core)"),
+    INT(threads, "threads", "0", 0, 1024, "HTTP threads (0 = one per core)"),
+    INT(workers, "workers", "16", 1, 1024,
+        "request workers: requests run at once, each with its own backend connections"),
     INT(max_body, "max-body", "4096", 64, 1048576, "largest request body in bytes (else 413)"),
     TEXT(log_level, "log-level", "info", 0, "debug, info, warn or error"),
     TEXT(mysql_host, "mysql-host", "127.0.0.1", 0, "MySQL/MariaDB host"),

@@ -16,7 +16,8 @@
 struct config {
     char listen[CONFIG_TEXT_MAX]; /* IPv4 address to bind                      */
     int port;
-    int threads;  /* libmicrohttpd worker threads; 0 = one per core          */
+    int threads;  /* libmicrohttpd HTTP threads; 0 = one per core            */
+    int workers;  /* request workers, each with its own backend connections */
     int max_body; /* bytes; larger request bodies get 413                    */
     char log_level[16];
 

@@ -5,7 +5,8 @@
  *
  * The shape of the program:
  *   main.c       configuration, signals, start and orderly stop
- *   http.c       libmicrohttpd: a pool of worker threads, body and query
+ *   http.c       libmicrohttpd: HTTP threads, body and query, replies
+ *   pool.c       the worker threads that run requests
  *   router.c     the endpoint table; api.c the endpoints
  *   params.c     every parameter checked against its declared bounds
  *   strategy.c   the strategy table; strategy_*.c one strategy each
@@ -14,9 +15,11 @@
  *   worker.c     per-thread connections: mysql_store.c, redis_store.c
  *   result.c     the one result type and its HTTP meaning
  *
- * Threads: libmicrohttpd runs config.threads workers, each with its own
- * epoll loop; a request runs start to finish on one worker, which owns the
- * backend connections it uses. The main thread only waits for a signal.
+ * Threads: libmicrohttpd runs config.threads HTTP threads, each with its
+ * own epoll loop; they parse requests and send replies. A request's work
+ * runs start to finish on one of config.workers worker threads (pool.c),
+ * which owns the backend connections it uses. The main thread only waits
+ * for a signal.
  */
 #include "config.h"
 #include "http.h"
@@ -60,8 +63,8 @@ int main(int argc, char **argv)
         mysql_library_end();
         return EXIT_FAILURE;
     }
-    log_info("stockd listening on http://%s:%d with %d worker threads", config.listen,
-             config.port, config.threads);
+    log_info("stockd listening on http://%s:%d with %d HTTP threads and %d workers",
+             config.listen, config.port, config.threads, config.workers);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
