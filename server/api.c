@@ -182,7 +182,7 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     json_object_set_new(reply, "product", json_integer(rq.product));
     json_object_set_new(reply, "qty", json_integer(rq.qty));
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    r = s->deduct(w, &rq, &out);
+    r = strategy_run(s, w, &rq, &out);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         json_object_update_new(reply, sale_json(&rq, &out));
     return r;

@@ -31,9 +31,13 @@ struct option_spec {
 };
 
 #define TEXT(field, flag, fallback, secret, help)                                                  \
-    {flag, OPT_TEXT, offsetof(struct config, field), fallback, 0, 0, secret, help}
+    {                                                                                              \
+        flag, OPT_TEXT, offsetof(struct config, field), fallback, 0, 0, secret, help               \
+    }
 #define INT(field, flag, fallback, min, max, help)                                                 \
-    {flag, OPT_INT, offsetof(struct config, field), fallback, min, max, 0, help}
+    {                                                                                              \
+        flag, OPT_INT, offsetof(struct config, field), fallback, min, max, 0, help                 \
+    }
 
 static const struct option_spec options[] = {
     TEXT(listen, "listen", "127.0.0.1", 0, "IPv4 address to listen on"),
@@ -103,9 +107,10 @@ static int option_set(const struct option_spec *o, const char *text, const char 
 
 static void print_help(FILE *out)
 {
-    fprintf(out, "Usage: stockd [OPTION]...\n"
-                 "Sells stock under concurrent load, one HTTP endpoint per concurrency strategy.\n\n"
-                 "Every option can also be set by the environment variable shown.\n\n");
+    fprintf(out,
+            "Usage: stockd [OPTION]...\n"
+            "Sells stock under concurrent load, one HTTP endpoint per concurrency strategy.\n\n"
+            "Every option can also be set by the environment variable shown.\n\n");
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         char env[64], flag[64];
         env_name(&options[i], env, sizeof env);

@@ -160,8 +160,7 @@ static enum MHD_Result dispatch(struct pending *p)
         return refuse(p, ST_NOT_FOUND, "no such path; see /strategies");
     if (route.result != ST_OK) {
         snprintf(p->allow, sizeof p->allow, "%s", route.allow);
-        return refuse(p, route.result, "%.16s is not allowed here; use %s", p->method,
-                      route.allow);
+        return refuse(p, route.result, "%.16s is not allowed here; use %s", p->method, route.allow);
     }
     p->handler = route.handler;
     MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);

@@ -12,7 +12,31 @@
 #include "sale.h"
 #include "worker.h"
 
+#include <errno.h>
 #include <string.h>
+#include <time.h>
+
+/* Repeats kind->try_once with jittered, growing sleeps until it succeeds,
+ * fails, or lock_wait_ms has passed. */
+static st_result poll_until_taken(const struct lock_kind *kind, struct worker *w,
+                                  const struct deduct_request *rq, struct held_lock *held)
+{
+    long long deadline = monotonic_ms() + config.lock_wait_ms;
+    for (int attempt = 1;; attempt++) {
+        int taken = 0;
+        held->attempts = attempt;
+        st_result r = kind->try_once(w, rq, held, &taken);
+        if (r != ST_OK || taken)
+            return r;
+        long long now = monotonic_ms();
+        if (now >= deadline)
+            return worker_fail(w, ST_BUSY, "%s not acquired within %d ms", kind->name,
+                               config.lock_wait_ms);
+        int ceiling = attempt >= 4 ? 16 : 1 << attempt;
+        int nap = 1 + worker_random(w, ceiling);
+        sleep_ms(nap < deadline - now ? nap : (int)(deadline - now));
+    }
+}
 
 st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out)
@@ -22,7 +46,8 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     held.kind = kind;
     random_token(held.token, 16);
 
-    st_result r = kind->acquire(w, rq, &held);
+    st_result r =
+        kind->try_once ? poll_until_taken(kind, w, rq, &held) : kind->acquire(w, rq, &held);
     out->attempts = held.attempts;
     if (r != ST_OK)
         return r;
@@ -44,24 +69,37 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     return r;
 }
 
-st_result lock_poll(struct worker *w, struct held_lock *held, const char *what,
-                    st_result (*try_once)(struct worker *, const struct deduct_request *,
-                                          struct held_lock *, int *taken),
-                    const struct deduct_request *rq)
+st_result mutex_lock_within_wait(struct worker *w, pthread_mutex_t *mutex)
 {
-    long long deadline = monotonic_ms() + config.lock_wait_ms;
-    for (int attempt = 1;; attempt++) {
-        int taken = 0;
-        held->attempts = attempt;
-        st_result r = try_once(w, rq, held, &taken);
-        if (r != ST_OK || taken)
-            return r;
-        long long now = monotonic_ms();
-        if (now >= deadline)
-            return worker_fail(w, ST_BUSY, "%s not acquired within %d ms", what,
-                               config.lock_wait_ms);
-        int ceiling = attempt >= 4 ? 16 : 1 << attempt;
-        int nap = 1 + worker_random(w, ceiling);
-        sleep_ms(nap < deadline - now ? nap : (int)(deadline - now));
-    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    long long ns = deadline.tv_nsec + (long long)(config.lock_wait_ms % 1000) * 1000000LL;
+    deadline.tv_sec += config.lock_wait_ms / 1000 + (time_t)(ns / 1000000000LL);
+    deadline.tv_nsec = (long)(ns % 1000000000LL);
+    int rc = pthread_mutex_timedlock(mutex, &deadline);
+    if (rc == ETIMEDOUT)
+        return worker_fail(w, ST_BUSY, "mutex not acquired within %d ms", config.lock_wait_ms);
+    if (rc != 0)
+        return worker_fail(w, ST_BUSY, "mutex: error %d", rc);
+    return ST_OK;
+}
+
+static struct redis_script compare_and_delete = {
+    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+              "  return redis.call('DEL', KEYS[1])\n"
+              "end\n"
+              "return 0\n",
+};
+
+st_result redis_lease_release(struct worker *w, struct redis_link *link, const char *key,
+                              const char *token, int *lost)
+{
+    const char *argv[] = {key, token};
+    redisReply *reply;
+    st_result r = redis_link_eval(w, link, &compare_and_delete, &reply, 1, 2, argv);
+    if (r != ST_OK)
+        return r;
+    *lost = !(reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
+    freeReplyObject(reply);
+    return ST_OK;
 }

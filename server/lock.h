@@ -1,29 +1,42 @@
 /*
  * lock.h - a lock strategy is a lock kind plus the shared nolock body.
  *
- * deduct_under_lock() acquires, runs read_then_write(), and releases, so
- * every lock guards the very same read-then-write and differs only in how
- * it excludes other holders. A lock kind answers three questions: how to
- * take it (within lock_wait_ms, else ST_BUSY), how to give it back (and
- * whether it was still ours), and, optionally, how to freeze its
- * background renewal during a simulated pause.
+ * A lock strategy names its lock kind in its table row (`.lock`), and
+ * deduct_under_lock() acquires, runs read_then_write(), and releases: every
+ * lock guards the very same read-then-write and differs only in how it
+ * excludes other holders. A lock kind answers three questions: how to take
+ * it (one try, polled until lock_wait_ms; or a wait of its own), how to
+ * give it back (and whether it was still ours), and, optionally, how to
+ * freeze its background renewal during a simulated pause.
  */
 #ifndef STOCKD_LOCK_H
 #define STOCKD_LOCK_H
 
+#include "redis_store.h"
 #include "strategy.h"
+
+#include <pthread.h>
 
 struct worker;
 
 struct held_lock {
     const struct lock_kind *kind;
-    char token[33];   /* this holder's identity, from the OS random source */
-    long long fence;  /* fencing token handed out with the lock, 0 if none */
-    int attempts;     /* tries it took to acquire                          */
-    void *state;      /* the kind's own bookkeeping (watchdog, node path)  */
+    char token[33];  /* this holder's identity, from the OS random source */
+    long long fence; /* fencing token handed out with the lock, 0 if none */
+    int attempts;    /* tries it took to acquire                          */
+    void *state;     /* the kind's own bookkeeping (watchdog, node path)  */
 };
 
 struct lock_kind {
+    const char *name; /* for messages: "redis lock not acquired within 5000 ms" */
+    /* One attempt to take the lock, setting *taken. deduct_under_lock()
+     * repeats it with jittered, growing sleeps for up to lock_wait_ms, then
+     * answers ST_BUSY. */
+    st_result (*try_once)(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                          int *taken);
+    /* Instead of try_once, for locks that wait in their own way (a mutex,
+     * a ZooKeeper watch, a pub/sub message): take it within lock_wait_ms or
+     * answer ST_BUSY. */
     st_result (*acquire)(struct worker *w, const struct deduct_request *rq, struct held_lock *held);
     /* Sets *lost when the lock had expired or belonged to someone else. */
     st_result (*release)(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
@@ -35,12 +48,13 @@ struct lock_kind {
 st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out);
 
-/* Retries `try_once` with jittered, growing sleeps until it succeeds, fails,
- * or lock_wait_ms has passed (then ST_BUSY, "not acquired within N ms").
- * try_once sets *taken when it got the lock. */
-st_result lock_poll(struct worker *w, struct held_lock *held, const char *what,
-                    st_result (*try_once)(struct worker *, const struct deduct_request *,
-                                          struct held_lock *, int *taken),
-                    const struct deduct_request *rq);
+/* Locks `mutex`, waiting at most lock_wait_ms (then ST_BUSY). */
+st_result mutex_lock_within_wait(struct worker *w, pthread_mutex_t *mutex);
+
+/* Releases a Redis lease: deletes `key` on `link` only if it still holds
+ * `token` (a Lua compare-and-delete), so a holder whose lease expired
+ * cannot delete the next holder's. *lost says it was no longer ours. */
+st_result redis_lease_release(struct worker *w, struct redis_link *link, const char *key,
+                              const char *token, int *lost);
 
 #endif

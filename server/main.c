@@ -63,8 +63,8 @@ int main(int argc, char **argv)
         mysql_library_end();
         return EXIT_FAILURE;
     }
-    log_info("stockd listening on http://%s:%d with %d HTTP threads and %d workers",
-             config.listen, config.port, config.threads, config.workers);
+    log_info("stockd listening on http://%s:%d with %d HTTP threads and %d workers", config.listen,
+             config.port, config.threads, config.workers);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);

@@ -107,8 +107,8 @@ static st_result prepared(struct worker *w, enum sql_statement s, MYSQL_STMT **o
             return connection_failed(w, "prepare", mysql_errno(w->mysql), mysql_error(w->mysql));
         const char *text = sql_text(s);
         if (mysql_stmt_prepare(stmt, text, strlen(text)) != 0) {
-            st_result failed = connection_failed(w, text, mysql_stmt_errno(stmt),
-                                                 mysql_stmt_error(stmt));
+            st_result failed =
+                connection_failed(w, text, mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
             mysql_stmt_close(stmt);
             return failed;
         }

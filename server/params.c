@@ -45,8 +45,8 @@ static st_result unknown_name(struct worker *w, const char *name, const char *wh
     char known[160] = "none";
     size_t len = 0;
     for (unsigned i = 0; i < n && len < sizeof known; i++)
-        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
-                                specs[i].name);
+        len +=
+            (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", specs[i].name);
     return worker_fail(w, ST_BAD_REQUEST, "unknown parameter '%.40s' in the %s (known: %s)", name,
                        where, known);
 }

@@ -59,8 +59,8 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link)
 {
     if (link->ctx)
         return ST_OK;
-    link->ctx = redisConnectWithTimeout(link->host, link->port,
-                                        timeval_from_ms(config.connect_timeout_ms));
+    link->ctx =
+        redisConnectWithTimeout(link->host, link->port, timeval_from_ms(config.connect_timeout_ms));
     if (!link->ctx || link->ctx->err)
         return link_broken(w, link, "connect");
     if (redisSetTimeout(link->ctx, timeval_from_ms(config.io_timeout_ms)) != REDIS_OK)
@@ -98,8 +98,7 @@ st_result redis_call(struct worker *w, redisReply **reply, int argc, const char 
 }
 
 /* SCRIPT LOAD on `link`, remembering the SHA1 it answers. */
-static st_result script_load(struct worker *w, struct redis_link *link,
-                             struct redis_script *script)
+static st_result script_load(struct worker *w, struct redis_link *link, struct redis_script *script)
 {
     redisReply *reply;
     const char *argv[] = {"SCRIPT", "LOAD", script->source};
@@ -119,8 +118,7 @@ static st_result script_load(struct worker *w, struct redis_link *link,
 
 /* EVALSHA once; *noscript tells whether Redis did not know the script. */
 static st_result evalsha(struct worker *w, struct redis_link *link, struct redis_script *script,
-                         redisReply **reply, int nkeys, int argc, const char **argv,
-                         int *noscript)
+                         redisReply **reply, int nkeys, int argc, const char **argv, int *noscript)
 {
     const char *full[16];
     char sha[41], numkeys[12];
@@ -185,8 +183,8 @@ void redis_free_replies(redisReply **replies, int count)
     }
 }
 
-st_result redis_pipeline(struct worker *w, int count, const int *argcs, const char *const *const *argvs,
-                         redisReply **replies)
+st_result redis_pipeline(struct worker *w, int count, const int *argcs,
+                         const char *const *const *argvs, redisReply **replies)
 {
     struct redis_link *link = &w->redis;
     memset(replies, 0, sizeof *replies * (size_t)count);

@@ -62,8 +62,8 @@ st_result redis_eval(struct worker *w, struct redis_script *script, redisReply *
 /* Sends `count` commands to the main Redis in one round trip and collects
  * every reply into replies[] (error replies included, for the caller to
  * read); on failure nothing is left to free. */
-st_result redis_pipeline(struct worker *w, int count, const int *argcs, const char *const *const *argvs,
-                         redisReply **replies);
+st_result redis_pipeline(struct worker *w, int count, const int *argcs,
+                         const char *const *const *argvs, redisReply **replies);
 
 /* Frees `count` replies (NULLs allowed). */
 void redis_free_replies(redisReply **replies, int count);

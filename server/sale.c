@@ -3,6 +3,7 @@
  */
 #include "sale.h"
 
+#include "config.h"
 #include "lock.h"
 #include "worker.h"
 
@@ -26,9 +27,15 @@ st_result stock_check(struct worker *w, const struct deduct_request *rq,
 {
     if (!row->found)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", rq->product);
-    out->remaining = row->col[0];
-    if (row->col[0] < rq->qty)
-        return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", row->col[0], rq->qty);
+    return count_covers(w, rq, row->col[0], out);
+}
+
+st_result count_covers(struct worker *w, const struct deduct_request *rq, long long count,
+                       struct deduct_reply *out)
+{
+    out->remaining = count;
+    if (count < rq->qty)
+        return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;
 }
 
@@ -44,8 +51,7 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
         critical_section_wait(rq, NULL);
     if (r == ST_OK)
         r = sql_exec(w, SQL_INSERT_ORDER,
-                     SQL_ARGS(SQL_I(rq->product), SQL_S(rq->strategy->name), SQL_I(rq->qty)),
-                     NULL);
+                     SQL_ARGS(SQL_I(rq->product), SQL_S(rq->strategy->name), SQL_I(rq->qty)), NULL);
     if (r == ST_OK)
         return sql_commit(w);
     sql_rollback(w);
@@ -71,8 +77,8 @@ static st_result claim_fence(struct worker *w, const struct deduct_request *rq, 
     return r;
 }
 
-st_result read_then_write(struct worker *w, const struct deduct_request *rq,
-                          struct held_lock *held, struct deduct_reply *out)
+st_result read_then_write(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                          struct deduct_reply *out)
 {
     long long token = held ? held->fence : 0;
     out->fence = token;
@@ -98,14 +104,31 @@ st_result read_then_write(struct worker *w, const struct deduct_request *rq,
     r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_FENCE,
                     SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(token)), ST_BUSY);
     if (r == ST_BUSY)
-        worker_fail(w, ST_BUSY, "write with fencing token %lld refused: a newer holder claimed "
-                                "the row", token);
+        worker_fail(w, ST_BUSY,
+                    "write with fencing token %lld refused: a newer holder claimed "
+                    "the row",
+                    token);
     return r;
 }
 
-void optimistic_backoff(struct worker *w, int attempt)
+/* Before retry `attempt` (1-based): random in [0, 2^attempt) ms, at most 32. */
+static void optimistic_backoff(struct worker *w, int attempt)
 {
     assert(attempt >= 1);
     int ceiling = attempt >= 5 ? 32 : 1 << attempt;
     sleep_ms(worker_random(w, ceiling));
+}
+
+st_result optimistic_retry(struct worker *w, const struct deduct_request *rq,
+                           struct deduct_reply *out, attempt_fn attempt, const char *what)
+{
+    for (int n = 1;; n++) {
+        out->attempts = n;
+        st_result r = attempt(w, rq, out);
+        if (r != ST_BUSY)
+            return r;
+        if (n >= config.optimistic_attempts)
+            return worker_fail(w, ST_BUSY, "%s changed under every one of %d attempts", what, n);
+        optimistic_backoff(w, n);
+    }
 }

@@ -24,8 +24,8 @@ void critical_section_wait(const struct deduct_request *rq, struct held_lock *he
  * claims the token on the row and the write applies only if no newer token
  * has claimed it since; a stale holder gets ST_BUSY and changes nothing.
  */
-st_result read_then_write(struct worker *w, const struct deduct_request *rq,
-                          struct held_lock *held, struct deduct_reply *out);
+st_result read_then_write(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                          struct deduct_reply *out);
 
 /* Whether sale_commit() waits in the critical section between the write
  * and the commit (with the row locked). */
@@ -41,13 +41,24 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
                       enum sql_statement write, const struct sql_value *args, unsigned nargs,
                       st_result no_match);
 
-/* Waits before retry `attempt` (1-based) of an optimistic strategy:
- * random in [0, 2^attempt) ms, capped at 32 ms. */
-void optimistic_backoff(struct worker *w, int attempt);
+typedef st_result (*attempt_fn)(struct worker *w, const struct deduct_request *rq,
+                                struct deduct_reply *out);
+
+/* The optimistic strategies' loop: runs `attempt` while it answers ST_BUSY
+ * (someone wrote in between), sleeping a jittered, growing backoff between
+ * tries, up to optimistic_attempts; then ST_BUSY, "<what> changed under
+ * every one of N attempts". */
+st_result optimistic_retry(struct worker *w, const struct deduct_request *rq,
+                           struct deduct_reply *out, attempt_fn attempt, const char *what);
+
+/* Records the count the sale found and answers ST_SOLD_OUT when it cannot
+ * cover qty. */
+st_result count_covers(struct worker *w, const struct deduct_request *rq, long long count,
+                       struct deduct_reply *out);
 
 /* Reads the product's count into *count (ST_UNKNOWN_PRODUCT if absent) and
  * decides whether qty can be sold from it (ST_SOLD_OUT if not). */
-st_result stock_check(struct worker *w, const struct deduct_request *rq, const struct sql_outcome *row,
-                      struct deduct_reply *out);
+st_result stock_check(struct worker *w, const struct deduct_request *rq,
+                      const struct sql_outcome *row, struct deduct_reply *out);
 
 #endif

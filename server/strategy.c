@@ -7,6 +7,9 @@
  */
 #include "strategy.h"
 
+#include "lock.h"
+
+#include <assert.h>
 #include <string.h>
 
 extern const struct strategy strategy_nolock;
@@ -29,11 +32,11 @@ extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
 
 static const struct strategy *const strategies[] = {
-    &strategy_nolock, &strategy_mutex, &strategy_sql,        &strategy_for_update,
-    &strategy_cas,    &strategy_watch, &strategy_redis_lock,
-    &strategy_redis_nolock, &strategy_lua, &strategy_setnx_expire, &strategy_getset,
-    &strategy_reentrant_lock, &strategy_redlock, &strategy_fenced,
-    &strategy_mutex_tx, &strategy_zk_lock, &strategy_mysql_lock, &strategy_get_lock,
+    &strategy_nolock,     &strategy_mutex,        &strategy_sql,        &strategy_for_update,
+    &strategy_cas,        &strategy_watch,        &strategy_redis_lock, &strategy_redis_nolock,
+    &strategy_lua,        &strategy_setnx_expire, &strategy_getset,     &strategy_reentrant_lock,
+    &strategy_redlock,    &strategy_fenced,       &strategy_mutex_tx,   &strategy_zk_lock,
+    &strategy_mysql_lock, &strategy_get_lock,
 };
 
 size_t strategy_count(void)
@@ -52,6 +55,13 @@ const struct strategy *strategy_find(const char *name)
         if (strcmp(strategies[i]->name, name) == 0)
             return strategies[i];
     return NULL;
+}
+
+st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                       struct deduct_reply *out)
+{
+    assert(!s->lock != !s->deduct); /* a body of its own, or a lock: exactly one */
+    return s->lock ? deduct_under_lock(s->lock, w, rq, out) : s->deduct(w, rq, out);
 }
 
 const char *store_name(enum store s)

@@ -17,6 +17,7 @@
 
 struct worker;
 struct held_lock;
+struct lock_kind;
 
 /* Where a strategy keeps its stock and its ledger. */
 enum store { STORE_MYSQL, STORE_REDIS };
@@ -54,18 +55,23 @@ typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq
                                struct deduct_reply *out);
 
 struct strategy {
-    const char *name;  /* the {strategy} of /stock/deduct/{strategy}      */
-    enum store store;  /* where its stock and ledger live                  */
-    int safe_single;   /* never oversells with one stockd instance         */
-    int safe_multi;    /* never oversells with several instances           */
+    const char *name;   /* the {strategy} of /stock/deduct/{strategy}      */
+    enum store store;   /* where its stock and ledger live                  */
+    int safe_single;    /* never oversells with one stockd instance         */
+    int safe_multi;     /* never oversells with several instances           */
     const char *caveat; /* the condition a safety claim rests on, or NULL  */
     const char *summary;
-    unsigned needs;    /* NEEDS_* backends                                 */
-    deduct_fn deduct;
+    unsigned needs;               /* NEEDS_* backends                                 */
+    deduct_fn deduct;             /* the strategy's own body, or...                 */
+    const struct lock_kind *lock; /* ...a lock around the shared nolock body */
     /* Optional: clears the product's keys that live outside the main
      * stores (reset calls it after resetting them). */
     st_result (*reset)(struct worker *w, int product);
 };
+
+/* Sells with strategy `s`: its own body, or its lock around read_then_write. */
+st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                       struct deduct_reply *out);
 
 const struct strategy *strategy_find(const char *name);
 size_t strategy_count(void);

@@ -13,7 +13,6 @@
  * full retry; under heavy contention on one row most work is wasted and some
  * requests give up busy even though stock remains.
  */
-#include "config.h"
 #include "sale.h"
 #include "worker.h"
 
@@ -38,16 +37,7 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
-    for (int attempt = 1;; attempt++) {
-        out->attempts = attempt;
-        st_result r = attempt_once(w, rq, out);
-        if (r != ST_BUSY)
-            return r;
-        if (attempt >= config.optimistic_attempts)
-            return worker_fail(w, ST_BUSY, "version changed under every one of %d attempts",
-                               attempt);
-        optimistic_backoff(w, attempt);
-    }
+    return optimistic_retry(w, rq, out, attempt_once, "version");
 }
 
 const struct strategy strategy_cas = {

@@ -35,13 +35,6 @@ static struct redis_script lock_and_fence = {
               "return 0\n",
 };
 
-static struct redis_script compare_and_delete = {
-    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-              "  return redis.call('DEL', KEYS[1])\n"
-              "end\n"
-              "return 0\n",
-};
-
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
@@ -64,32 +57,16 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return r;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "fenced lock", try_once, rq);
-}
-
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, ":fenced");
-    const char *argv[] = {key, held->token};
-    redisReply *reply;
-    st_result r = redis_eval(w, &compare_and_delete, &reply, 1, 2, argv);
-    if (r != ST_OK)
-        return r;
-    *lost = !(reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
-    freeReplyObject(reply);
-    return ST_OK;
+    return redis_lease_release(w, &w->redis, key, held->token, lost);
 }
 
-static const struct lock_kind fenced_lock = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&fenced_lock, w, rq, out);
-}
+static const struct lock_kind fenced_lock = {
+    .name = "fenced lock", .try_once = try_once, .release = release};
 
 const struct strategy strategy_fenced = {
     .name = "fenced",
@@ -99,5 +76,5 @@ const struct strategy strategy_fenced = {
     .summary = "SET lock NX PX plus INCR fence in one script; MySQL refuses writes with a stale "
                "token",
     .needs = NEEDS_MYSQL | NEEDS_REDIS,
-    .deduct = deduct,
+    .lock = &fenced_lock,
 };

@@ -55,11 +55,6 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 
 static const struct lock_kind named_lock = {.acquire = acquire, .release = release};
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&named_lock, w, rq, out);
-}
-
 const struct strategy strategy_get_lock = {
     .name = "get-lock",
     .store = STORE_MYSQL,
@@ -68,5 +63,5 @@ const struct strategy strategy_get_lock = {
     .summary = "MySQL named lock GET_LOCK(name, timeout) / RELEASE_LOCK on the worker's "
                "connection, around the nolock body",
     .needs = NEEDS_MYSQL,
-    .deduct = deduct,
+    .lock = &named_lock,
 };

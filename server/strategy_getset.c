@@ -81,11 +81,6 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return ST_OK;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "getset lock", try_once, rq);
-}
-
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
@@ -111,12 +106,8 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return r;
 }
 
-static const struct lock_kind timestamp_lock = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&timestamp_lock, w, rq, out);
-}
+static const struct lock_kind timestamp_lock = {
+    .name = "getset lock", .try_once = try_once, .release = release};
 
 const struct strategy strategy_getset = {
     .name = "getset",
@@ -127,5 +118,5 @@ const struct strategy strategy_getset = {
               "if every client's clock agrees",
     .summary = "SETNX lock <expiry>; an expired lock is taken over by GET then GETSET",
     .needs = NEEDS_MYSQL | NEEDS_REDIS,
-    .deduct = deduct,
+    .lock = &timestamp_lock,
 };

@@ -16,27 +16,15 @@
 #include "lock.h"
 #include "worker.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <time.h>
 
 static pthread_mutex_t sale_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
     (void)rq;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (long long)(config.lock_wait_ms % 1000) * 1000000LL;
-    deadline.tv_sec += config.lock_wait_ms / 1000 + (time_t)(ns / 1000000000LL);
-    deadline.tv_nsec = (long)(ns % 1000000000LL);
     held->attempts = 1;
-    int rc = pthread_mutex_timedlock(&sale_mutex, &deadline);
-    if (rc == ETIMEDOUT)
-        return worker_fail(w, ST_BUSY, "mutex not acquired within %d ms", config.lock_wait_ms);
-    if (rc != 0)
-        return worker_fail(w, ST_BUSY, "mutex: error %d", rc);
-    return ST_OK;
+    return mutex_lock_within_wait(w, &sale_mutex);
 }
 
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
@@ -50,11 +38,6 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 
 static const struct lock_kind process_mutex = {.acquire = acquire, .release = release};
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&process_mutex, w, rq, out);
-}
-
 const struct strategy strategy_mutex = {
     .name = "mutex",
     .store = STORE_MYSQL,
@@ -63,5 +46,5 @@ const struct strategy strategy_mutex = {
     .caveat = "the mutex exists in one process only",
     .summary = "a process-local pthread mutex around the nolock body",
     .needs = NEEDS_MYSQL,
-    .deduct = deduct,
+    .lock = &process_mutex,
 };

@@ -27,30 +27,13 @@
  * The price: mutex's - every sale of the process in single file - and
  * still wrong.
  */
-#include "config.h"
+#include "lock.h"
 #include "sale.h"
 #include "worker.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <time.h>
 
 static pthread_mutex_t sale_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-static st_result lock_within_wait(struct worker *w)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (long long)(config.lock_wait_ms % 1000) * 1000000LL;
-    deadline.tv_sec += config.lock_wait_ms / 1000 + (time_t)(ns / 1000000000LL);
-    deadline.tv_nsec = (long)(ns % 1000000000LL);
-    int rc = pthread_mutex_timedlock(&sale_mutex, &deadline);
-    if (rc == ETIMEDOUT)
-        return worker_fail(w, ST_BUSY, "mutex not acquired within %d ms", config.lock_wait_ms);
-    if (rc != 0)
-        return worker_fail(w, ST_BUSY, "mutex: error %d", rc);
-    return ST_OK;
-}
 
 /* The "method" the mutex guards: read, write, ledger - no COMMIT. */
 static st_result locked_body(struct worker *w, const struct deduct_request *rq,
@@ -78,7 +61,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     st_result r = sql_begin(w); /* the framework opens the transaction... */
     if (r != ST_OK)
         return r;
-    r = lock_within_wait(w); /* ...then the method locks */
+    r = mutex_lock_within_wait(w, &sale_mutex); /* ...then the method locks */
     if (r == ST_OK) {
         r = locked_body(w, rq, out);
         pthread_mutex_unlock(&sale_mutex); /* the method returns */

@@ -56,11 +56,6 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return ST_OK;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "mysql lock row", try_once, rq);
-}
-
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
@@ -73,12 +68,8 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return ST_OK;
 }
 
-static const struct lock_kind lock_row = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&lock_row, w, rq, out);
-}
+static const struct lock_kind lock_row = {
+    .name = "mysql lock row", .try_once = try_once, .release = release};
 
 const struct strategy strategy_mysql_lock = {
     .name = "mysql-lock",
@@ -89,5 +80,5 @@ const struct strategy strategy_mysql_lock = {
     .summary = "INSERT a row into the locks table (unique key = the lock) with owner and expiry "
                "around the nolock body; DELETE by owner to release",
     .needs = NEEDS_MYSQL,
-    .deduct = deduct,
+    .lock = &lock_row,
 };

@@ -22,15 +22,8 @@
 
 #include <stdio.h>
 
-static struct redis_script compare_and_delete = {
-    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-              "  return redis.call('DEL', KEYS[1])\n"
-              "end\n"
-              "return 0\n",
-};
-
-static st_result try_once(struct worker *w, const struct deduct_request *rq,
-                          struct held_lock *held, int *taken)
+static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
+                          int *taken)
 {
     char key[REDIS_KEY_MAX], ttl[16];
     redis_key(key, "lock", rq->product, "");
@@ -45,32 +38,16 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq,
     return ST_OK;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "redis lock", try_once, rq);
-}
-
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, "");
-    const char *argv[] = {key, held->token};
-    redisReply *reply;
-    st_result r = redis_eval(w, &compare_and_delete, &reply, 1, 2, argv);
-    if (r != ST_OK)
-        return r;
-    *lost = !(reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
-    freeReplyObject(reply);
-    return ST_OK;
+    return redis_lease_release(w, &w->redis, key, held->token, lost);
 }
 
-static const struct lock_kind redis_set_nx = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&redis_set_nx, w, rq, out);
-}
+static const struct lock_kind redis_set_nx = {
+    .name = "redis lock", .try_once = try_once, .release = release};
 
 const struct strategy strategy_redis_lock = {
     .name = "redis-lock",
@@ -80,5 +57,5 @@ const struct strategy strategy_redis_lock = {
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
     .needs = NEEDS_MYSQL | NEEDS_REDIS,
-    .deduct = deduct,
+    .lock = &redis_set_nx,
 };

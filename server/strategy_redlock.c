@@ -28,27 +28,17 @@
 
 #include <stdio.h>
 
-static struct redis_script compare_and_delete = {
-    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-              "  return redis.call('DEL', KEYS[1])\n"
-              "end\n"
-              "return 0\n",
-};
-
 /* Compare-and-delete on every server; how many still held our token. */
 static int unlock_all(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, ":redlock");
-    const char *argv[] = {key, held->token};
     int deleted = 0;
     for (int i = 0; i < redlock_count(); i++) {
-        redisReply *reply;
-        if (redis_link_eval(w, redlock_link(w, i), &compare_and_delete, &reply, 1, 2, argv) !=
-            ST_OK)
-            continue; /* a server that does not answer lets the key expire */
-        deleted += reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-        freeReplyObject(reply);
+        int lost;
+        /* a server that does not answer lets the key expire */
+        if (redis_lease_release(w, redlock_link(w, i), key, held->token, &lost) == ST_OK)
+            deleted += !lost;
     }
     return deleted;
 }
@@ -103,11 +93,6 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return ST_OK;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "redlock", try_once, rq);
-}
-
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
@@ -115,12 +100,8 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return ST_OK;
 }
 
-static const struct lock_kind redlock = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&redlock, w, rq, out);
-}
+static const struct lock_kind redlock = {
+    .name = "redlock", .try_once = try_once, .release = release};
 
 const struct strategy strategy_redlock = {
     .name = "redlock",
@@ -130,6 +111,6 @@ const struct strategy strategy_redlock = {
     .caveat = "while the holder finishes within the lock's validity time",
     .summary = "SET NX PX on a majority of independent Redis servers within the TTL (Redlock)",
     .needs = NEEDS_MYSQL | NEEDS_REDLOCK,
-    .deduct = deduct,
+    .lock = &redlock,
     .reset = redlock_reset,
 };

@@ -405,11 +405,6 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind reentrant = {
     .acquire = acquire, .release = release, .freeze = freeze};
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&reentrant, w, rq, out);
-}
-
 const struct strategy strategy_reentrant_lock = {
     .name = "reentrant-lock",
     .store = STORE_MYSQL,
@@ -419,5 +414,5 @@ const struct strategy strategy_reentrant_lock = {
     .summary = "Redisson-style re-entrant hash lock, renewed by a watchdog, waiters woken by "
                "pub/sub",
     .needs = NEEDS_MYSQL | NEEDS_REDIS,
-    .deduct = deduct,
+    .lock = &reentrant,
 };

@@ -51,11 +51,6 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return r;
 }
 
-static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
-{
-    return lock_poll(w, held, "setnx lock", try_once, rq);
-}
-
 /* GET only to report whether the lock was still ours; the DEL happens
  * either way, which is the bug. */
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
@@ -79,12 +74,8 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return r;
 }
 
-static const struct lock_kind setnx_then_expire = {.acquire = acquire, .release = release};
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&setnx_then_expire, w, rq, out);
-}
+static const struct lock_kind setnx_then_expire = {
+    .name = "setnx lock", .try_once = try_once, .release = release};
 
 const struct strategy strategy_setnx_expire = {
     .name = "setnx-expire",
@@ -95,5 +86,5 @@ const struct strategy strategy_setnx_expire = {
               "whoever holds the lock",
     .summary = "SETNX lock, then PEXPIRE ttl as a second command; DEL without an owner check",
     .needs = NEEDS_MYSQL | NEEDS_REDIS,
-    .deduct = deduct,
+    .lock = &setnx_then_expire,
 };

@@ -22,8 +22,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     st_result r = sql_begin(w);
     if (r == ST_OK)
         r = sale_commit(w, rq, SALE_WAIT_INSIDE, SQL_DEDUCT_IF_ENOUGH,
-                        SQL_ARGS(SQL_I(rq->qty), SQL_I(rq->product), SQL_I(rq->qty)),
-                        ST_SOLD_OUT);
+                        SQL_ARGS(SQL_I(rq->qty), SQL_I(rq->product), SQL_I(rq->qty)), ST_SOLD_OUT);
     if (r != ST_SOLD_OUT)
         return r;
     /* Matched nothing: too little stock, or no such product. Tell which. */

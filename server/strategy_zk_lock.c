@@ -240,11 +240,6 @@ static st_result reset_nodes(struct worker *w, int product)
 
 static const struct lock_kind zk_sequential = {.acquire = acquire, .release = release};
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    return deduct_under_lock(&zk_sequential, w, rq, out);
-}
-
 const struct strategy strategy_zk_lock = {
     .name = "zk-lock",
     .store = STORE_MYSQL,
@@ -254,6 +249,6 @@ const struct strategy strategy_zk_lock = {
     .summary = "ZooKeeper ephemeral sequential node, watch on the predecessor only (Curator "
                "recipe) around the nolock body",
     .needs = NEEDS_MYSQL | NEEDS_ZK,
-    .deduct = deduct,
+    .lock = &zk_sequential,
     .reset = reset_nodes,
 };

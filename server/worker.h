@@ -23,14 +23,14 @@
 #include <mysql.h>
 
 struct worker {
-    MYSQL *mysql;                        /* NULL until needed or after a failure */
-    MYSQL_STMT *statements[SQL_COUNT];   /* prepared on first use per connection */
-    unsigned mysql_errno;                /* MySQL error number of the last failure */
-    struct redis_link redis;             /* the main Redis store                  */
-    struct redis_link subscriber;        /* reentrant-lock: pub/sub waits on the main Redis */
+    MYSQL *mysql;                           /* NULL until needed or after a failure */
+    MYSQL_STMT *statements[SQL_COUNT];      /* prepared on first use per connection */
+    unsigned mysql_errno;                   /* MySQL error number of the last failure */
+    struct redis_link redis;                /* the main Redis store                  */
+    struct redis_link subscriber;           /* reentrant-lock: pub/sub waits on the main Redis */
     struct redis_link redlock[REDLOCK_MAX]; /* redlock: one link per --redlock server */
-    unsigned int seed;                   /* for backoff jitter; per thread        */
-    char error[256];                     /* detail of the last failed result      */
+    unsigned int seed;                      /* for backoff jitter; per thread        */
+    char error[256];                        /* detail of the last failed result      */
 };
 
 /* The calling thread's worker, created on first use. Never NULL. */

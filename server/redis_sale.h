@@ -1,0 +1,33 @@
+/*
+ * redis_sale.h - the Redis sale pieces that the Redis strategies compose.
+ *
+ * The Redis counterpart of sale.h: where a product's count and ledger live,
+ * how a GET of the count is read, and the one place a sale is written to
+ * Redis together with its ledger entry (MULTI ... EXEC).
+ */
+#ifndef STOCKD_REDIS_SALE_H
+#define STOCKD_REDIS_SALE_H
+
+#include "redis_store.h"
+#include "strategy.h"
+
+struct redis_stock {
+    char stock[REDIS_KEY_MAX];  /* stock:{P}, the count    */
+    char ledger[REDIS_KEY_MAX]; /* ledger:{P}, sold/orders */
+};
+
+void redis_stock_keys(struct redis_stock *k, int product);
+
+/* Reads the count out of the reply to GET stock:{P}: ST_UNKNOWN_PRODUCT
+ * when the key is absent, ST_SOLD_OUT when it cannot cover qty. */
+st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
+                            const struct redis_stock *k, const redisReply *reply,
+                            struct deduct_reply *out);
+
+/* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
+ * orders 1; EXEC - in one round trip, applied together or not at all.
+ * ST_BUSY when EXEC was aborted because a WATCHed key changed. */
+st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
+                          const struct redis_stock *k, long long left);
+
+#endif
