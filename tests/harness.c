@@ -34,14 +34,16 @@ static const char *env_or(const char *name, const char *fallback)
     return value && *value ? value : fallback;
 }
 
-static void pause_ms(long ms)
+/* -------------------------------------------------------------- time */
+
+void sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 
-static long long now_ms(void)
+long long now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,7 +53,7 @@ static long long now_ms(void)
 /* --------------------------------------------------------------- HTTP */
 
 /* Each thread's own easy handle: libcurl keeps its connection alive, so a
- * thread's requests reuse one TCP connection (and one stockd worker). */
+ * thread's requests reuse one TCP connection. */
 static _Thread_local CURL *thread_handle;
 
 struct buffer {
@@ -305,7 +307,7 @@ static int reaped(pid_t pid, long long timeout_ms, int *status)
             return 1; /* not our child any more: treat as gone */
         if (now_ms() >= deadline)
             return 0;
-        pause_ms(20);
+        sleep_ms(20);
     }
 }
 
@@ -375,7 +377,7 @@ int stockd_start(const char *const *extra_args)
         http_reply_free(&r);
         if (r.status != 0)
             return 0;
-        pause_ms(50);
+        sleep_ms(50);
     }
     print_error("stockd did not answer /health within %d ms (see %s)\n", START_TIMEOUT_MS,
                 log_path);
@@ -565,6 +567,54 @@ const json_t *strategy_list(void)
     return strategies_seen;
 }
 
+const json_t *find_strategy(const char *name)
+{
+    size_t i;
+    const json_t *s;
+    json_array_foreach(strategy_list(), i, s)
+    {
+        if (strcmp(json_str_member(s, "name"), name) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+void for_each_strategy(void (*check)(const json_t *strategy, int index))
+{
+    size_t i;
+    const json_t *s;
+    json_array_foreach(strategy_list(), i, s)
+    {
+        check(s, (int)i);
+    }
+}
+
+void expect_claims(const struct claim *claims, size_t count)
+{
+    for (const struct claim *c = claims; c < claims + count; c++) {
+        const json_t *s = find_strategy(c->name);
+        if (!s)
+            print_error("/strategies does not list %s\n", c->name);
+        assert_non_null(s);
+        assert_string_equal(json_str_member(s, "store"), c->store);
+        assert_int_equal(json_bool_member(s, "safe_single"), c->safe_single);
+        assert_int_equal(json_bool_member(s, "safe_multi"), c->safe_multi);
+        assert_int_equal(json_object_get(s, "caveat") != NULL, c->caveat);
+    }
+}
+
+long backend_health(const char *backend, char state[16])
+{
+    long status;
+    json_t *health;
+    http_get("/health", NULL, &status, &health);
+    const json_t *row = json_object_get(json_object_get(health, "backends"), backend);
+    const json_t *st = json_object_get(row, "state");
+    snprintf(state, 16, "%s", json_is_string(st) ? json_string_value(st) : "");
+    json_decref(health);
+    return status;
+}
+
 /* ---------------------------------------------------------- load driver */
 
 struct driver {
@@ -645,6 +695,12 @@ struct tally drive(const char *strategy, int product, int requests, int threads,
     pthread_barrier_destroy(&d.start);
     pthread_mutex_destroy(&d.lock);
     return d.totals;
+}
+
+void print_tally(const char *what, const struct tally *t)
+{
+    fprintf(stderr, "%s: %d ok, %d sold_out, %d busy, %d other%s%s\n", what, t->ok, t->sold_out,
+            t->busy, t->other, t->other ? ": " : "", t->other ? t->first_other : "");
 }
 
 /* ----------------------------------------------------- backend control */

@@ -35,6 +35,14 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+/* ------------------------------------------------------------- time */
+
+/* Sleeps `ms` milliseconds (through signals). */
+void sleep_ms(long ms);
+
+/* A monotonic clock in milliseconds, for measuring how long something took. */
+long long now_ms(void);
+
 /* ------------------------------------------------------------ stockd */
 
 /* Worker threads of the stockd under test: enough that the load driver's
@@ -151,6 +159,31 @@ void expect_deduct(const char *strategy, int product, const char *extra_query, l
  * owned by the harness. */
 const json_t *strategy_list(void);
 
+/* The entry of strategy_list() named `name`; NULL when it is not listed.
+ * Asserts, as strategy_list() does. */
+const json_t *find_strategy(const char *name);
+
+/* Calls `check` for every entry of strategy_list(), in its order, with the
+ * entry's position in the list (tests give strategy i the product base + i),
+ * on the calling thread. */
+void for_each_strategy(void (*check)(const json_t *strategy, int index));
+
+/* What /strategies says of one strategy (`caveat`: whether it has one). */
+struct claim {
+    const char *name;
+    const char *store;
+    int safe_single, safe_multi, caveat;
+};
+
+/* Asserts that /strategies lists each of the `count` strategies of `claims`
+ * with that store and those claims. */
+void expect_claims(const struct claim *claims, size_t count);
+
+/* GET /health: its status, and the "state" of `backend` in its "backends"
+ * ("" when it is missing) copied into `state`. Asserts only that the answer
+ * is JSON. */
+long backend_health(const char *backend, char state[16]);
+
 /* ---------------------------------------------------------- load driver */
 
 /* What a load run got back, by outcome. */
@@ -165,10 +198,15 @@ struct tally {
 /*
  * Sends `requests` POST /stock/deduct/{strategy}?product=P[&extra_query]
  * from `threads` threads at once, each with its own keep-alive connection,
- * and counts the outcomes. Never asserts.
+ * and counts the outcomes. stockd runs every request on its worker pool,
+ * whichever connection it came on, so up to `threads` of them run at the
+ * same time. Never asserts.
  */
 struct tally drive(const char *strategy, int product, int requests, int threads,
                    const char *extra_query);
+
+/* Prints a tally on one line, on stderr: "what: N ok, N sold_out, ...". */
+void print_tally(const char *what, const struct tally *t);
 
 /* ----------------------------------------------------- backend control */
 

@@ -46,44 +46,34 @@ static void test_health(void **state)
     json_decref(doc);
 }
 
-static const json_t *find_strategy(const json_t *list, const char *name)
+/* One entry of /strategies: complete, consistent, and the only one of its
+ * name. */
+static void expect_described(const json_t *s, int index)
 {
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        if (strcmp(json_str_member(s, "name"), name) == 0)
-            return s;
-    }
-    return NULL;
+    (void)index;
+    const char *store = json_str_member(s, "store");
+    assert_true(strcmp(store, "mysql") == 0 || strcmp(store, "redis") == 0);
+    assert_true(strlen(json_str_member(s, "name")) > 0);
+    assert_true(strlen(json_str_member(s, "summary")) > 0);
+    int single = json_bool_member(s, "safe_single");
+    int multi = json_bool_member(s, "safe_multi");
+    assert_true(single || !multi); /* safe across instances implies safe in one */
+    assert_ptr_equal(find_strategy(json_str_member(s, "name")), s); /* unique */
 }
 
 static void test_strategies(void **state)
 {
     (void)state;
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        const char *store = json_str_member(s, "store");
-        assert_true(strcmp(store, "mysql") == 0 || strcmp(store, "redis") == 0);
-        assert_true(strlen(json_str_member(s, "name")) > 0);
-        assert_true(strlen(json_str_member(s, "summary")) > 0);
-        int single = json_bool_member(s, "safe_single");
-        int multi = json_bool_member(s, "safe_multi");
-        assert_true(single || !multi); /* safe across instances implies safe in one */
-        assert_ptr_equal(find_strategy(list, json_str_member(s, "name")), s); /* unique */
-    }
+    for_each_strategy(expect_described);
     for (size_t k = 0; k < sizeof contract_strategies / sizeof contract_strategies[0]; k++)
-        if (!find_strategy(list, contract_strategies[k]))
+        if (!find_strategy(contract_strategies[k]))
             fail_msg("/strategies does not list %s", contract_strategies[k]);
 
     /* The contract's safety claims for its own rows. */
-    assert_false(json_bool_member(find_strategy(list, "nolock"), "safe_single"));
-    assert_false(json_bool_member(find_strategy(list, "mutex"), "safe_multi"));
-    assert_true(json_bool_member(find_strategy(list, "sql"), "safe_multi"));
-    assert_string_equal(json_str_member(find_strategy(list, "watch"), "store"), "redis");
+    assert_false(json_bool_member(find_strategy("nolock"), "safe_single"));
+    assert_false(json_bool_member(find_strategy("mutex"), "safe_multi"));
+    assert_true(json_bool_member(find_strategy("sql"), "safe_multi"));
+    assert_string_equal(json_str_member(find_strategy("watch"), "store"), "redis");
 
     /* The settings in force, as stockd was started. */
     json_t *doc = expect_ok("GET", "/strategies", NULL, 200);
@@ -153,20 +143,19 @@ static void test_reset_and_accounting(void **state)
     expect_deduct("watch", PRODUCT_RESET, NULL, 409, "sold_out");
 }
 
+static void expect_unknown_product(const json_t *s, int index)
+{
+    (void)index;
+    expect_deduct(json_str_member(s, "name"), PRODUCT_NEVER_CREATED, NULL, 404, "unknown_product");
+}
+
 static void test_unknown_product(void **state)
 {
     (void)state;
     char path[64];
     snprintf(path, sizeof path, "/stock/%d", PRODUCT_NEVER_CREATED);
     expect_error("GET", path, NULL, 404, "unknown_product");
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        expect_deduct(json_str_member(s, "name"), PRODUCT_NEVER_CREATED, NULL, 404,
-                      "unknown_product");
-    }
+    for_each_strategy(expect_unknown_product);
     expect_error("GET", path, NULL, 404, "unknown_product"); /* still not created */
 }
 
@@ -267,25 +256,25 @@ static void test_bad_requests(void **state)
     expect_fresh(PRODUCT_BAD_INPUT, 50);
 }
 
+static void expect_parameters_checked(const json_t *s, int index)
+{
+    (void)index;
+    static const char *const queries[] = {"qty=0", "qty=1001", "hold_ms=1001", "colour=red"};
+    for (size_t q = 0; q < sizeof queries / sizeof queries[0]; q++) {
+        char path[160];
+        snprintf(path, sizeof path, "/stock/deduct/%s?product={P}&%s", json_str_member(s, "name"),
+                 queries[q]);
+        struct bad_request rq = {"POST", path, NULL, 400, "bad_request"};
+        expect_refused(&rq);
+    }
+}
+
 /* Parameters are checked the same way whichever strategy is asked. */
 static void test_bad_requests_every_strategy(void **state)
 {
     (void)state;
     reset(PRODUCT_BAD_INPUT, 50);
-    static const char *const queries[] = {"qty=0", "qty=1001", "hold_ms=1001", "colour=red"};
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        for (size_t q = 0; q < sizeof queries / sizeof queries[0]; q++) {
-            char path[160];
-            snprintf(path, sizeof path, "/stock/deduct/%s?product={P}&%s",
-                     json_str_member(s, "name"), queries[q]);
-            struct bad_request rq = {"POST", path, NULL, 400, "bad_request"};
-            expect_refused(&rq);
-        }
-    }
+    for_each_strategy(expect_parameters_checked);
     expect_fresh(PRODUCT_BAD_INPUT, 50);
 }
 

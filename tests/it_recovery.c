@@ -23,7 +23,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* Product ids of this file; no other test touches them. */
 enum {
@@ -34,8 +33,9 @@ enum {
     PRODUCT_GRACEFUL = 8605,
 };
 
-/* Requests that reach every stockd worker: each driver thread has its own
- * connection, and connections spread over the workers. */
+/* Requests that reach every stockd worker: the driver keeps as many
+ * requests in flight as stockd has workers, and stockd hands each one to
+ * a free worker. */
 #define WARM_THREADS STOCKD_THREADS
 #define WARM_REQUESTS 64
 
@@ -82,8 +82,7 @@ static void expect_every_worker_sells(const char *strategy)
 {
     struct tally t = drive(strategy, PRODUCT_WARM, WARM_REQUESTS, WARM_THREADS, NULL);
     if (t.ok != WARM_REQUESTS)
-        print_error("%s: 200=%d sold_out=%d busy=%d other=%d (first: %s)\n", strategy, t.ok,
-                    t.sold_out, t.busy, t.other, t.first_other);
+        print_tally(strategy, &t);
     assert_int_equal(t.ok, WARM_REQUESTS);
 }
 
@@ -97,77 +96,79 @@ static void expect_sold(int product, const char *store, long long sold)
     assert_int_equal(f->remaining, f->initial - sold);
 }
 
-/* The outage tests talk through the test thread's one keep-alive
- * connection, so one stockd worker sees the whole outage; the restart
- * tests below load every worker. */
-static void test_redis_outage(void **state)
+/* One sale of the outage tests: through `strategy`, of `product`, whose
+ * stock is in `store`; `query` is added to the sale made during the outage. */
+struct sale {
+    const char *strategy;
+    int product;
+    const char *store;
+    const char *query;
+};
+
+static const struct sale watch = {"watch", PRODUCT_WATCH, "redis", NULL};
+static const struct sale sql = {"sql", PRODUCT_SQL, "mysql", NULL};
+static const struct sale redis_lock = {"redis-lock", PRODUCT_LOCK, "mysql", NULL};
+
+/*
+ * `backend` stops: /health names it down, the two `cut` sales answer 503
+ * backend_unavailable and change nothing, the `survivor` still sells (and
+ * GET /stock of its product, which reads both stores, answers 503). Once
+ * `backend` is back, /health is 200, stockd still runs, and the cut sales
+ * sell again. The sales go through the test thread's one keep-alive
+ * connection; the restart tests below load every worker.
+ */
+static void expect_outage(const char *backend, const struct sale cut[2],
+                          const struct sale *survivor)
 {
-    (void)state;
     reset(PRODUCT_WATCH, 10);
     reset(PRODUCT_SQL, 10);
     reset(PRODUCT_LOCK, 10);
-    const struct account watch_before = account(PRODUCT_WATCH);
-    const struct account lock_before = account(PRODUCT_LOCK);
+    struct account before[2];
+    for (int i = 0; i < 2; i++)
+        before[i] = account(cut[i].product);
 
-    assert_int_equal(stack_stop_one("redis"), 0);
-    expect_health("redis");
-    expect_deduct("watch", PRODUCT_WATCH, NULL, 503, "backend_unavailable");
-    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 503, "backend_unavailable");
-    expect_deduct("sql", PRODUCT_SQL, NULL, 200, "");
+    assert_int_equal(stack_stop_one(backend), 0);
+    expect_health(backend);
+    for (int i = 0; i < 2; i++)
+        expect_deduct(cut[i].strategy, cut[i].product, cut[i].query, 503, "backend_unavailable");
+    expect_deduct(survivor->strategy, survivor->product, NULL, 200, "");
     char path[32];
-    snprintf(path, sizeof path, "/stock/%d", PRODUCT_SQL);
+    snprintf(path, sizeof path, "/stock/%d", survivor->product);
     expect_error("GET", path, NULL, 503, "backend_unavailable");
 
-    assert_int_equal(stack_start_one("redis"), 0);
+    assert_int_equal(stack_start_one(backend), 0);
     expect_health(NULL);
     assert_true(stockd_running());
-    /* The 503s changed nothing; the sql sale went through. */
-    const struct account watch_after = account(PRODUCT_WATCH);
-    const struct account lock_after = account(PRODUCT_LOCK);
-    expect_same_account(&watch_before, &watch_after);
-    expect_same_account(&lock_before, &lock_after);
-    expect_sold(PRODUCT_SQL, "mysql", 1);
+    /* The 503s changed nothing; the survivor's sale went through. */
+    for (int i = 0; i < 2; i++) {
+        const struct account after = account(cut[i].product);
+        expect_same_account(&before[i], &after);
+    }
+    expect_sold(survivor->product, survivor->store, 1);
 
-    expect_deduct("watch", PRODUCT_WATCH, NULL, 200, "");
-    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 200, "");
-    expect_sold(PRODUCT_WATCH, "redis", 1);
-    expect_sold(PRODUCT_LOCK, "mysql", 1);
+    for (int i = 0; i < 2; i++)
+        expect_deduct(cut[i].strategy, cut[i].product, NULL, 200, "");
+    for (int i = 0; i < 2; i++)
+        expect_sold(cut[i].product, cut[i].store, 1);
+}
+
+static void test_redis_outage(void **state)
+{
+    (void)state;
+    const struct sale cut[2] = {watch, redis_lock};
+    expect_outage("redis", cut, &sql);
 }
 
 static void test_mysql_outage(void **state)
 {
     (void)state;
-    reset(PRODUCT_WATCH, 10);
-    reset(PRODUCT_SQL, 10);
-    reset(PRODUCT_LOCK, 10);
-    const struct account sql_before = account(PRODUCT_SQL);
-    const struct account lock_before = account(PRODUCT_LOCK);
-
-    assert_int_equal(stack_stop_one("mysql"), 0);
-    expect_health("mysql");
-    expect_deduct("sql", PRODUCT_SQL, NULL, 503, "backend_unavailable");
-    /* It takes its Redis lock, then MySQL fails under it: with a one-minute
-     * TTL, a lock it failed to release would turn the next sale away. */
-    expect_deduct("redis-lock", PRODUCT_LOCK, "ttl_ms=60000", 503, "backend_unavailable");
-    expect_deduct("watch", PRODUCT_WATCH, NULL, 200, "");
-    char path[32];
-    snprintf(path, sizeof path, "/stock/%d", PRODUCT_WATCH);
-    expect_error("GET", path, NULL, 503, "backend_unavailable");
-
-    assert_int_equal(stack_start_one("mysql"), 0);
-    expect_health(NULL);
-    assert_true(stockd_running());
-    const struct account sql_after = account(PRODUCT_SQL);
-    const struct account lock_after = account(PRODUCT_LOCK);
-    expect_same_account(&sql_before, &sql_after);
-    expect_same_account(&lock_before, &lock_after);
-    expect_sold(PRODUCT_WATCH, "redis", 1);
-
-    /* redis-lock released its lock when MySQL failed under it. */
-    expect_deduct("sql", PRODUCT_SQL, NULL, 200, "");
-    expect_deduct("redis-lock", PRODUCT_LOCK, NULL, 200, "");
-    expect_sold(PRODUCT_SQL, "mysql", 1);
-    expect_sold(PRODUCT_LOCK, "mysql", 1);
+    /* redis-lock takes its Redis lock, then MySQL fails under it: with a
+     * one-minute TTL, a lock it failed to release would turn the sale after
+     * the outage away. */
+    struct sale lock_held = redis_lock;
+    lock_held.query = "ttl_ms=60000";
+    const struct sale cut[2] = {sql, lock_held};
+    expect_outage("mysql", cut, &watch);
 }
 
 /* Every worker opens its connection to `backend` (by selling through
@@ -232,8 +233,7 @@ static void test_sigterm_finishes_requests_in_flight(void **state)
     struct http_reply reply;
     pthread_t sale;
     assert_int_equal(pthread_create(&sale, NULL, held_sale, &reply), 0);
-    struct timespec wait = {.tv_sec = 0, .tv_nsec = SIGNAL_AFTER_MS * 1000000L};
-    nanosleep(&wait, NULL);
+    sleep_ms(SIGNAL_AFTER_MS);
     int stopped = stockd_stop(); /* SIGTERM, then the exit status */
     pthread_join(sale, NULL);
     long status = reply.status;

@@ -125,67 +125,64 @@ static void widen(struct range *g, int v, int first)
         g->max = v;
 }
 
+static void expect_safe(const json_t *s, int index)
+{
+    if (!json_bool_member(s, "safe_single"))
+        return;
+    const char *name = json_str_member(s, "name");
+    int blocks = is_blocking(name);
+    struct range ok = {0, 0}, busy = {0, 0};
+    int runs = 0;
+    for (int run = 0; run < RUNS; run++) {
+        for (size_t h = 0; h < sizeof safe_holds / sizeof safe_holds[0]; h++) {
+            char query[32];
+            snprintf(query, sizeof query, "hold_ms=%d", safe_holds[h]);
+            struct run r = load_run(s, PRODUCTS_SAFE + index, query);
+            check(&r, r.f.oversold == 0 && r.f.lost_updates == 0, "no oversell and no lost update");
+            /* busy and sold_out changed nothing: the stock moved by
+             * exactly what was sold */
+            check(&r, r.f.remaining == STOCK - r.f.sold, "remaining = initial - sold");
+            check(&r, !blocks || (r.t.ok == STOCK && r.t.sold_out == REQUESTS - STOCK),
+                  "a blocking strategy to sell all the stock, the rest sold_out");
+            widen(&ok, r.t.ok, runs == 0);
+            widen(&busy, r.t.busy, runs == 0);
+            runs++;
+        }
+    }
+    print_message("%-16s safe in %d runs: 200 %d..%d, busy %d..%d of %d requests for %d "
+                  "units%s\n",
+                  name, runs, ok.min, ok.max, busy.min, busy.max, REQUESTS, STOCK,
+                  blocks ? " (blocking: all sold)" : "");
+}
+
 static void test_safe_strategies_never_oversell(void **state)
 {
     (void)state;
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        if (!json_bool_member(s, "safe_single"))
-            continue;
-        const char *name = json_str_member(s, "name");
-        int blocks = is_blocking(name);
-        struct range ok = {0, 0}, busy = {0, 0};
-        int runs = 0;
-        for (int run = 0; run < RUNS; run++) {
-            for (size_t h = 0; h < sizeof safe_holds / sizeof safe_holds[0]; h++) {
-                char query[32];
-                snprintf(query, sizeof query, "hold_ms=%d", safe_holds[h]);
-                struct run r = load_run(s, PRODUCTS_SAFE + (int)i, query);
-                check(&r, r.f.oversold == 0 && r.f.lost_updates == 0,
-                      "no oversell and no lost update");
-                /* busy and sold_out changed nothing: the stock moved by
-                 * exactly what was sold */
-                check(&r, r.f.remaining == STOCK - r.f.sold, "remaining = initial - sold");
-                check(&r, !blocks || (r.t.ok == STOCK && r.t.sold_out == REQUESTS - STOCK),
-                      "a blocking strategy to sell all the stock, the rest sold_out");
-                widen(&ok, r.t.ok, runs == 0);
-                widen(&busy, r.t.busy, runs == 0);
-                runs++;
-            }
-        }
-        print_message("%-16s safe in %d runs: 200 %d..%d, busy %d..%d of %d requests for %d "
-                      "units%s\n",
-                      name, runs, ok.min, ok.max, busy.min, busy.max, REQUESTS, STOCK,
-                      blocks ? " (blocking: all sold)" : "");
+    for_each_strategy(expect_safe);
+}
+
+static void expect_race(const json_t *s, int index)
+{
+    if (json_bool_member(s, "safe_single"))
+        return;
+    const char *query = expose_query(json_str_member(s, "name"));
+    struct range oversold = {0, 0}, lost = {0, 0};
+    for (int run = 0; run < RUNS; run++) {
+        struct run r = load_run(s, PRODUCTS_EXPOSED + index, query);
+        check(&r, r.f.oversold + r.f.lost_updates > 0, "the race to show in every run");
+        widen(&oversold, (int)r.f.oversold, run == 0);
+        widen(&lost, (int)r.f.lost_updates, run == 0);
     }
+    print_message("%-16s race shown in %d of %d runs (%s): oversold %d..%d, lost updates "
+                  "%d..%d\n",
+                  json_str_member(s, "name"), RUNS, RUNS, query, oversold.min, oversold.max,
+                  lost.min, lost.max);
 }
 
 static void test_unsafe_strategies_show_their_race(void **state)
 {
     (void)state;
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        if (json_bool_member(s, "safe_single"))
-            continue;
-        const char *query = expose_query(json_str_member(s, "name"));
-        struct range oversold = {0, 0}, lost = {0, 0};
-        for (int run = 0; run < RUNS; run++) {
-            struct run r = load_run(s, PRODUCTS_EXPOSED + (int)i, query);
-            check(&r, r.f.oversold + r.f.lost_updates > 0, "the race to show in every run");
-            widen(&oversold, (int)r.f.oversold, run == 0);
-            widen(&lost, (int)r.f.lost_updates, run == 0);
-        }
-        print_message("%-16s race shown in %d of %d runs (%s): oversold %d..%d, lost updates "
-                      "%d..%d\n",
-                      json_str_member(s, "name"), RUNS, RUNS, query, oversold.min, oversold.max,
-                      lost.min, lost.max);
-    }
+    for_each_strategy(expect_race);
 }
 
 /* Sends one sale that must be refused as sold_out and checks that neither
@@ -198,40 +195,38 @@ static void expect_sold_out_unchanged(const char *name, int product, const char 
     expect_same_account(&before, &after);
 }
 
+static void expect_no_partial_sale(const json_t *s, int index)
+{
+    int product = PRODUCTS_NO_PARTIAL + index;
+    reset(product, 3);
+    expect_sold_out_unchanged(json_str_member(s, "name"), product, "qty=5");
+    expect_sold_out_unchanged(json_str_member(s, "name"), product, "qty=4");
+}
+
 static void test_no_partial_sale(void **state)
 {
     (void)state;
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        int product = PRODUCTS_NO_PARTIAL + (int)i;
-        reset(product, 3);
-        expect_sold_out_unchanged(json_str_member(s, "name"), product, "qty=5");
-        expect_sold_out_unchanged(json_str_member(s, "name"), product, "qty=4");
-    }
+    for_each_strategy(expect_no_partial_sale);
+}
+
+static void expect_exhausted_refuses(const json_t *s, int index)
+{
+    const char *name = json_str_member(s, "name");
+    int product = PRODUCTS_EXHAUSTED + index;
+    reset(product, 2);
+    expect_deduct(name, product, "qty=2", 200, "");
+    struct account a = account(product);
+    const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
+    assert_int_equal(f->remaining, 0);
+    assert_int_equal(f->sold, 2);
+    expect_sold_out_unchanged(name, product, NULL);
+    expect_sold_out_unchanged(name, product, "qty=1000");
 }
 
 static void test_exhausted_product(void **state)
 {
     (void)state;
-    const json_t *list = strategy_list();
-    size_t i;
-    const json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        const char *name = json_str_member(s, "name");
-        int product = PRODUCTS_EXHAUSTED + (int)i;
-        reset(product, 2);
-        expect_deduct(name, product, "qty=2", 200, "");
-        struct account a = account(product);
-        const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
-        assert_int_equal(f->remaining, 0);
-        assert_int_equal(f->sold, 2);
-        expect_sold_out_unchanged(name, product, NULL);
-        expect_sold_out_unchanged(name, product, "qty=1000");
-    }
+    for_each_strategy(expect_exhausted_refuses);
 }
 
 int main(void)

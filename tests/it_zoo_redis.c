@@ -29,12 +29,9 @@
  */
 #include "harness.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Sized for a small (2-core) machine. */
 #define STOCK 20
@@ -72,106 +69,14 @@ static const struct {
 };
 #define EXPIRY (sizeof expiry / sizeof expiry[0])
 
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-static long long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static void print_run(const char *strategy, const char *query, const struct tally *t,
                       const struct store_figures *f)
 {
-    fprintf(stderr,
-            "%s %s: %d ok, %d sold_out, %d busy, %d other%s%s | sold %lld, remaining %lld, "
-            "oversold %lld, lost updates %lld\n",
-            strategy, query ? query : "", t->ok, t->sold_out, t->busy, t->other,
-            t->other ? ": " : "", t->other ? t->first_other : "", f->sold, f->remaining,
-            f->oversold, f->lost_updates);
-}
-
-static const json_t *find_strategy(const char *name)
-{
-    size_t i;
-    const json_t *s;
-    json_array_foreach(strategy_list(), i, s)
-    {
-        if (strcmp(json_str_member(s, "name"), name) == 0)
-            return s;
-    }
-    return NULL;
-}
-
-/*
- * drive() with a new connection for every request. stockd's worker threads
- * each serve the connections they accepted, one request at a time, and a
- * burst of connections opened at once can all land on one worker: kept
- * alive, they would then be served one after the other for the whole run,
- * and a race could not show. A new connection per request is accepted by a
- * worker that is free at that moment, so requests really overlap.
- */
-struct fresh_driver {
-    char path[160];
-    int requests;
-    atomic_int next;
-    pthread_mutex_t lock;
-    struct tally totals;
-};
-
-static void *fresh_driver_thread(void *arg)
-{
-    struct fresh_driver *d = arg;
-    struct tally mine = {0};
-    while (atomic_fetch_add(&d->next, 1) < d->requests) {
-        struct http_reply r;
-        http_call("POST", d->path, NULL, &r);
-        const char *error = json_string_value(json_object_get(r.json, "error"));
-        if (r.status == 200)
-            mine.ok++;
-        else if (r.status == 409 && error && strcmp(error, "sold_out") == 0)
-            mine.sold_out++;
-        else if (r.status == 409 && error && strcmp(error, "busy") == 0)
-            mine.busy++;
-        else if (mine.other++ == 0)
-            snprintf(mine.first_other, sizeof mine.first_other, "%ld %.24s %.120s", r.status,
-                     error ? error : "", r.failure);
-        http_reply_free(&r);
-        http_thread_done();
-    }
-    pthread_mutex_lock(&d->lock);
-    d->totals.ok += mine.ok;
-    d->totals.sold_out += mine.sold_out;
-    d->totals.busy += mine.busy;
-    if (mine.other && !d->totals.other)
-        memcpy(d->totals.first_other, mine.first_other, sizeof mine.first_other);
-    d->totals.other += mine.other;
-    pthread_mutex_unlock(&d->lock);
-    return NULL;
-}
-
-static struct tally drive_fresh(const char *strategy, int product, int requests, int threads,
-                                const char *query)
-{
-    struct fresh_driver d = {.requests = requests};
-    snprintf(d.path, sizeof d.path, "/stock/deduct/%s?product=%d%s%s", strategy, product,
-             query ? "&" : "", query ? query : "");
-    atomic_init(&d.next, 0);
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_t ids[THREADS];
-    if (threads > THREADS)
-        threads = THREADS;
-    for (int i = 0; i < threads; i++)
-        assert_int_equal(pthread_create(&ids[i], NULL, fresh_driver_thread, &d), 0);
-    for (int i = 0; i < threads; i++)
-        pthread_join(ids[i], NULL);
-    pthread_mutex_destroy(&d.lock);
-    return d.totals;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", strategy, query ? query : "");
+    print_tally(what, t);
+    fprintf(stderr, "  sold %lld, remaining %lld, oversold %lld, lost updates %lld\n", f->sold,
+            f->remaining, f->oversold, f->lost_updates);
 }
 
 /* One load run on a fresh product; the strategy's store afterwards. */
@@ -181,7 +86,7 @@ static struct store_figures load_run(const char *strategy, int product, int stoc
     const json_t *s = find_strategy(strategy);
     assert_non_null(s);
     reset(product, stock);
-    *t = drive_fresh(strategy, product, requests, threads, query);
+    *t = drive(strategy, product, requests, threads, query);
     struct account a = account(product);
     struct store_figures f = *account_store(&a, json_str_member(s, "store"));
     print_run(strategy, query, t, &f);
@@ -193,29 +98,20 @@ static struct store_figures load_run(const char *strategy, int product, int stoc
     return f;
 }
 
-static void expect_claims(const char *name, const char *store, int safe_single, int safe_multi,
-                          int caveat)
-{
-    const json_t *s = find_strategy(name);
-    if (!s)
-        fprintf(stderr, "/strategies does not list %s\n", name);
-    assert_non_null(s);
-    assert_string_equal(json_str_member(s, "store"), store);
-    assert_int_equal(json_bool_member(s, "safe_single"), safe_single);
-    assert_int_equal(json_bool_member(s, "safe_multi"), safe_multi);
-    assert_int_equal(json_object_get(s, "caveat") != NULL, caveat);
-}
-
 static void test_claims(void **state)
 {
     (void)state;
-    expect_claims("lua", "redis", 1, 1, 0);
-    expect_claims("redis-nolock", "redis", 0, 0, 0);
-    expect_claims("setnx-expire", "mysql", 0, 0, 1);
-    expect_claims("getset", "mysql", 0, 0, 1);
-    expect_claims("reentrant-lock", "mysql", 1, 1, 1);
-    expect_claims("redlock", "mysql", 1, 1, 1);
-    expect_claims("fenced", "mysql", 1, 1, 0);
+    static const struct claim claims[] = {
+        /* name, store, safe_single, safe_multi, caveat */
+        {"lua", "redis", 1, 1, 0},
+        {"redis-nolock", "redis", 0, 0, 0},
+        {"setnx-expire", "mysql", 0, 0, 1},
+        {"getset", "mysql", 0, 0, 1},
+        {"reentrant-lock", "mysql", 1, 1, 1},
+        {"redlock", "mysql", 1, 1, 1},
+        {"fenced", "mysql", 1, 1, 0},
+    };
+    expect_claims(claims, sizeof claims / sizeof claims[0]);
 }
 
 static void test_safe_locks_never_oversell(void **state)
@@ -307,12 +203,15 @@ static void test_reentrant_waiters_woken_by_release(void **state)
     assert_true(elapsed < 3000);
 }
 
-/* The redlock servers, from STOCKD_REDLOCK (host:port,...). */
-static int redlock_ports(int ports[], int max)
+#define MAX_REDLOCK 9
+
+/* The redlock servers' ports, from STOCKD_REDLOCK (host:port,...); asserts
+ * that there are at least three. */
+static int redlock_ports(int ports[MAX_REDLOCK])
 {
     const char *list = getenv("STOCKD_REDLOCK");
     int n = 0;
-    while (list && *list && n < max) {
+    while (list && *list && n < MAX_REDLOCK) {
         const char *colon = strchr(list, ':');
         if (!colon)
             break;
@@ -320,15 +219,15 @@ static int redlock_ports(int ports[], int max)
         list = strchr(colon, ',');
         list = list ? list + 1 : NULL;
     }
+    assert_true(n >= 3);
     return n;
 }
 
 static void test_reset_clears_redlock_servers(void **state)
 {
     (void)state;
-    int ports[9];
-    int n = redlock_ports(ports, 9);
-    assert_true(n >= 3);
+    int ports[MAX_REDLOCK];
+    int n = redlock_ports(ports);
     reset(PRODUCT_REDLOCK_RESET, STOCK);
     /* A lock that would outlive lock_wait_ms on every server. */
     for (int i = 0; i < n; i++) {
@@ -345,25 +244,11 @@ static void test_reset_clears_redlock_servers(void **state)
     assert_true(now_ms() - start < 2000);
 }
 
-/* The redlock row of /health: its state, and its status code. */
-static long redlock_health(char state_out[16])
-{
-    long status;
-    json_t *health;
-    http_get("/health", NULL, &status, &health);
-    const json_t *row = json_object_get(json_object_get(health, "backends"), "redlock");
-    const json_t *st = json_object_get(row, "state");
-    snprintf(state_out, 16, "%s", json_is_string(st) ? json_string_value(st) : "");
-    json_decref(health);
-    return status;
-}
-
 static void test_redlock_outage(void **state)
 {
     (void)state;
-    int ports[9];
-    int n = redlock_ports(ports, 9);
-    assert_true(n >= 3);
+    int ports[MAX_REDLOCK];
+    redlock_ports(ports);
     char first[32], second[32];
     snprintf(first, sizeof first, "redlock-%d", ports[1]);
     snprintf(second, sizeof second, "redlock-%d", ports[2]);
@@ -376,7 +261,7 @@ static void test_redlock_outage(void **state)
     minority = drive("redlock", PRODUCT_REDLOCK_OUTAGE, 10, 4, NULL);
     struct account after_minority = account(PRODUCT_REDLOCK_OUTAGE);
     char one_down_state[16];
-    long one_down_status = redlock_health(one_down_state);
+    long one_down_status = backend_health("redlock", one_down_state);
 
     int stopped_two = stack_stop_one(second);
     char word[32] = "";
@@ -389,9 +274,7 @@ static void test_redlock_outage(void **state)
     assert_int_equal(started_one, 0);
     assert_int_equal(started_two, 0);
 
-    fprintf(stderr, "one server down: %d ok, %d sold_out, %d busy, %d other%s%s\n", minority.ok,
-            minority.sold_out, minority.busy, minority.other, minority.other ? ": " : "",
-            minority.other ? minority.first_other : "");
+    print_tally("one server down", &minority);
     assert_int_equal(minority.other, 0);
     assert_int_equal(minority.ok, 5);
     assert_int_equal(minority.sold_out, 5);
@@ -409,7 +292,7 @@ static void test_redlock_outage(void **state)
     for (int i = 0; i < 20 && strcmp(up_state, "up") != 0; i++) {
         if (i)
             sleep_ms(250); /* each worker drops its dead connections on first use */
-        redlock_health(up_state);
+        backend_health("redlock", up_state);
     }
     assert_string_equal(up_state, "up");
 }

@@ -26,7 +26,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* Sized for a small (2-core) machine. */
 #define STOCK 20
@@ -47,49 +46,27 @@ enum {
 static const char *const safe_locks[] = {"zk-lock", "mysql-lock", "get-lock"};
 #define SAFE_LOCKS (sizeof safe_locks / sizeof safe_locks[0])
 
-static void sleep_ms(int ms)
+/* Asserts that `product` sold `sold` units from MySQL, that its stock moved
+ * by exactly that, and that no update was lost. */
+static void expect_mysql_sold(int product, long long sold)
 {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-static void print_tally(const char *what, const struct tally *t)
-{
-    fprintf(stderr, "%s: %d ok, %d sold_out, %d busy, %d other%s%s\n", what, t->ok, t->sold_out,
-            t->busy, t->other, t->other ? ": " : "", t->other ? t->first_other : "");
-}
-
-static const json_t *find_strategy(const char *name)
-{
-    size_t i;
-    const json_t *s;
-    json_array_foreach(strategy_list(), i, s)
-    {
-        if (strcmp(json_str_member(s, "name"), name) == 0)
-            return s;
-    }
-    return NULL;
-}
-
-static void expect_claims(const char *name, int safe_single, int safe_multi, int caveat)
-{
-    const json_t *s = find_strategy(name);
-    if (!s)
-        fprintf(stderr, "/strategies does not list %s\n", name);
-    assert_non_null(s);
-    assert_string_equal(json_str_member(s, "store"), "mysql");
-    assert_int_equal(json_bool_member(s, "safe_single"), safe_single);
-    assert_int_equal(json_bool_member(s, "safe_multi"), safe_multi);
-    assert_int_equal(json_object_get(s, "caveat") != NULL, caveat);
+    struct account a = account(product);
+    assert_int_equal(a.mysql.sold, sold);
+    assert_int_equal(a.mysql.remaining, STOCK - sold);
+    assert_int_equal(a.mysql.lost_updates, 0);
 }
 
 static void test_claims(void **state)
 {
     (void)state;
-    expect_claims("mutex-tx", 0, 0, 0);
-    expect_claims("zk-lock", 1, 1, 1);
-    expect_claims("mysql-lock", 1, 1, 1);
-    expect_claims("get-lock", 1, 1, 0);
+    static const struct claim claims[] = {
+        /* name, store, safe_single, safe_multi, caveat */
+        {"mutex-tx", "mysql", 0, 0, 0},
+        {"zk-lock", "mysql", 1, 1, 1},
+        {"mysql-lock", "mysql", 1, 1, 1},
+        {"get-lock", "mysql", 1, 1, 0},
+    };
+    expect_claims(claims, sizeof claims / sizeof claims[0]);
 }
 
 static void test_locks_never_oversell(void **state)
@@ -182,10 +159,7 @@ static void test_locks_answer_busy_and_leave_nothing(void **state)
         assert_int_equal(t.busy, 3);
         /* Nothing left behind: the next sale is not kept waiting. */
         expect_deduct(safe_locks[i], product, NULL, 200, "");
-        struct account a = account(product);
-        assert_int_equal(a.mysql.sold, 2);
-        assert_int_equal(a.mysql.remaining, STOCK - 2);
-        assert_int_equal(a.mysql.lost_updates, 0);
+        expect_mysql_sold(product, 2);
     }
 }
 
@@ -207,14 +181,8 @@ static void test_zookeeper_outage(void **state)
      * assertion can end the test with ZooKeeper stopped. */
     char zk_word[32] = "", lock_word[32] = "";
     long zk_status = deduct("zk-lock", PRODUCT_OUTAGE, NULL, zk_word);
-    long health_status;
-    json_t *health;
-    http_get("/health", NULL, &health_status, &health);
-    const json_t *zk = json_object_get(json_object_get(health, "backends"), "zookeeper");
-    char zk_state[16] = "";
-    if (json_is_string(json_object_get(zk, "state")))
-        snprintf(zk_state, sizeof zk_state, "%s", json_string_value(json_object_get(zk, "state")));
-    json_decref(health);
+    char zk_state[16];
+    long health_status = backend_health("zookeeper", zk_state);
     char path[64];
     snprintf(path, sizeof path, "/stock/reset?product=%d&count=5", PRODUCT_OUTAGE_MYSQL);
     struct http_reply r;
@@ -248,10 +216,7 @@ static void test_zookeeper_outage(void **state)
     assert_int_equal(status, 200);
     expect_deduct("zk-lock", PRODUCT_OUTAGE, NULL, 200, "");
     json_decref(expect_ok("GET", "/health", NULL, 200));
-    struct account a = account(PRODUCT_OUTAGE);
-    assert_int_equal(a.mysql.sold, 4);
-    assert_int_equal(a.mysql.remaining, STOCK - 4);
-    assert_int_equal(a.mysql.lost_updates, 0);
+    expect_mysql_sold(PRODUCT_OUTAGE, 4);
 }
 
 static int short_wait_setup(void **state)
