@@ -127,7 +127,8 @@ COLUMNS = [  # heading, field, left-aligned (threads and instances: in the Run c
     ("sold", "sold", False), ("sold out", "sold_out", False), ("busy", "busy", False),
     ("errors", "errors", False), ("oversold", "oversold", False),
     ("lost updates", "lost_updates", False), ("remaining", "remaining", False),
-    ("req/s", "throughput_rps", False), ("p50 ms", "p50_ms", False),
+    ("req/s", "throughput_rps", False), ("× nolock", "throughput_vs_nolock", False),
+    ("p50 ms", "p50_ms", False),
     ("p95 ms", "p95_ms", False), ("p99 ms", "p99_ms", False),
 ]
 

@@ -117,7 +117,9 @@ static void print_help(FILE *out)
         snprintf(flag, sizeof flag, "--%s=%s", options[i].flag,
                  options[i].type == OPT_INT ? "N" : "TEXT");
         fprintf(out, "  %-26s %s\n  %-26s   env %s, default %s\n", flag, options[i].help, "", env,
-                options[i].secret ? "(hidden)" : options[i].fallback);
+                options[i].secret      ? "(hidden)"
+                : *options[i].fallback ? options[i].fallback
+                                       : "(none)");
     }
     fprintf(out, "  %-26s %s\n", "--help", "print this help and exit");
 }
