@@ -24,6 +24,7 @@
 #include "config.h"
 #include "http.h"
 #include "log.h"
+#include "zk_store.h"
 
 #include <mysql.h>
 #include <pthread.h>
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
     sigwait(&stop_signals, &sig);
     log_info("received %s: finishing requests in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_stop(daemon, DRAIN_MS);
+    zk_store_close();
     mysql_library_end();
     log_info("stopped");
     return EXIT_SUCCESS;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,6 +91,16 @@ static void close_session(struct zk_session *s)
     if (rc != ZOK)
         log_debug("zookeeper: closing an old session: %s", zerror(rc));
     free(s);
+}
+
+void zk_store_close(void)
+{
+    pthread_mutex_lock(&guard);
+    struct zk_session *s = current;
+    current = NULL;
+    pthread_mutex_unlock(&guard);
+    assert(!s || s->refs == 0); /* the workers have been joined */
+    close_session(s);
 }
 
 zhandle_t *zk_handle(const struct zk_session *s)

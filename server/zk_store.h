@@ -57,6 +57,10 @@ int zk_outcome_unknown(int rc);
 /* worker_fail() with ZooKeeper's error text: ST_BACKEND_UNAVAILABLE. */
 st_result zk_fail(struct worker *w, int rc, const char *what, const char *path);
 
+/* Closes the session at shutdown, once no worker runs (its ephemeral nodes
+ * go with it at once instead of after the session timeout). */
+void zk_store_close(void);
+
 /* The health check: a session answers a request. */
 st_result zk_store_ping(struct worker *w);
 
