@@ -23,6 +23,12 @@
  * freezes (a GC or VM pause, pause_ms) the watchdog freezes with it, the
  * lock expires, a second holder enters, and the first one wakes up to
  * write what it read before the pause. Safe while the holder runs.
+ * It is also unfair, like Redisson's default lock: a release wakes every
+ * waiter at once, one network hop late, while the worker that released
+ * goes straight on to its next request and usually takes the lock first.
+ * Under heavy contention a waiter can lose every race until lock_wait_ms
+ * and answer busy (a few in 5000 in the demo) - nothing oversold, but the
+ * cost of waking on a broadcast instead of queueing in order.
  */
 #include "config.h"
 #include "lock.h"
