@@ -81,6 +81,7 @@ build/release build/test build/test/server:
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
 	@$(DEPS) stack zk jmeter chromium
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
 	tests/run $(UNIT_BIN) -- $(IT_BIN)
 
@@ -114,6 +115,7 @@ format:
 	clang-format -i server/*.c server/*.h tests/*.c tests/*.h
 
 format-check:
-	clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h
+	@clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h && \
+		echo "  FORMAT ok (.clang-format)"
 
 -include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)

@@ -22,11 +22,11 @@ GROUPS_ALL="build stack zk jmeter nginx chromium compose"
 # "a, or b when a does not exist in this release".
 group_packages() {
     case "$1" in
-        build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev" ;;
+        build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev clang-format" ;;
         stack)    echo "mariadb-server mariadb-client redis-server" ;;
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
-        zk)       echo "zookeeper libzookeeper-mt-dev" ;;
+        zk)       echo "zookeeper libzookeeper-mt-dev clang-format" ;;
         jmeter)   echo "jmeter default-jdk-headless python3" ;;
         nginx)    echo "nginx-light|nginx" ;;
         chromium) echo "chromium" ;;

@@ -31,12 +31,26 @@ extern const struct strategy strategy_zk_lock;
 extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
 
+/* One strategy per row, in presentation order. */
 static const struct strategy *const strategies[] = {
-    &strategy_nolock,     &strategy_mutex,        &strategy_sql,        &strategy_for_update,
-    &strategy_cas,        &strategy_watch,        &strategy_redis_lock, &strategy_redis_nolock,
-    &strategy_lua,        &strategy_setnx_expire, &strategy_getset,     &strategy_reentrant_lock,
-    &strategy_redlock,    &strategy_fenced,       &strategy_mutex_tx,   &strategy_zk_lock,
-    &strategy_mysql_lock, &strategy_get_lock,
+    &strategy_nolock,         /* SELECT then UPDATE: the race itself         */
+    &strategy_mutex,          /* a process mutex: one instance only          */
+    &strategy_sql,            /* one conditional UPDATE                      */
+    &strategy_for_update,     /* SELECT ... FOR UPDATE: pessimistic          */
+    &strategy_cas,            /* version compare-and-set: optimistic         */
+    &strategy_watch,          /* Redis WATCH/MULTI/EXEC                      */
+    &strategy_redis_lock,     /* SET NX PX lease, compare-and-delete release */
+    &strategy_redis_nolock,   /* GET then SET: the race on Redis             */
+    &strategy_lua,            /* the whole sale in one Lua script            */
+    &strategy_setnx_expire,   /* SETNX then EXPIRE, DEL without owner check  */
+    &strategy_getset,         /* the SETNX/GETSET timestamp lock             */
+    &strategy_reentrant_lock, /* Redisson-style: re-entrant, watchdog        */
+    &strategy_redlock,        /* a majority of independent Redis servers     */
+    &strategy_fenced,         /* a lease plus a fencing token checked by SQL */
+    &strategy_mutex_tx,       /* a mutex released before COMMIT              */
+    &strategy_zk_lock,        /* ZooKeeper sequential node, Curator recipe   */
+    &strategy_mysql_lock,     /* a unique-key row in a lock table            */
+    &strategy_get_lock,       /* MySQL GET_LOCK / RELEASE_LOCK               */
 };
 
 size_t strategy_count(void)
