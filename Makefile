@@ -80,7 +80,7 @@ build/release build/test build/test/server:
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium
+	@$(DEPS) stack zk jmeter chromium lint
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
 	tests/run $(UNIT_BIN) -- $(IT_BIN)

@@ -16,21 +16,22 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose"
+GROUPS_ALL="build stack zk jmeter nginx chromium compose lint"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
 group_packages() {
     case "$1" in
-        build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev clang-format" ;;
+        build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev" ;;
         stack)    echo "mariadb-server mariadb-client redis-server" ;;
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
-        zk)       echo "zookeeper libzookeeper-mt-dev clang-format" ;;
+        zk)       echo "zookeeper libzookeeper-mt-dev" ;;
         jmeter)   echo "jmeter default-jdk-headless python3" ;;
         nginx)    echo "nginx-light|nginx" ;;
         chromium) echo "chromium" ;;
         compose)  echo "docker-compose" ;;
+        lint)     echo "clang-format" ;;
         *)        return 1 ;;
     esac
 }
