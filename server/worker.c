@@ -80,6 +80,7 @@ void worker_drop_dead_links(struct worker *w)
 {
     mysql_store_drop_if_closed(w);
     redis_link_drop_if_closed(&w->redis);
+    redis_link_drop_if_closed(&w->subscriber); /* idle: unsubscribed between requests */
     for (int i = 0; i < REDLOCK_MAX; i++)
         redis_link_drop_if_closed(&w->redlock[i]);
 }
