@@ -43,6 +43,10 @@ static void *worker_main(void *unused)
 int pool_start(int count)
 {
     assert(count > 0 && !threads);
+    pthread_mutex_lock(&queue_lock);
+    assert(!head); /* a stopped pool has drained its queue */
+    stopping = 0;
+    pthread_mutex_unlock(&queue_lock);
     threads = calloc((size_t)count, sizeof *threads);
     if (!threads)
         return -1;

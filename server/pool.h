@@ -19,7 +19,7 @@ struct job {
     void (*run)(struct job *job);
 };
 
-/* Starts `count` workers; 0 on success. */
+/* Starts `count` workers; 0 on success. A stopped pool can start again. */
 int pool_start(int count);
 
 /* Queues `job`; a worker calls job->run(job). */
