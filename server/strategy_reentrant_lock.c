@@ -16,19 +16,24 @@
  * until the holder's TTL would run out, within lock_wait_ms. While the lock
  * is held, a watchdog thread renews its TTL every ttl/3, so a holder that
  * is slow but alive keeps it however long it works (hold_ms > ttl_ms).
+ * Waking by broadcast is unfair on its own: a release wakes every waiter
+ * one network hop late, while the worker that released goes straight on to
+ * its next request and would take the lock first, again and again, until a
+ * waiter gives up busy. So waiters queue in a sorted set
+ * (lock:{P}:reentrant:waiters, scored by when each gives up), and while
+ * anyone waits a free lock goes only to the longest waiter: first come,
+ * first served, which is Redisson's fair lock rather than its default.
  *
  * The price: a thread and a Redis connection per holder for the watchdog,
- * one more connection per waiting worker, and scripts on every step. And
+ * one more connection per waiting worker, and scripts on every step.
+ * Fairness costs throughput (each hand-over waits for the one waiter whose
+ * turn it is to wake up; about 15% here) and buys a short tail: nobody
+ * waits behind a stream of newcomers. A waiter that dies blocks the queue
+ * until its score passes (lock_wait_ms at most). And
  * the watchdog only helps a holder that runs: when the whole process
  * freezes (a GC or VM pause, pause_ms) the watchdog freezes with it, the
  * lock expires, a second holder enters, and the first one wakes up to
  * write what it read before the pause. Safe while the holder runs.
- * It is also unfair, like Redisson's default lock: a release wakes every
- * waiter at once, one network hop late, while the worker that released
- * goes straight on to its next request and usually takes the lock first.
- * Under heavy contention a waiter can lose every race until lock_wait_ms
- * and answer busy (a few in 5000 in the demo) - nothing oversold, but the
- * cost of waking on a broadcast instead of queueing in order.
  */
 #include "config.h"
 #include "lock.h"
@@ -45,14 +50,26 @@
 #include <time.h>
 
 /* Takes or re-enters the lock: the new hold count, or minus the time in
- * ms until the other holder's lock expires (at least 1). */
+ * ms until the other holder's lock expires (at least 1). A caller that
+ * does not get it joins the waiters (KEYS[2], scored by when it gives up:
+ * now + ARGV[3], so in order of arrival); a free lock goes only to the
+ * first of them, so a request that just arrived cannot barge past the ones
+ * a release woke. Waiters that gave up or died drop out by their score. */
 static struct redis_script lock_script = {
-    .source = "if redis.call('EXISTS', KEYS[1]) == 0\n"
-              "   or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then\n"
+    .source = "local t = redis.call('TIME')\n"
+              "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+              "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
+              "local mine = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1\n"
+              "local free = redis.call('EXISTS', KEYS[1]) == 0\n"
+              "local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+              "if mine or (free and (head == nil or head == ARGV[1])) then\n"
+              "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
               "  local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)\n"
               "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
               "  return count\n"
               "end\n"
+              "redis.call('ZADD', KEYS[2], 'NX', now + tonumber(ARGV[3]), ARGV[1])\n"
+              "redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + 1000)\n"
               "local ttl = redis.call('PTTL', KEYS[1])\n"
               "if ttl < 1 then ttl = 1 end\n"
               "return -ttl\n",
@@ -82,13 +99,14 @@ static struct redis_script renew_script = {
 };
 
 struct names {
-    char key[REDIS_KEY_MAX], channel[REDIS_KEY_MAX];
+    char key[REDIS_KEY_MAX], channel[REDIS_KEY_MAX], waiters[REDIS_KEY_MAX];
 };
 
 static void names_of(int product, struct names *n)
 {
     redis_key(n->key, "lock", product, ":reentrant");
     redis_key(n->channel, "lock", product, ":reentrant:released");
+    redis_key(n->waiters, "lock", product, ":reentrant:waiters");
 }
 
 /* ------------------------------------------------------------ watchdog */
@@ -214,17 +232,28 @@ static void freeze(struct held_lock *held, int frozen)
 static st_result lock_once(struct worker *w, const struct deduct_request *rq, const struct names *n,
                            const char *token, long long *count)
 {
-    char ttl[16];
+    char ttl[16], wait[16];
     snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
-    const char *argv[] = {n->key, token, ttl};
+    snprintf(wait, sizeof wait, "%d", config.lock_wait_ms);
+    const char *argv[] = {n->key, n->waiters, token, ttl, wait};
     redisReply *reply;
-    st_result r = redis_eval(w, &lock_script, &reply, 1, 3, argv);
+    st_result r = redis_eval(w, &lock_script, &reply, 2, 5, argv);
     if (r != ST_OK)
         return r;
     if (redis_reply_int(reply, count) != 0)
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply from the lock script");
     freeReplyObject(reply);
     return r;
+}
+
+/* A waiter that gives up leaves the waiters at once (best effort: if Redis
+ * does not answer, its entry drops out by its score). */
+static void leave_waiters(struct worker *w, const struct names *n, const char *token)
+{
+    const char *argv[] = {"ZREM", n->waiters, token};
+    redisReply *reply;
+    if (redis_call(w, &reply, 3, argv) == ST_OK)
+        freeReplyObject(reply);
 }
 
 /* One release: *left is the hold count left, or -1 if it was not ours. */
@@ -355,6 +384,12 @@ static st_result lock_first(struct worker *w, const struct deduct_request *rq,
     }
     if (subscribed)
         unsubscribe(w);
+    if (r != ST_OK) { /* leave the queue, keeping the reason */
+        char why[sizeof w->error];
+        memcpy(why, w->error, sizeof why);
+        leave_waiters(w, n, held->token);
+        memcpy(w->error, why, sizeof why);
+    }
     return r;
 }
 
