@@ -25,11 +25,6 @@ int log_level_parse(const char *name, enum log_level *out)
     return -1;
 }
 
-const char *log_level_name(enum log_level level)
-{
-    return level_names[level];
-}
-
 void log_event(enum log_level level, const char *fmt, ...)
 {
     if (level < log_threshold)

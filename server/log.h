@@ -11,7 +11,6 @@ extern enum log_level log_threshold;
 
 /* Parses "debug", "info", "warn" or "error"; returns 0 on success. */
 int log_level_parse(const char *name, enum log_level *out);
-const char *log_level_name(enum log_level level);
 
 void log_event(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
