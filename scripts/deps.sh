@@ -27,7 +27,9 @@ group_packages() {
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
         zk)       echo "zookeeper libzookeeper-mt-dev" ;;
-        jmeter)   echo "jmeter default-jdk-headless python3" ;;
+        # Debian splits JMeter: the HTTP sampler and the header and cookie
+        # managers the plans use are in jmeter-http, which jmeter does not pull in.
+        jmeter)   echo "jmeter jmeter-http default-jdk-headless python3" ;;
         nginx)    echo "nginx-light|nginx" ;;
         chromium) echo "chromium" ;;
         compose)  echo "docker-compose" ;;

@@ -10,6 +10,7 @@
 #                                      run dir's pid files name
 #   scripts/stack.sh status            one line per backend (the wanted ones and any
 #                                      other with a pid file); exit 1 if a wanted one is down
+#   scripts/stack.sh left-running      what is still running here, and how to stop it
 #   scripts/stack.sh env               export lines pointing stockd at this stack
 #   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as root)
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
@@ -510,7 +511,8 @@ start_one() {
         rm -f "$f"
     fi
     if tcp_open 127.0.0.1 "$port"; then
-        die "$name: port $port on 127.0.0.1 is already taken by a process this stack did not start"
+        die "$name: port $port on 127.0.0.1 is already taken by a process this stack did not start" \
+            "(another checkout's stack? stop it there with make stack-down, or set STACK_*_PORT)"
     fi
     say "$name: starting on 127.0.0.1:$port"
     local t0=$SECONDS
@@ -669,6 +671,21 @@ env_pairs() {
     printf 'STOCKD_ZK=127.0.0.1:%s\n' "$ZK_PORT"
 }
 
+# cmd_left_running: the end of `make demo`: what keeps running after it, by
+# name, port and pid, and the one command that stops it all.
+cmd_left_running() {
+    local n pid lines=()
+    [[ -d "$STACK" ]] || return 0
+    for n in $(shown_backends); do
+        pid="$(pid_of "$n")" || continue
+        lines+=("$(printf '  %-14s 127.0.0.1:%-5s pid %s' "$n" "$(port_of "$n")" "$pid")")
+    done
+    (( ${#lines[@]} )) || return 0
+    echo "Still running, as your own processes under $STACK:"
+    printf '%s\n' "${lines[@]}"
+    echo "Stop them all with: make stack-down"
+}
+
 cmd_env() {
     env_pairs | sed 's/^/export /'
 }
@@ -694,6 +711,7 @@ case "$cmd" in
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;
+    left-running) cmd_left_running ;;
     mysql) cmd_mysql "$@" ;;
     stop-one|start-one)
         [[ $# -eq 1 ]] || die "usage: ${0##*/} $cmd NAME"
