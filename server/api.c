@@ -6,6 +6,8 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "metrics.h"
+#include "products.h"
 #include "stock.h"
 #include "strategy.h"
 #include "worker.h"
@@ -79,6 +81,14 @@ void api_health(const struct http_request *req, struct page *out)
     page_json(out, all_up ? 200 : result_status(ST_BACKEND_UNAVAILABLE), doc);
 }
 
+void api_metrics(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    *out = (struct page){.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8"};
+    out->owned = metrics_render(&out->len);
+    out->body = out->owned;
+}
+
 st_result api_reset(struct worker *w, const struct http_request *req, json_t *reply)
 {
     static const struct param_spec specs[] = {
@@ -91,6 +101,7 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
         return r;
     json_object_set_new(reply, "product", json_integer(v[0]));
     json_object_set_new(reply, "count", json_integer(v[1]));
+    products_watch((int)v[0]);
     r = stock_reset(w, (int)v[0], v[1]);
     if (r == ST_OK)
         log_info("reset product %lld to %lld", v[0], v[1]);
@@ -135,14 +146,27 @@ static st_result needs_configured(struct worker *w, const struct strategy *s)
     return ST_OK;
 }
 
-st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
+/* The {strategy} of a /stock/deduct/{strategy} path ("" when none). */
+static const char *strategy_name(const char *path)
 {
-    const char *name = req->path + strlen("/stock/deduct");
-    name += *name == '/';
-    const struct strategy *s = strategy_find(name);
-    if (!s)
-        return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
-                           name);
+    const char *name = path + strlen("/stock/deduct");
+    return name + (*name == '/');
+}
+
+void api_refused(const struct http_request *req, st_result r)
+{
+    const struct strategy *s = strncmp(req->path, "/stock/deduct", strlen("/stock/deduct")) == 0
+                                   ? strategy_find(strategy_name(req->path))
+                                   : NULL;
+    if (s)
+        metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
+}
+
+/* Runs the sale the request asks for with strategy `s`. */
+static st_result deduct_with(struct worker *w, const struct strategy *s,
+                             const struct http_request *req, json_t *reply,
+                             struct deduct_reply *out)
+{
     static const struct param_spec specs[] = {
         {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
         {"qty", 1, 1000, 1},
@@ -151,7 +175,6 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
         {"pause_ms", 0, 1000, 0},
     };
     long long v[COUNT_OF(specs)];
-    json_object_set_new(reply, "strategy", json_string(s->name));
     st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
     if (r == ST_OK)
         r = needs_configured(w, s);
@@ -167,9 +190,23 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     };
     json_object_set_new(reply, "product", json_integer(rq.product));
     json_object_set_new(reply, "qty", json_integer(rq.qty));
-    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    r = strategy_run(s, w, &rq, &out);
+    products_watch(rq.product);
+    r = strategy_run(s, w, &rq, out);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
-        json_object_update_new(reply, sale_json(&rq, &out));
+        json_object_update_new(reply, sale_json(&rq, out));
+    return r;
+}
+
+st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    const char *name = strategy_name(req->path);
+    const struct strategy *s = strategy_find(name);
+    if (!s)
+        return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
+                           name);
+    json_object_set_new(reply, "strategy", json_string(s->name));
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    st_result r = deduct_with(w, s, req, reply, &out);
+    metrics_deduct(s, r, monotonic_us() - req->arrived_us, &out);
     return r;
 }

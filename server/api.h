@@ -40,12 +40,17 @@ typedef void (*page_fn)(const struct http_request *req, struct page *out);
 
 /* On a worker. */
 st_result api_reset(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* A request for a worker that was answered `r` without its handler (a full
+ * queue, a stop, a deadline passed in the queue): counted like the others. */
+void api_refused(const struct http_request *req, st_result r);
 st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply);
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On the HTTP thread. */
 void api_strategies(const struct http_request *req, struct page *out);
 void api_health(const struct http_request *req, struct page *out);
+void api_metrics(const struct http_request *req, struct page *out);
 
 /* Builds what the HTTP-thread endpoints serve from memory (the
  * /strategies document); 0 on success. Called once before listening. */

@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "router.h"
 #include "worker.h"
@@ -69,7 +70,7 @@ struct pending {
     size_t len;
     int too_large;        /* the body was over config.max_body: answer 413 */
     int submitted;        /* counted in `outstanding`                     */
-    long long arrived_ms; /* the request's deadline counts from here      */
+    long long arrived_us; /* the request's deadline counts from here      */
     /* the reply */
     struct page page;
     st_result result;
@@ -162,6 +163,7 @@ static struct http_request request_of(const struct pending *p)
         .too_many_args = p->too_many_args,
         .body = p->body ? p->body : "",
         .body_len = p->len,
+        .arrived_us = p->arrived_us,
     };
 }
 
@@ -172,14 +174,16 @@ static void run_request(struct job *job, struct worker *w)
 {
     struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
     w->error[0] = '\0';
-    w->deadline_ms = p->arrived_ms + config.request_timeout_ms;
+    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
     json_t *reply = new_reply();
+    struct http_request req = request_of(p);
     st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
                                          : worker_check_deadline(w);
     if (r == ST_OK) {
         backends_drop_dead_links(w);
-        struct http_request req = request_of(p);
         r = p->route.handler(w, &req, reply);
+    } else {
+        api_refused(&req, r);
     }
     w->deadline_ms = 0;
     finish_reply(p, r, reply, w->error);
@@ -258,6 +262,8 @@ static enum MHD_Result run_on_worker(struct pending *p)
     MHD_suspend_connection(p->connection);
     st_result r = pool_submit(&p->job);
     if (r != ST_OK) {
+        struct http_request req = request_of(p);
+        api_refused(&req, r);
         finish_reply(p, r, new_reply(),
                      r == ST_OVERLOADED ? "every worker is busy and the queue is full"
                                         : "stockd is stopping");
@@ -327,7 +333,8 @@ static struct pending *pending_new(struct MHD_Connection *c, const char *method,
     p->connection = c;
     p->method = method;
     p->path = url;
-    p->arrived_ms = monotonic_ms();
+    p->arrived_us = monotonic_us();
+    metrics_in_flight(1);
     return p;
 }
 
@@ -372,6 +379,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         return;
     if (p->submitted)
         atomic_fetch_sub(&outstanding, 1);
+    metrics_in_flight(-1);
     free(p->body);
     free(p->page.owned);
     free(p);

@@ -59,8 +59,10 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     held.kind = kind;
     random_token(held.token, 16);
 
+    long long asked_us = monotonic_us();
     st_result r =
         kind->try_once ? poll_until_taken(kind, w, rq, &held) : kind->acquire(w, rq, &held);
+    out->lock_wait_us = monotonic_us() - asked_us;
     out->attempts = held.attempts;
     if (r != ST_OK)
         return r;

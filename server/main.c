@@ -16,6 +16,7 @@
  *   backend.c    the backend table: mysql_store.c, redis_store.c,
  *                redlock.c, zk_store.c
  *   health.c     the backends, probed in the background
+ *   metrics.c    counters for /metrics; products.c the watched products
  *   worker.c     per-thread state: links, deadline, last error
  *   result.c     the one result type and its HTTP meaning
  *
@@ -31,6 +32,7 @@
 #include "health.h"
 #include "http.h"
 #include "log.h"
+#include "products.h"
 #include "zk_store.h"
 
 #include <mysql.h>
@@ -58,7 +60,7 @@ static int start(struct MHD_Daemon **daemon)
         log_error("cannot initialise the MySQL client library");
         return -1;
     }
-    if (api_prepare() != 0 || health_start() != 0)
+    if (api_prepare() != 0 || health_start() != 0 || products_start() != 0)
         return -1;
     *daemon = http_start();
     return *daemon ? 0 : -1;
@@ -66,6 +68,7 @@ static int start(struct MHD_Daemon **daemon)
 
 static void release(void)
 {
+    products_stop();
     health_stop();
     zk_store_close();
     api_release();

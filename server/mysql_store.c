@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <assert.h>
@@ -29,6 +30,7 @@
 struct mysql_link {
     MYSQL *conn;                       /* NULL until needed or after a failure */
     MYSQL_STMT *statements[SQL_COUNT]; /* prepared on first use per connection */
+    int connections;                   /* made so far: every one after the first is a reconnect */
 };
 
 static struct mysql_link *link_of(struct worker *w)
@@ -123,6 +125,8 @@ static st_result connected(struct worker *w, MYSQL **out)
     if (!conn)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: out of memory");
     link->conn = conn;
+    if (link->connections++)
+        metrics_reconnect(BACKEND_MYSQL);
     unsigned connect = seconds_from_ms(config.connect_timeout_ms);
     unsigned io = seconds_from_ms(config.io_timeout_ms);
     my_bool off = 0;

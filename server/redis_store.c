@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <pthread.h>
@@ -39,7 +40,8 @@ static struct redis_links *links_of(struct worker *w)
         l = calloc(1, sizeof *l);
         if (!l)
             abort(); /* a few dozen bytes: out of memory is fatal */
-        l->main = (struct redis_link){.host = config.redis_host, .port = config.redis_port};
+        l->main = (struct redis_link){
+            .host = config.redis_host, .port = config.redis_port, .backend = BACKEND_REDIS};
         l->subscriber = l->main;
         w->links[BACKEND_REDIS] = l;
     }
@@ -103,6 +105,8 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link)
 {
     if (link->ctx)
         return ST_OK;
+    if (link->connections++)
+        metrics_reconnect(link->backend);
     link->ctx =
         redisConnectWithTimeout(link->host, link->port, timeval_from_ms(config.connect_timeout_ms));
     if (!link->ctx || link->ctx->err)

@@ -13,6 +13,7 @@
 #ifndef STOCKD_REDIS_STORE_H
 #define STOCKD_REDIS_STORE_H
 
+#include "backend.h"
 #include "result.h"
 
 #include <hiredis/hiredis.h>
@@ -40,6 +41,8 @@ struct redis_link {
     redisContext *ctx;
     const char *host;
     int port;
+    enum backend_id backend; /* whose server it is, for the metrics          */
+    int connections;         /* made so far: every one after the first is a reconnect */
 };
 
 /* The worker's link to the main Redis (the redis store, the Redis locks),

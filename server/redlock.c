@@ -82,7 +82,8 @@ struct redis_link *redlock_link(struct worker *w, int i)
         if (!l)
             abort(); /* a few hundred bytes: out of memory is fatal */
         for (int k = 0; k < server_count; k++)
-            l->server[k] = (struct redis_link){.host = servers[k].host, .port = servers[k].port};
+            l->server[k] = (struct redis_link){
+                .host = servers[k].host, .port = servers[k].port, .backend = BACKEND_REDLOCK};
         w->links[BACKEND_REDLOCK] = l;
     }
     return &l->server[i];

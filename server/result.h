@@ -35,6 +35,9 @@ typedef enum {
     ST_FORBIDDEN,           /* a cross-site request that changes state   */
 } st_result;
 
+/* How many results there are, for tables indexed by result. */
+#define ST_RESULT_COUNT (ST_FORBIDDEN + 1)
+
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);
 

@@ -22,6 +22,7 @@ static const struct route {
 } routes[] = {
     {"/health", 0, GET, 0, NULL, api_health},
     {"/strategies", 0, GET, 0, NULL, api_strategies},
+    {"/metrics", 0, GET, 0, NULL, api_metrics},
     {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
     {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},

@@ -10,8 +10,12 @@
 #include <stdio.h>
 
 /* Every store, in the order /stock/{product} lists them. */
-static const struct store *const stores[] = {&store_mysql, &store_redis};
-#define STORE_COUNT (sizeof stores / sizeof stores[0])
+static const struct store *const stores[STORE_COUNT] = {&store_mysql, &store_redis};
+
+const struct store *store_at(size_t i)
+{
+    return i < STORE_COUNT ? stores[i] : NULL;
+}
 
 long long account_oversold(const struct store_account *a)
 {

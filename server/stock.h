@@ -15,8 +15,13 @@
 #include "store.h"
 
 #include <jansson.h>
+#include <stddef.h>
 
 struct worker;
+
+/* The stores, in the order /stock/{product} lists them. */
+#define STORE_COUNT 2
+const struct store *store_at(size_t i);
 
 long long account_oversold(const struct store_account *a);
 long long account_lost_updates(const struct store_account *a);

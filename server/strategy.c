@@ -54,9 +54,20 @@ static const struct strategy *const strategies[] = {
     &strategy_get_lock,       /* MySQL GET_LOCK / RELEASE_LOCK               */
 };
 
+_Static_assert(sizeof strategies / sizeof strategies[0] <= STRATEGY_MAX, "raise STRATEGY_MAX");
+
 size_t strategy_count(void)
 {
     return sizeof strategies / sizeof strategies[0];
+}
+
+size_t strategy_index(const struct strategy *s)
+{
+    size_t i = 0;
+    while (i < strategy_count() && strategies[i] != s)
+        i++;
+    assert(i < strategy_count());
+    return i;
 }
 
 const struct strategy *strategy_at(size_t i)

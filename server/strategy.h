@@ -40,10 +40,11 @@ struct deduct_request {
 
 /* What the sale saw, for the reply. */
 struct deduct_reply {
-    long long remaining; /* stock the sale left (or found, when sold out) */
-    int attempts;        /* optimistic tries or lock polls used            */
-    long long fence;     /* fencing token the write carried, 0 if none     */
-    int lock_lost;       /* the lock had expired or changed hands by release */
+    long long remaining;    /* stock the sale left (or found, when sold out) */
+    int attempts;           /* optimistic tries or lock polls used            */
+    long long fence;        /* fencing token the write carried, 0 if none     */
+    int lock_lost;          /* the lock had expired or changed hands by release */
+    long long lock_wait_us; /* time spent taking the lock                 */
 };
 
 typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq,
@@ -102,5 +103,11 @@ json_t *strategy_json(const struct strategy *s);
 const struct strategy *strategy_find(const char *name);
 size_t strategy_count(void);
 const struct strategy *strategy_at(size_t i);
+
+/* The most strategies the table may hold (tables indexed by strategy). */
+#define STRATEGY_MAX 32
+
+/* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
+size_t strategy_index(const struct strategy *s);
 
 #endif
