@@ -305,10 +305,13 @@ start_redis() {
     local name="$1" port pid
     port="$(port_of "$name")"
     command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
+    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
+    # a request in flight, to make a lost reply happen on demand.
     launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
         --save '' --appendonly no --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
-        --pidfile "$(pidfile_of "$name")" --maxclients 4000
+        --pidfile "$(pidfile_of "$name")" --maxclients 4000 \
+        --enable-debug-command local
     pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
     wait_ready "$name" "$pid" || return 1
     [[ "$name" == redis ]] && seed_redis "$port"

@@ -10,13 +10,14 @@
 
 int parse_bounded_int(const char *text, long long min, long long max, long long *out)
 {
-    if (!text || !*text || strlen(text) > 18)
+    if (!text || !*text)
         return -1;
     long long v = 0;
     for (const char *p = text; *p; p++) {
         if (*p < '0' || *p > '9')
             return -1;
-        v = v * 10 + (*p - '0');
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *p - '0', &v))
+            return -1; /* over LLONG_MAX, so over any max */
     }
     if (v < min || v > max)
         return -1;

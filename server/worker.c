@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -38,12 +39,29 @@ void worker_free(struct worker *w)
     free(w);
 }
 
+/* A message quotes what the client sent, possibly cut in the middle of a
+ * character: JSON would refuse it (jansson drops a string that is not
+ * UTF-8), and the reply would lose its message. Bytes of a broken or
+ * foreign encoding become '?'. */
+static void keep_utf8(char *text)
+{
+    json_t *probe = json_string(text);
+    if (probe) {
+        json_decref(probe);
+        return;
+    }
+    for (unsigned char *p = (unsigned char *)text; *p; p++)
+        if (*p >= 0x80)
+            *p = '?';
+}
+
 st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(w->error, sizeof w->error, fmt, ap);
     va_end(ap);
+    keep_utf8(w->error);
     return r;
 }
 

@@ -96,14 +96,24 @@ static size_t on_header(char *line, size_t size, size_t count, void *userdata)
     size_t n = size * count;
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* a new response (after a 100 Continue): forget the last one's */
-        r->content_type[0] = r->allow[0] = '\0';
+        r->content_type[0] = r->allow[0] = r->connection[0] = r->retry_after[0] = '\0';
+        r->instance[0] = '\0';
     }
     take_header(line, n, "Content-Type", r->content_type, sizeof r->content_type);
     take_header(line, n, "Allow", r->allow, sizeof r->allow);
+    take_header(line, n, "Connection", r->connection, sizeof r->connection);
+    take_header(line, n, "Retry-After", r->retry_after, sizeof r->retry_after);
+    take_header(line, n, "X-Stockd-Instance", r->instance, sizeof r->instance);
     return n;
 }
 
 void http_call(const char *method, const char *path, const char *body, struct http_reply *out)
+{
+    http_call_with(method, path, body, NULL, out);
+}
+
+void http_call_with(const char *method, const char *path, const char *body,
+                    const char *const *extra, struct http_reply *out)
 {
     memset(out, 0, sizeof *out);
     if (!thread_handle)
@@ -121,6 +131,8 @@ void http_call(const char *method, const char *path, const char *body, struct ht
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
     if (body)
         headers = curl_slist_append(headers, "Content-Type: application/json");
+    for (const char *const *line = extra; line && *line; line++)
+        headers = curl_slist_append(headers, *line);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
@@ -146,6 +158,8 @@ void http_call(const char *method, const char *path, const char *body, struct ht
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
         if (received.data)
             out->json = json_loadb(received.data, received.len, 0, NULL);
+        out->text = received.data;
+        received.data = NULL;
     }
     free(received.data);
 }
@@ -154,6 +168,14 @@ void http_reply_free(struct http_reply *reply)
 {
     json_decref(reply->json);
     reply->json = NULL;
+    free(reply->text);
+    reply->text = NULL;
+}
+
+const char *reply_word(const struct http_reply *r)
+{
+    const char *error = json_string_value(json_object_get(r->json, "error"));
+    return error ? error : "";
 }
 
 void http_thread_done(void)
@@ -180,6 +202,7 @@ static void call_json(const char *method, const char *path, const char *body, lo
     }
     *status = r.status;
     *json = r.json;
+    free(r.text);
 }
 
 void http_get(const char *path, const char *body, long *status, json_t **json)
@@ -265,6 +288,8 @@ int json_bool_member(const json_t *doc, const char *key)
 /* ----------------------------------------------------------- stockd */
 
 static pid_t stockd_pid;
+/* The exit status of a stockd that exited during its start. */
+static int stockd_last_exit;
 
 /* GET /strategies of the running stockd, read once per group. */
 static json_t *strategies_seen;
@@ -369,6 +394,7 @@ int stockd_start(const char *const *extra_args)
         int status;
         if (reaped(pid, 0, &status)) {
             describe_exit("exited during start", status, log_path);
+            stockd_last_exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             stockd_pid = 0;
             return -1;
         }
@@ -385,16 +411,32 @@ int stockd_start(const char *const *extra_args)
     return -1;
 }
 
+/* The stockd a stop was signalled to, until its exit is collected. */
+static pid_t stopping_pid;
+
+void stockd_signal_stop(void)
+{
+    stopping_pid = stockd_pid;
+    stockd_pid = 0;
+    if (stopping_pid > 0)
+        kill(stopping_pid, SIGTERM);
+}
+
 int stockd_stop(void)
 {
-    pid_t pid = stockd_pid;
+    stockd_signal_stop();
+    return stockd_wait_stop();
+}
+
+int stockd_wait_stop(void)
+{
+    pid_t pid = stopping_pid;
     if (pid <= 0)
         return 0;
-    stockd_pid = 0;
+    stopping_pid = 0;
     char log_path[PATH_MAX];
     log_path_of(log_path, sizeof log_path);
     int status = 0;
-    kill(pid, SIGTERM);
     if (!reaped(pid, STOP_TIMEOUT_MS, &status)) {
         print_error("stockd did not exit within %d ms of SIGTERM; killing it (see %s)\n",
                     STOP_TIMEOUT_MS, log_path);
@@ -408,18 +450,30 @@ int stockd_stop(void)
     return -1;
 }
 
+int stockd_exit_status(const char *const *args)
+{
+    if (stockd_start(args) == 0) {
+        stockd_stop();
+        return -1;
+    }
+    return stockd_last_exit;
+}
+
 int stockd_running(void)
 {
     int status;
     return stockd_pid > 0 && !reaped(stockd_pid, 0, &status);
 }
 
-int stockd_group_setup(void **state)
+int http_group_setup(void **state)
 {
     (void)state;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return -1;
-    return stockd_start(NULL);
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+int stockd_group_setup(void **state)
+{
+    return http_group_setup(state) == 0 ? stockd_start(NULL) : -1;
 }
 
 int stockd_group_teardown(void **state)
@@ -624,8 +678,9 @@ long backend_health(const char *backend, const char *want, char state[16])
 
 struct driver {
     char path[512];
-    int requests;
-    atomic_int next; /* the next request number to send */
+    int requests;                 /* how many, or... */
+    const atomic_int *keep_going; /* ...while this is not 0 (drive_while) */
+    atomic_int next;              /* the next request number to send */
     pthread_barrier_t start;
     pthread_mutex_t lock; /* guards totals */
     struct tally totals;
@@ -633,27 +688,44 @@ struct driver {
 
 static void count_outcome(struct tally *t, const char *path, const struct http_reply *r)
 {
-    const char *error = json_string_value(json_object_get(r->json, "error"));
+    const char *word = reply_word(r);
     const char *message = json_string_value(json_object_get(r->json, "message"));
-    if (r->status == 200) {
+    if (r->status == 200)
         t->ok++;
-        return;
-    }
-    if (r->status == 409 && error && strcmp(error, "sold_out") == 0) {
+    else if (r->status == 409 && strcmp(word, "sold_out") == 0)
         t->sold_out++;
-        return;
-    }
-    if (r->status == 409 && error && strcmp(error, "busy") == 0) {
+    else if (r->status == 409 && strcmp(word, "busy") == 0)
         t->busy++;
-        return;
-    }
-    if (t->other++ == 0) {
-        if (r->status == 0)
-            snprintf(t->first_other, sizeof t->first_other, "%.180s", r->failure);
-        else
-            snprintf(t->first_other, sizeof t->first_other, "%.80s -> %ld %.24s: %.60s", path,
-                     r->status, error ? error : "(no error word)", message ? message : "");
-    }
+    else if (r->status == 503 && strcmp(word, "shutting_down") == 0)
+        t->shutting_down++;
+    else if (r->status == 503 && strcmp(word, "outcome_unknown") == 0)
+        t->outcome_unknown++;
+    else if (r->status == 0)
+        t->unanswered++;
+    else if (t->other++ == 0)
+        snprintf(t->first_other, sizeof t->first_other, "%.80s -> %ld %.24s: %.60s", path,
+                 r->status, *word ? word : "(no error word)", message ? message : "");
+}
+
+static void add_tally(struct tally *to, const struct tally *t)
+{
+    to->ok += t->ok;
+    to->sold_out += t->sold_out;
+    to->busy += t->busy;
+    to->shutting_down += t->shutting_down;
+    to->outcome_unknown += t->outcome_unknown;
+    to->unanswered += t->unanswered;
+    if (t->other && !to->other)
+        memcpy(to->first_other, t->first_other, sizeof t->first_other);
+    to->other += t->other;
+}
+
+/* Whether a driver thread sends one more request. */
+static int another(struct driver *d, const struct tally *mine)
+{
+    if (d->keep_going)
+        return atomic_load(d->keep_going) && mine->unanswered == 0;
+    return atomic_fetch_add(&d->next, 1) < d->requests;
 }
 
 static void *drive_thread(void *arg)
@@ -661,7 +733,7 @@ static void *drive_thread(void *arg)
     struct driver *d = arg;
     struct tally mine = {0};
     pthread_barrier_wait(&d->start);
-    while (atomic_fetch_add(&d->next, 1) < d->requests) {
+    while (another(d, &mine)) {
         struct http_reply r;
         http_call("POST", d->path, NULL, &r);
         count_outcome(&mine, d->path, &r);
@@ -669,14 +741,29 @@ static void *drive_thread(void *arg)
     }
     http_thread_done();
     pthread_mutex_lock(&d->lock);
-    d->totals.ok += mine.ok;
-    d->totals.sold_out += mine.sold_out;
-    d->totals.busy += mine.busy;
-    if (mine.other && !d->totals.other)
-        memcpy(d->totals.first_other, mine.first_other, sizeof mine.first_other);
-    d->totals.other += mine.other;
+    add_tally(&d->totals, &mine);
     pthread_mutex_unlock(&d->lock);
     return NULL;
+}
+
+static struct tally run_driver(struct driver *d, int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    if (threads > MAX_DRIVER_THREADS)
+        threads = MAX_DRIVER_THREADS;
+    atomic_init(&d->next, 0);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_barrier_init(&d->start, NULL, (unsigned)threads);
+    pthread_t ids[MAX_DRIVER_THREADS];
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&ids[i], NULL, drive_thread, d) != 0)
+            abort(); /* cannot test anything without the threads */
+    for (int i = 0; i < threads; i++)
+        pthread_join(ids[i], NULL);
+    pthread_barrier_destroy(&d->start);
+    pthread_mutex_destroy(&d->lock);
+    return d->totals;
 }
 
 struct tally drive(const char *strategy, int product, int requests, int threads,
@@ -684,28 +771,59 @@ struct tally drive(const char *strategy, int product, int requests, int threads,
 {
     struct driver d = {.requests = requests};
     deduct_path(d.path, sizeof d.path, strategy, product, extra_query);
-    if (threads < 1)
-        threads = 1;
-    if (threads > MAX_DRIVER_THREADS)
-        threads = MAX_DRIVER_THREADS;
-    atomic_init(&d.next, 0);
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_barrier_init(&d.start, NULL, (unsigned)threads);
-    pthread_t ids[MAX_DRIVER_THREADS];
-    for (int i = 0; i < threads; i++)
-        if (pthread_create(&ids[i], NULL, drive_thread, &d) != 0)
-            abort(); /* cannot test anything without the threads */
-    for (int i = 0; i < threads; i++)
-        pthread_join(ids[i], NULL);
-    pthread_barrier_destroy(&d.start);
-    pthread_mutex_destroy(&d.lock);
-    return d.totals;
+    return run_driver(&d, threads);
+}
+
+struct tally drive_while(const char *strategy, int product, int threads, const char *extra_query,
+                         const atomic_int *keep_going)
+{
+    struct driver d = {.keep_going = keep_going};
+    deduct_path(d.path, sizeof d.path, strategy, product, extra_query);
+    return run_driver(&d, threads);
 }
 
 void print_tally(const char *what, const struct tally *t)
 {
-    fprintf(stderr, "%s: %d ok, %d sold_out, %d busy, %d other%s%s\n", what, t->ok, t->sold_out,
-            t->busy, t->other, t->other ? ": " : "", t->other ? t->first_other : "");
+    fprintf(stderr,
+            "%s: %d ok, %d sold_out, %d busy, %d shutting_down, %d outcome_unknown, "
+            "%d unanswered, %d other%s%s\n",
+            what, t->ok, t->sold_out, t->busy, t->shutting_down, t->outcome_unknown, t->unanswered,
+            t->other, t->other ? ": " : "", t->other ? t->first_other : "");
+}
+
+/* ------------------------------------------------------------ metrics */
+
+double metric(const char *series)
+{
+    struct http_reply r;
+    http_call("GET", "/metrics", NULL, &r);
+    double value = -1;
+    size_t len = strlen(series);
+    for (const char *line = r.text; line && *line;) {
+        if (strncmp(line, series, len) == 0 && line[len] == ' ') {
+            value = strtod(line + len + 1, NULL);
+            break;
+        }
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    http_reply_free(&r);
+    return value;
+}
+
+int wait_metric(const char *series, double at_least, long timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    double value;
+    while ((value = metric(series)) < at_least) {
+        if (now_ms() >= deadline) {
+            print_error("%s stayed at %g, below %g, for %ld ms\n", series, value, at_least,
+                        timeout_ms);
+            return -1;
+        }
+        sleep_ms(10);
+    }
+    return 0;
 }
 
 /* ----------------------------------------------------- backend control */
@@ -731,4 +849,39 @@ int stack_stop_one(const char *name)
 int stack_start_one(const char *name)
 {
     return stack_command("start-one", name);
+}
+
+/* Runs `command` and copies its standard output into `out`; 0 when it
+ * exited 0. */
+static int command_output(const char *command, char *out, size_t size)
+{
+    fflush(NULL);
+    FILE *p = popen(command, "r");
+    if (!p) {
+        print_error("cannot run '%s'\n", command);
+        return -1;
+    }
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int redis_cli(const char *args, char *out, size_t size)
+{
+    char command[1024];
+    snprintf(command, sizeof command, "redis-cli -h 127.0.0.1 -p %s %s",
+             env_or("STOCKD_REDIS_PORT", "24379"), args);
+    return command_output(command, out, size);
+}
+
+int zk_tree(const char *path, char *out, size_t size)
+{
+    const char *zk = env_or("STOCKD_ZK", "127.0.0.1:24181");
+    char command[1024];
+    snprintf(command, sizeof command,
+             "/usr/share/zookeeper/bin/zkCli.sh -server '%s' ls -R '%s' 2>/dev/null"
+             " | grep '^/' | sort",
+             zk, path);
+    return command_output(command, out, size);
 }

@@ -34,6 +34,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <stdatomic.h>
 
 /* ------------------------------------------------------------- time */
 
@@ -65,11 +66,24 @@ int stockd_stop(void);
 /* Whether the stockd started last is still the same, live process. */
 int stockd_running(void);
 
+/* stockd_stop() in two halves: send SIGTERM now, and later wait for the
+ * exit (0 when the status was 0). */
+void stockd_signal_stop(void);
+int stockd_wait_stop(void);
+
+/* Runs stockd with `args` (NULL-terminated) expecting it to refuse to
+ * start: its exit status, or -1 if it started (it is then stopped). */
+int stockd_exit_status(const char *const *args);
+
 /* cmocka group fixtures: start stockd with the default arguments / stop
  * it (a non-zero exit fails the group), and release the harness's HTTP
  * state. */
 int stockd_group_setup(void **state);
 int stockd_group_teardown(void **state);
+
+/* For a group whose tests start their own stockd: HTTP only. Its teardown
+ * is stockd_group_teardown(). */
+int http_group_setup(void **state);
 
 /* -------------------------------------------------------------- HTTP */
 
@@ -77,8 +91,12 @@ int stockd_group_teardown(void **state);
 struct http_reply {
     long status;           /* 0 when no HTTP answer came at all         */
     json_t *json;          /* the parsed body; NULL when it is not JSON */
+    char *text;            /* the body as it came; NULL when empty      */
     char content_type[96]; /* the Content-Type header, "" when absent   */
     char allow[64];        /* the Allow header, "" when absent          */
+    char connection[32];   /* the Connection header, "" when absent     */
+    char retry_after[16];  /* the Retry-After header, "" when absent    */
+    char instance[96];     /* the X-Stockd-Instance header              */
     char failure[256];     /* why status is 0                           */
 };
 
@@ -88,6 +106,13 @@ struct http_reply {
  * calling thread's own connection, kept alive across calls. Never asserts.
  */
 void http_call(const char *method, const char *path, const char *body, struct http_reply *out);
+
+/* http_call() with extra request headers ("Name: value", NULL-terminated). */
+void http_call_with(const char *method, const char *path, const char *body,
+                    const char *const *headers, struct http_reply *out);
+
+/* The error word of a reply ("" when it has none). */
+const char *reply_word(const struct http_reply *r);
 void http_reply_free(struct http_reply *reply);
 
 /* Releases the calling thread's connection (each thread that used
@@ -196,7 +221,10 @@ struct tally {
     int ok;                /* 200                                  */
     int sold_out;          /* 409 sold_out                         */
     int busy;              /* 409 busy                             */
-    int other;             /* anything else, transport errors too  */
+    int shutting_down;     /* 503 shutting_down                    */
+    int outcome_unknown;   /* 503 outcome_unknown                  */
+    int unanswered;        /* no HTTP answer (refused, reset)      */
+    int other;             /* anything else                        */
     char first_other[192]; /* what the first `other` was     */
 };
 
@@ -210,8 +238,23 @@ struct tally {
 struct tally drive(const char *strategy, int product, int requests, int threads,
                    const char *extra_query);
 
+/* Like drive(), but each thread sends requests until `*keep_going` turns 0
+ * or the server stops answering it (a refused connection). */
+struct tally drive_while(const char *strategy, int product, int threads, const char *extra_query,
+                         const atomic_int *keep_going);
+
 /* Prints a tally on one line, on stderr: "what: N ok, N sold_out, ...". */
 void print_tally(const char *what, const struct tally *t);
+
+/* ------------------------------------------------------------ metrics */
+
+/* The value of one series of GET /metrics, given as it is written there
+ * (`stockd_workers_busy`, `stockd_queue_depth`, ...); -1 when absent. */
+double metric(const char *series);
+
+/* Waits (up to `timeout_ms`) until metric(series) >= `at_least`; 0 when it
+ * got there, -1 after printing the last value. */
+int wait_metric(const char *series, double at_least, long timeout_ms);
 
 /* ----------------------------------------------------- backend control */
 
@@ -220,5 +263,13 @@ void print_tally(const char *what, const struct tally *t);
  * backend answers, and leaves a running backend alone. */
 int stack_stop_one(const char *name);
 int stack_start_one(const char *name);
+
+/* Runs `redis-cli ARGS` against the stack's main Redis and copies its
+ * output into `out`; 0 when it exited 0. */
+int redis_cli(const char *args, char *out, size_t size);
+
+/* The ZooKeeper nodes under `path`, one per line, sorted, into `out`
+ * (zkCli.sh ls -R); 0 on success. */
+int zk_tree(const char *path, char *out, size_t size);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "params.h"
@@ -60,6 +61,11 @@ static void test_bounded_int(void **state)
     assert_int_equal(parse_bounded_int("1000", 1, 1000, &v), 0);
     assert_int_equal(parse_bounded_int("007", 1, 1000, &v), 0);
     assert_int_equal(v, 7);
+    /* Leading zeros never make a number too long; only its value counts. */
+    assert_int_equal(parse_bounded_int("0000000000000000000001", 1, 1000, &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(parse_bounded_int("9223372036854775807", 1, 9223372036854775807LL, &v), 0);
+    assert_int_equal(parse_bounded_int("9223372036854775808", 1, 9223372036854775807LL, &v), -1);
     const char *bad[] = {"",   "0",   "1001", "-1",  "+1",  " 1",
                          "1 ", "1e3", "0x10", "1.0", "abc", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -91,6 +97,18 @@ static void test_query_errors(void **state)
     expect_bad(&bare, "count in the query has no value");
     struct call range = {.args = {{"count", "1"}, {"qty", "1001"}}, .nargs = 2};
     expect_bad(&range, "qty in the query must be an integer 1..1000, not '1001'");
+    /* A message quotes at most 40 bytes of the value: one that cuts a
+     * character in two must still be UTF-8, or the reply would lose it. */
+    struct call cut = {.args = {{"count", "1"},
+                                {"qty", "x\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                        "\xc3\xa9\xc3\xa9"}},
+                       .nargs = 2};
+    expect_bad(&cut, "qty in the query must be an integer 1..1000");
+    json_t *message = json_string(w->error);
+    assert_non_null(message);
+    json_decref(message);
     long long v[NSPECS];
     struct http_request req = {.method = "GET", .path = "/x", .too_many_args = 1, .body = ""};
     assert_int_equal(params_parse(w, &req, specs, NSPECS, v), ST_BAD_REQUEST);

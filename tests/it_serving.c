@@ -1,0 +1,372 @@
+/*
+ * it_serving.c - the serving core under load: what stockd does when it is
+ * loaded hardest, told to stop, or fed more than it can take.
+ *
+ * Proves:
+ *   - SIGTERM under keep-alive load: stockd exits 0, and every 200 a client
+ *     saw is in the ledger (a restarted stockd reads it back);
+ *   - once stopping, a request on an already open connection is answered
+ *     503 shutting_down with Connection: close, while the request in flight
+ *     finishes with its 200;
+ *   - /health, /strategies and /metrics answer at once (p99 under 50 ms)
+ *     while every worker is held and requests queue behind them;
+ *   - a full queue answers 503 overloaded with Retry-After, and changes
+ *     nothing;
+ *   - a request whose deadline passes while it waits for a worker, or for a
+ *     lock, answers 503 timeout and changes nothing;
+ *   - a sale whose reply Redis never sent in time answers 503
+ *     outcome_unknown, and the ledger stays the truth.
+ * Each test starts its own stockd with the settings it needs.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Product ids of this file; no other test touches them. */
+enum {
+    PRODUCT_LOAD = 9001,
+    PRODUCT_HELD = 9002,
+    PRODUCT_QUEUE = 9003,
+    PRODUCT_QUEUED = 9004,
+    PRODUCT_LOCK_WAIT = 9005,
+    PRODUCT_UNKNOWN_OUTCOME = 9006,
+};
+
+#define BUSY "stockd_workers_busy"
+#define QUEUED "stockd_queue_depth"
+/* How long a test waits for stockd to reach the state it sets up. */
+#define SETTLE_MS 10000
+
+/* ------------------------------------------------------------ helpers */
+
+/* A request sent from a thread of its own, collected later. */
+struct background {
+    pthread_t thread;
+    char path[160];
+    struct http_reply reply;
+};
+
+static void *send_in_background(void *arg)
+{
+    struct background *b = arg;
+    http_call("POST", b->path, NULL, &b->reply);
+    http_thread_done();
+    return NULL;
+}
+
+/* Sends POST /stock/deduct/{strategy}?product=P&hold_ms=H from a thread. */
+static void start_background(struct background *b, const char *strategy, int product, int hold_ms)
+{
+    snprintf(b->path, sizeof b->path, "/stock/deduct/%s?product=%d&hold_ms=%d", strategy, product,
+             hold_ms);
+    assert_int_equal(pthread_create(&b->thread, NULL, send_in_background, b), 0);
+}
+
+/* Waits for the request; its status, with the reply kept in b->reply. */
+static long finish_background(struct background *b)
+{
+    pthread_join(b->thread, NULL);
+    return b->reply.status;
+}
+
+static int start_with(const char *const *args)
+{
+    return stockd_start(args) == 0 ? 0 : -1;
+}
+
+static int stop_stockd(void **state)
+{
+    (void)state;
+    return stockd_stop();
+}
+
+/* ------------------------------------------------ SIGTERM under load */
+
+#define LOAD_THREADS 16
+
+struct load {
+    pthread_t thread;
+    atomic_int keep_going;
+    struct tally t;
+};
+
+static void *run_load(void *arg)
+{
+    struct load *l = arg;
+    l->t = drive_while("lua", PRODUCT_LOAD, LOAD_THREADS, NULL, &l->keep_going);
+    return NULL;
+}
+
+static int start_plain(void **state)
+{
+    (void)state;
+    return start_with(NULL);
+}
+
+static void test_sigterm_under_keepalive_load(void **state)
+{
+    (void)state;
+    reset(PRODUCT_LOAD, 1000000000);
+    struct load l;
+    atomic_init(&l.keep_going, 1);
+    assert_int_equal(pthread_create(&l.thread, NULL, run_load, &l), 0);
+    /* The load is flowing on every connection before the signal. */
+    int flowing =
+        wait_metric("stockd_requests_total{strategy=\"lua\",outcome=\"ok\"}", 500, SETTLE_MS);
+    int stopped = stockd_stop();
+    atomic_store(&l.keep_going, 0);
+    pthread_join(l.thread, NULL);
+    print_tally("lua under SIGTERM", &l.t);
+    assert_int_equal(flowing, 0);
+    assert_int_equal(stopped, 0); /* exit status 0: no assert, no abort */
+    assert_int_equal(l.t.other, 0);
+    assert_true(l.t.ok >= 500);
+
+    /* Every 200 the clients saw is in the ledger, read by a new stockd. */
+    assert_int_equal(stockd_start(NULL), 0);
+    struct account a = account(PRODUCT_LOAD);
+    assert_true(a.redis.sold >= l.t.ok);
+    assert_true(a.redis.sold <= l.t.ok + l.t.outcome_unknown);
+    assert_int_equal(a.redis.lost_updates, 0);
+}
+
+/* Once stopping, the next request on an open connection is refused and
+ * the connection closed, while the sale in flight finishes. */
+static void test_stopping_refuses_and_closes(void **state)
+{
+    (void)state;
+    reset(PRODUCT_HELD, 5);
+    struct http_reply warm; /* this thread's connection, open before the stop */
+    http_call("GET", "/strategies", NULL, &warm);
+    http_reply_free(&warm);
+    struct background held;
+    start_background(&held, "sql", PRODUCT_HELD, 1000);
+    assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
+
+    stockd_signal_stop();
+    struct http_reply refused = {0};
+    long long deadline = now_ms() + SETTLE_MS;
+    do { /* until the signal is seen: the held sale keeps stockd draining */
+        http_reply_free(&refused);
+        http_call("GET", "/strategies", NULL, &refused);
+    } while (refused.status == 200 && now_ms() < deadline);
+    long held_status = finish_background(&held);
+    int stopped = stockd_wait_stop();
+
+    assert_int_equal(refused.status, 503);
+    assert_string_equal(reply_word(&refused), "shutting_down");
+    assert_string_equal(refused.connection, "close");
+    http_reply_free(&refused);
+    assert_int_equal(held_status, 200);
+    http_reply_free(&held.reply);
+    assert_int_equal(stopped, 0);
+    assert_int_equal(stockd_start(NULL), 0);
+    assert_int_equal(account(PRODUCT_HELD).mysql.sold, 1);
+}
+
+/* ------------------------------------------- introspection while held */
+
+#define FEW_WORKERS "4"
+#define HOLDERS 8
+
+static int start_few_workers(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--workers", FEW_WORKERS, NULL};
+    return start_with(args);
+}
+
+/* The 99th percentile of `n` latencies (ms), sorted in place. */
+static long long p99(long long *ms, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && ms[k - 1] > ms[k]; k--) {
+            long long t = ms[k];
+            ms[k] = ms[k - 1];
+            ms[k - 1] = t;
+        }
+    return ms[(n * 99 + 99) / 100 - 1];
+}
+
+static void test_introspection_answers_while_workers_are_held(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {"/health", "/strategies", "/metrics"};
+    enum { SAMPLES = 100 };
+    reset(PRODUCT_QUEUE, 100);
+    struct background holders[HOLDERS];
+    for (int i = 0; i < HOLDERS; i++) /* lua's hold keeps its worker, no lock */
+        start_background(&holders[i], "lua", PRODUCT_QUEUE, 1000);
+    assert_int_equal(wait_metric(BUSY, atoi(FEW_WORKERS), SETTLE_MS), 0);
+    assert_int_equal(wait_metric(QUEUED, HOLDERS - atoi(FEW_WORKERS), SETTLE_MS), 0);
+
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        long long took[SAMPLES];
+        for (int i = 0; i < SAMPLES; i++) {
+            struct http_reply r;
+            long long start = now_ms();
+            http_call("GET", paths[k], NULL, &r);
+            took[i] = now_ms() - start;
+            assert_int_equal(r.status, 200);
+            http_reply_free(&r);
+        }
+        long long worst = p99(took, SAMPLES);
+        fprintf(stderr, "%s with every worker held: p99 %lld ms\n", paths[k], worst);
+        assert_true(worst < 50);
+    }
+    for (int i = 0; i < HOLDERS; i++) {
+        assert_int_equal(finish_background(&holders[i]), 200);
+        http_reply_free(&holders[i].reply);
+    }
+}
+
+/* -------------------------------------------------------- a full queue */
+
+static int start_tiny_queue(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--workers", "2", "--queue-max", "2", NULL};
+    return start_with(args);
+}
+
+static void test_full_queue_answers_overloaded(void **state)
+{
+    (void)state;
+    reset(PRODUCT_QUEUE, 100);
+    struct background accepted[4]; /* 2 running, then 2 queued */
+    for (int i = 0; i < 4; i++) {
+        start_background(&accepted[i], "lua", PRODUCT_QUEUE, 1000);
+        assert_int_equal(
+            i < 2 ? wait_metric(BUSY, i + 1, SETTLE_MS) : wait_metric(QUEUED, i - 1, SETTLE_MS), 0);
+    }
+
+    struct http_reply refused;
+    char path[96];
+    snprintf(path, sizeof path, "/stock/deduct/lua?product=%d", PRODUCT_QUEUE);
+    http_call("POST", path, NULL, &refused);
+    assert_int_equal(refused.status, 503);
+    assert_string_equal(reply_word(&refused), "overloaded");
+    assert_string_equal(refused.retry_after, "1");
+    http_reply_free(&refused);
+
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(finish_background(&accepted[i]), 200);
+        http_reply_free(&accepted[i].reply);
+    }
+    assert_int_equal(account(PRODUCT_QUEUE).redis.sold, 4); /* the refused one sold nothing */
+}
+
+/* ------------------------------------------------------------ deadlines */
+
+static int start_one_worker_short_deadline(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--workers", "1", "--request-timeout-ms", "400", NULL};
+    return start_with(args);
+}
+
+static void test_deadline_passed_in_the_queue(void **state)
+{
+    (void)state;
+    reset(PRODUCT_QUEUE, 100);
+    reset(PRODUCT_QUEUED, 100);
+    struct background first;
+    start_background(&first, "lua", PRODUCT_QUEUE, 1000);
+    assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
+    /* Waits for the only worker for ~1 s, well past its 400 ms deadline. */
+    expect_deduct("lua", PRODUCT_QUEUED, NULL, 503, "timeout");
+    assert_int_equal(finish_background(&first), 200);
+    http_reply_free(&first.reply);
+    struct account a = account(PRODUCT_QUEUED);
+    assert_int_equal(a.redis.sold, 0);
+    assert_int_equal(a.redis.remaining, 100);
+}
+
+static int start_short_deadline(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--request-timeout-ms", "500", NULL};
+    return start_with(args);
+}
+
+static void test_deadline_passed_waiting_for_a_lock(void **state)
+{
+    (void)state;
+    reset(PRODUCT_LOCK_WAIT, 100);
+    struct background holder;
+    start_background(&holder, "redis-lock", PRODUCT_LOCK_WAIT, 1000);
+    assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
+    /* lock-wait-ms is 10 s here: the request's own 500 ms deadline ends
+     * its wait for the holder's 1 s, as a timeout, not as busy. */
+    expect_deduct("redis-lock", PRODUCT_LOCK_WAIT, NULL, 503, "timeout");
+    assert_int_equal(finish_background(&holder), 200);
+    http_reply_free(&holder.reply);
+    struct account a = account(PRODUCT_LOCK_WAIT);
+    assert_int_equal(a.mysql.sold, 1);
+    assert_int_equal(a.mysql.remaining, 99);
+}
+
+/* ------------------------------------------------- a lost sale reply */
+
+static int start_short_io_timeout(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--io-timeout-ms", "300", NULL};
+    return start_with(args);
+}
+
+/* Redis sleeps with the sale in its socket; stockd gives up on the reply
+ * after 300 ms; Redis wakes and runs the sale. The client was told the
+ * outcome is unknown, and the ledger has the sale. */
+static void test_lost_reply_is_outcome_unknown(void **state)
+{
+    (void)state;
+    /* One sale first, so that Redis knows the script: the sale in flight is
+     * then the script itself, not an EVALSHA that Redis would refuse. */
+    reset(PRODUCT_UNKNOWN_OUTCOME, 10);
+    expect_deduct("lua", PRODUCT_UNKNOWN_OUTCOME, NULL, 200, "");
+    reset(PRODUCT_UNKNOWN_OUTCOME, 10);
+    fflush(NULL);
+    FILE *sleeper =
+        popen("exec redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" DEBUG SLEEP 3", "r");
+    assert_non_null(sleeper);
+    /* Until Redis stops answering a PING within 200 ms: it is asleep, with
+     * well over a second of its sleep left. */
+    long long deadline = now_ms() + SETTLE_MS;
+    while (system("timeout 0.2 redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" PING "
+                  ">/dev/null 2>&1") == 0 &&
+           now_ms() < deadline)
+        ;
+    expect_deduct("lua", PRODUCT_UNKNOWN_OUTCOME, NULL, 503, "outcome_unknown");
+    char out[256];
+    size_t n = fread(out, 1, sizeof out - 1, sleeper); /* until the sleep is over */
+    out[n] = '\0';
+    assert_int_equal(pclose(sleeper), 0);
+    struct account a = account(PRODUCT_UNKNOWN_OUTCOME);
+    assert_int_equal(a.redis.sold, 1);
+    assert_int_equal(a.redis.remaining, 9);
+    assert_int_equal(a.redis.lost_updates, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, start_plain,
+                                        stop_stockd),
+        cmocka_unit_test_setup_teardown(test_stopping_refuses_and_closes, start_plain, stop_stockd),
+        cmocka_unit_test_setup_teardown(test_introspection_answers_while_workers_are_held,
+                                        start_few_workers, stop_stockd),
+        cmocka_unit_test_setup_teardown(test_full_queue_answers_overloaded, start_tiny_queue,
+                                        stop_stockd),
+        cmocka_unit_test_setup_teardown(test_deadline_passed_in_the_queue,
+                                        start_one_worker_short_deadline, stop_stockd),
+        cmocka_unit_test_setup_teardown(test_deadline_passed_waiting_for_a_lock,
+                                        start_short_deadline, stop_stockd),
+        cmocka_unit_test_setup_teardown(test_lost_reply_is_outcome_unknown, start_short_io_timeout,
+                                        stop_stockd),
+    };
+    return cmocka_run_group_tests_name("serving", tests, http_group_setup, stockd_group_teardown);
+}
