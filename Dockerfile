@@ -1,18 +1,24 @@
 # stockd in a container: docker-compose.yml runs two of these behind nginx.
 #
 #   docker build -t stockd .
-#   docker run --rm -p 127.0.0.1:8080:8080 -e STOCKD_MYSQL_HOST=... stockd
+#   docker run --rm -p 127.0.0.1:8080:8080 -e STOCKD_ADMIN_TOKEN=... \
+#       -e STOCKD_MYSQL_HOST=... stockd
 #
-# Every setting comes from the STOCKD_* environment (stockd --help lists them);
-# the image listens on 0.0.0.0:8080.
+# Every setting comes from the STOCKD_* environment (stockd --help lists them).
+# The image listens on 0.0.0.0:8080, and stockd refuses to listen on an
+# address other than loopback without an admin token: STOCKD_ADMIN_TOKEN must
+# be given at run time (the image carries none; POST /stock/reset then needs
+# `Authorization: Bearer <token>`).
 
 # ---- build: the same `make build` as on a workstation (scripts/deps.sh build
-# installs the compiler and the -dev packages it names).
+# installs the compiler and the -dev packages it names). web/ holds the live
+# page (HTML, CSS, JS) that the build compiles into the binary.
 FROM debian:bookworm AS build
 WORKDIR /src
 COPY scripts/ scripts/
 RUN scripts/deps.sh build && rm -rf /var/lib/apt/lists/*
 COPY Makefile ./
+COPY web/ web/
 COPY server/ server/
 RUN make build
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages a part of stockd needs, by group.
 #
-#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose all
+#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose prometheus all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose lint"
+GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -33,6 +33,9 @@ group_packages() {
         nginx)    echo "nginx-light|nginx" ;;
         chromium) echo "chromium" ;;
         compose)  echo "docker-compose" ;;
+        # promtool (tests/compose-check validates deploy/prometheus.yml); the
+        # server it also ships is never started.
+        prometheus) echo "prometheus" ;;
         lint)     echo "clang-format" ;;
         *)        return 1 ;;
     esac
