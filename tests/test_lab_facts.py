@@ -117,15 +117,24 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(pause.params, {"hold_ms": 0, "ttl_ms": 50, "pause_ms": 200})
         self.assertEqual((hold.loops, hold.stock), (1, 10))
 
-    def test_a_holding_lease_is_not_judged_where_the_strategy_is_unsafe(self):
+    def test_a_lease_that_oversells_exposes_an_unsafe_strategy(self):
         entry = strategy("shaky", safe=False, lease=LEASE_WATCHDOG,
                          exposed_by=["hold_ms", "ttl_ms"])
         self.assertEqual([r.label for r in self.rows(entry)],
-                         ["calibration /strategies", "shaky", "shaky exposed", "shaky pause>ttl"])
+                         ["calibration /strategies", "shaky", "shaky pause>ttl"])
         both = strategy("brittle", safe=False, lease=LEASE_BOTH_OVERSELL,
                         exposed_by=["hold_ms", "ttl_ms"])
         self.assertEqual([r.label for r in self.rows(both)][2:],
-                         ["brittle exposed", "brittle hold>ttl", "brittle pause>ttl"])
+                         ["brittle hold>ttl", "brittle pause>ttl"])
+
+    def test_a_lease_that_holds_is_judged_only_where_the_strategy_claims_safety(self):
+        fenced = {"busy_holder": "safe", "paused_holder": "safe"}
+        safe_here = strategy("tokens", lease=fenced)
+        self.assertEqual([r.expected_safe for r in self.rows(safe_here)][2:], [True, True])
+        local = strategy("local", safe=True, safe_multi=False, lease=fenced,
+                         exposed_by=["hold_ms"])
+        self.assertEqual([r.label for r in self.rows(local, instances=2)],
+                         ["calibration /strategies", "local", "local exposed"])
 
 
 if __name__ == "__main__":

@@ -97,6 +97,12 @@ class CompareVerdictTest(unittest.TestCase):
         retries = strategy("r", contention="retries")
         self.assertEqual(self.verdict(retries, early, acct(100))[0], "pass")
 
+    def test_a_safe_lease_may_refuse_a_stale_holder_with_busy(self):
+        tokens = strategy("t", lease={"busy_holder": "safe", "paused_holder": "safe"})
+        refused = results(sold=1, busy=19, fastest_busy_ms=205)
+        self.assertEqual(self.verdict(tokens, refused, acct(1, initial=10), kind="lease")[0],
+                         "pass")
+
     def test_waits_sells_every_unit_when_demand_exceeds_stock(self):
         v = self.verdict(strategy("w"), results(sold=90, sold_out=110), acct(90))
         self.assertEqual(v[0], "fail")
