@@ -4,91 +4,89 @@
 #include "api.h"
 
 #include "config.h"
+#include "health.h"
 #include "log.h"
-#include "mysql_store.h"
-#include "redis_store.h"
-#include "redlock.h"
+#include "metrics.h"
+#include "products.h"
 #include "stock.h"
 #include "strategy.h"
 #include "worker.h"
-#include "zk_store.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_PRODUCT 1001
 #define PRODUCT_MAX 2147483647LL
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static st_result ping_redis(struct worker *w)
+/* The /strategies document, rendered once: nothing in it changes. */
+static char *strategies_text;
+
+void page_json(struct page *out, unsigned status, json_t *doc)
 {
-    return redis_link_ping(w, &w->redis);
+    out->status = status;
+    out->content_type = "application/json";
+    out->owned = json_dumps(doc, JSON_COMPACT);
+    out->body = out->owned;
+    out->len = out->owned ? strlen(out->owned) : 0;
+    json_decref(doc);
 }
 
-/* One health probe per backend stockd can need. */
-static const struct backend {
-    const char *name;
-    st_result (*ping)(struct worker *w);
-    /* Optional: adds details to the backend's state; 0 when the backend is
-     * not configured, and then it is left out. */
-    int (*describe)(json_t *state);
-} backends[] = {
-    {"mysql", mysql_store_ping, NULL},
-    {"redis", ping_redis, NULL},
-    {"redlock", redlock_ping, redlock_describe},
-    {"zookeeper", zk_store_ping, zk_store_describe},
-};
-
-st_result api_health(struct worker *w, const struct http_request *req, json_t *reply)
+static json_t *settings_json(void)
 {
-    (void)req;
-    json_t *states = json_object();
-    st_result worst = ST_OK;
-    char down[256] = "";
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        json_t *details = json_object();
-        if (backends[i].describe && !backends[i].describe(details)) {
-            json_decref(details);
-            continue;
-        }
-        st_result r = backends[i].ping(w);
-        json_t *state = json_pack("{s:s}", "state", r == ST_OK ? "up" : "down");
-        json_object_update_new(state, details);
-        if (r != ST_OK) {
-            json_object_set_new(state, "message", json_string(w->error));
-            size_t len = strlen(down);
-            snprintf(down + len, sizeof down - len, "%s%s", len ? ", " : "", backends[i].name);
-            worst = ST_BACKEND_UNAVAILABLE;
-        }
-        json_object_set_new(states, backends[i].name, state);
-    }
-    json_object_set_new(reply, "backends", states);
-    if (worst != ST_OK)
-        return worker_fail(w, worst, "down: %s", down);
-    return ST_OK;
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
+                     config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms, "lock_wait_ms",
+                     config.lock_wait_ms, "threads", config.threads, "workers", config.workers,
+                     "queue_max", config.queue_max, "request_timeout_ms",
+                     config.request_timeout_ms);
 }
 
-static json_t *strategy_json(const struct strategy *s)
+int api_prepare(void)
 {
-    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:s}", "name", s->name, "store",
-                          store_name(s->store), "safe_single", s->safe_single, "safe_multi",
-                          s->safe_multi, "summary", s->summary);
-    if (s->caveat)
-        json_object_set_new(o, "caveat", json_string(s->caveat));
-    return o;
-}
-
-st_result api_strategies(struct worker *w, const struct http_request *req, json_t *reply)
-{
-    (void)w, (void)req;
     json_t *list = json_array();
     for (size_t i = 0; i < strategy_count(); i++)
         json_array_append_new(list, strategy_json(strategy_at(i)));
-    json_object_set_new(reply, "strategies", list);
-    json_object_set_new(reply, "settings",
-                        json_pack("{s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
-                                  config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms,
-                                  "lock_wait_ms", config.lock_wait_ms, "threads", config.threads,
-                                  "workers", config.workers));
-    return ST_OK;
+    json_t *doc = json_pack("{s:b, s:s, s:o, s:o}", "ok", 1, "instance", config.instance_name,
+                            "strategies", list, "settings", settings_json());
+    strategies_text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    return strategies_text ? 0 : -1;
+}
+
+void api_release(void)
+{
+    free(strategies_text);
+    strategies_text = NULL;
+}
+
+void api_strategies(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    *out = (struct page){.status = 200,
+                         .content_type = "application/json",
+                         .body = strategies_text,
+                         .len = strlen(strategies_text)};
+}
+
+void api_health(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    int all_up;
+    char down[256];
+    json_t *doc = health_json(&all_up, down, sizeof down);
+    if (!all_up) {
+        json_object_set_new(doc, "error", json_string(result_word(ST_BACKEND_UNAVAILABLE)));
+        json_object_set_new(doc, "message", json_sprintf("down: %s", down));
+    }
+    page_json(out, all_up ? 200 : result_status(ST_BACKEND_UNAVAILABLE), doc);
+}
+
+void api_metrics(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    *out = (struct page){.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8"};
+    out->owned = metrics_render(&out->len);
+    out->body = out->owned;
 }
 
 st_result api_reset(struct worker *w, const struct http_request *req, json_t *reply)
@@ -97,12 +95,13 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
         {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
         {"count", 0, 1000000000, PARAM_REQUIRED},
     };
-    long long v[2];
-    st_result r = params_parse(w, req, specs, 2, v);
+    long long v[COUNT_OF(specs)];
+    st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
     if (r != ST_OK)
         return r;
     json_object_set_new(reply, "product", json_integer(v[0]));
     json_object_set_new(reply, "count", json_integer(v[1]));
+    products_watch((int)v[0]);
     r = stock_reset(w, (int)v[0], v[1]);
     if (r == ST_OK)
         log_info("reset product %lld to %lld", v[0], v[1]);
@@ -116,25 +115,10 @@ st_result api_stock(struct worker *w, const struct http_request *req, json_t *re
     if (parse_bounded_int(id, 1, PRODUCT_MAX, &product) != 0)
         return worker_fail(w, ST_BAD_REQUEST, "product in the path must be an integer 1..%lld",
                            PRODUCT_MAX);
-    static const struct param_spec none[] = {{"", 0, 0, 0}};
-    long long unused;
-    st_result r = params_parse(w, req, none, 0, &unused);
+    st_result r = params_parse(w, req, NULL, 0, NULL);
     if (r != ST_OK)
         return r;
-    struct store_account mysql, redis;
-    r = mysql_account(w, (int)product, &mysql);
-    if (r == ST_OK)
-        r = redis_account(w, (int)product, &redis);
-    if (r != ST_OK)
-        return r;
-    if (!mysql.present && !redis.present)
-        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %lld is in no store", product);
-    json_object_set_new(reply, "product", json_integer(product));
-    json_object_set_new(reply, "initial",
-                        json_integer(mysql.present ? mysql.initial : redis.initial));
-    json_object_set_new(reply, "mysql", account_json(&mysql));
-    json_object_set_new(reply, "redis", account_json(&redis));
-    return ST_OK;
+    return stock_accounting(w, (int)product, reply);
 }
 
 static json_t *sale_json(const struct deduct_request *rq, const struct deduct_reply *out)
@@ -151,14 +135,38 @@ static json_t *sale_json(const struct deduct_request *rq, const struct deduct_re
     return o;
 }
 
-st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
+/* ST_BACKEND_UNAVAILABLE when a backend `s` needs is not configured. */
+static st_result needs_configured(struct worker *w, const struct strategy *s)
 {
-    const char *name = req->path + strlen("/stock/deduct");
-    name += *name == '/';
-    const struct strategy *s = strategy_find(name);
-    if (!s)
-        return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
-                           name);
+    backend_set needs = strategy_needs(s);
+    for (int id = 0; id < BACKEND_COUNT; id++)
+        if ((needs & BACKEND_BIT(id)) && !backend_configured((enum backend_id)id))
+            return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s needs %s, which is not configured",
+                               s->name, backend_at((enum backend_id)id)->name);
+    return ST_OK;
+}
+
+/* The {strategy} of a /stock/deduct/{strategy} path ("" when none). */
+static const char *strategy_name(const char *path)
+{
+    const char *name = path + strlen("/stock/deduct");
+    return name + (*name == '/');
+}
+
+void api_refused(const struct http_request *req, st_result r)
+{
+    const struct strategy *s = strncmp(req->path, "/stock/deduct", strlen("/stock/deduct")) == 0
+                                   ? strategy_find(strategy_name(req->path))
+                                   : NULL;
+    if (s)
+        metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
+}
+
+/* Runs the sale the request asks for with strategy `s`. */
+static st_result deduct_with(struct worker *w, const struct strategy *s,
+                             const struct http_request *req, json_t *reply,
+                             struct deduct_reply *out)
+{
     static const struct param_spec specs[] = {
         {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
         {"qty", 1, 1000, 1},
@@ -166,9 +174,10 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
         {"ttl_ms", 0, 600000, 0}, /* 0: the server's lock_ttl_ms */
         {"pause_ms", 0, 1000, 0},
     };
-    long long v[5];
-    json_object_set_new(reply, "strategy", json_string(s->name));
-    st_result r = params_parse(w, req, specs, 5, v);
+    long long v[COUNT_OF(specs)];
+    st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
+    if (r == ST_OK)
+        r = needs_configured(w, s);
     if (r != ST_OK)
         return r;
     struct deduct_request rq = {
@@ -181,9 +190,23 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     };
     json_object_set_new(reply, "product", json_integer(rq.product));
     json_object_set_new(reply, "qty", json_integer(rq.qty));
-    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    r = strategy_run(s, w, &rq, &out);
+    products_watch(rq.product);
+    r = strategy_run(s, w, &rq, out);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
-        json_object_update_new(reply, sale_json(&rq, &out));
+        json_object_update_new(reply, sale_json(&rq, out));
+    return r;
+}
+
+st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    const char *name = strategy_name(req->path);
+    const struct strategy *s = strategy_find(name);
+    if (!s)
+        return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
+                           name);
+    json_object_set_new(reply, "strategy", json_string(s->name));
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    st_result r = deduct_with(w, s, req, reply, &out);
+    metrics_deduct(s, r, monotonic_us() - req->arrived_us, &out);
     return r;
 }

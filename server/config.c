@@ -47,6 +47,20 @@ static const struct option_spec options[] = {
         "request workers: requests run at once, each with its own backend connections"),
     INT(max_body, "max-body", "4096", 64, 1048576, "largest request body in bytes (else 413)"),
     TEXT(log_level, "log-level", "info", 0, "debug, info, warn or error"),
+    TEXT(instance_name, "instance-name", "", 0,
+         "this instance's name in the X-Stockd-Instance header (default: hostname:port)"),
+    TEXT(admin_token, "admin-token", "", 1,
+         "reset needs 'Authorization: Bearer <token>'; required to listen beyond loopback"),
+    INT(queue_max, "queue-max", "4096", 1, 1000000,
+        "requests waiting for a worker before answering 503 overloaded"),
+    INT(request_timeout_ms, "request-timeout-ms", "30000", 100, 600000,
+        "a request's deadline from its arrival; past it, 503 timeout with nothing changed"),
+    INT(drain_ms, "drain-ms", "10000", 0, 600000,
+        "on SIGTERM/SIGINT: longest wait for requests in flight before exiting"),
+    INT(max_connections, "max-connections", "8192", 16, 1000000, "open HTTP connections in all"),
+    INT(max_per_ip, "max-per-ip", "1024", 1, 1000000, "open HTTP connections from one address"),
+    INT(idle_timeout_s, "idle-timeout-s", "15", 1, 3600,
+        "an HTTP connection silent this long (headers or keep-alive) is closed"),
     TEXT(mysql_host, "mysql-host", "127.0.0.1", 0, "MySQL/MariaDB host"),
     INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
@@ -138,6 +152,12 @@ static int load_defaults_and_env(FILE *err)
     return 0;
 }
 
+/* 127.0.0.0/8: only this machine can connect. */
+static int listens_on_loopback(void)
+{
+    return strncmp(config.listen, "127.", 4) == 0;
+}
+
 enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
 {
     struct option longopts[OPTION_COUNT + 2];
@@ -184,12 +204,24 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         config.threads = cores > 0 ? (int)cores : 1;
     }
+    if (!listens_on_loopback() && !config.admin_token[0]) {
+        fprintf(err,
+                "stockd: listening on %s needs an admin token (--admin-token or "
+                "STOCKD_ADMIN_TOKEN): anyone who can reach it could reset the stock\n",
+                config.listen);
+        return CONFIG_EXIT_USAGE;
+    }
+    if (!config.instance_name[0]) {
+        char host[64] = "stockd";
+        gethostname(host, sizeof host - 1);
+        snprintf(config.instance_name, sizeof config.instance_name, "%s:%d", host, config.port);
+    }
     return CONFIG_RUN;
 }
 
 void config_log(void)
 {
-    char line[2048];
+    char line[4096];
     size_t n = 0;
     for (size_t i = 0; i < OPTION_COUNT && n < sizeof line; i++) {
         const char *field = (const char *)&config + options[i].offset;

@@ -20,6 +20,15 @@ struct config {
     int workers;  /* request workers, each with its own backend connections */
     int max_body; /* bytes; larger request bodies get 413                    */
     char log_level[16];
+    char instance_name[CONFIG_TEXT_MAX]; /* X-Stockd-Instance; "" = host:port */
+    char admin_token[CONFIG_TEXT_MAX];   /* reset needs it when set            */
+
+    int queue_max;          /* requests waiting for a worker before 503 overloaded */
+    int request_timeout_ms; /* a request's deadline, from its arrival             */
+    int drain_ms;           /* a stop's hard deadline                             */
+    int max_connections;    /* open HTTP connections in all                       */
+    int max_per_ip;         /* open HTTP connections from one address             */
+    int idle_timeout_s;     /* an HTTP connection idle this long is closed        */
 
     char mysql_host[CONFIG_TEXT_MAX];
     int mysql_port;

@@ -1,22 +1,36 @@
 /*
- * http.c - libmicrohttpd glue: collect the body and query, route, queue the
- * request on the worker pool, send the JSON reply.
+ * http.c - libmicrohttpd glue: collect the body and query, guard, route,
+ * answer on the spot or queue the request on the worker pool, send the
+ * reply; and the orderly stop.
  *
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
  * append, or note that the body is too large), then once with no data. On
- * that call a request that needs a handler is routed, its connection is
- * suspended and it is queued on the worker pool (pool.h says why); the
- * worker builds the reply and resumes the connection, and libmicrohttpd
- * calls on_request() once more to send it. Requests that need no handler
- * (413, 404, 405) are answered on the spot. libmicrohttpd parses HTTP and
- * decodes the query; we never touch raw bytes. Every reply is a JSON object
- * whose first member is "ok", with Content-Type application/json.
+ * that call the request is routed. Refusals (413, 404, 405, 401, 403, and
+ * 503 while stopping) and the introspection pages (/strategies, /health,
+ * /metrics, the lab page) are answered right there on the HTTP thread: they
+ * wait for nothing, so they answer at once however busy the workers are.
+ * A request that needs a backend suspends its connection and is queued on
+ * the worker pool (pool.h says why); the worker builds the reply and
+ * resumes the connection, and libmicrohttpd calls on_request() once more to
+ * send it. libmicrohttpd parses HTTP and decodes the query; we never touch
+ * raw bytes. Every reply names this instance in X-Stockd-Instance.
+ *
+ * Stopping, as libmicrohttpd documents it for a daemon with its own
+ * threads: quiesce (no new connections; the listening socket is shut down
+ * so that clients are refused at once, and closed only after the daemon
+ * is stopped), answer every new request 503 shutting_down with
+ * `Connection: close`, let the requests already queued or running finish
+ * and send their replies, resume nothing by force - then MHD_stop_daemon().
+ * --drain-ms bounds all of it: requests still waiting for a lock give up
+ * as 503 timeout when it runs out, and a request stuck in a backend past it
+ * is abandoned by exiting.
  */
 #include "http.h"
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "router.h"
 #include "worker.h"
@@ -28,14 +42,18 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-/* Requests between their first header callback and their completion. */
-static atomic_int in_flight;
+/* Set once a stop begins: every request from then on is refused. */
+static atomic_int stopping;
+/* Requests handed to the pool whose connection has not completed yet. */
+static atomic_int outstanding;
 
 enum phase {
-    READING, /* headers and body arriving            */
+    READING, /* headers and body arriving              */
     RUNNING, /* queued or running on a worker          */
-    REPLIED, /* reply built, waiting to be sent       */
+    REPLIED, /* reply built, waiting to be sent        */
     SENT,
 };
 
@@ -44,16 +62,18 @@ struct pending {
     struct MHD_Connection *connection;
     enum phase phase;
     const char *method, *path; /* owned by libmicrohttpd for the request */
-    handler_fn handler;
+    struct route_match route;
     struct query_arg args[HTTP_MAX_ARGS];
     unsigned nargs;
     int too_many_args;
     char *body;
     size_t len;
-    int too_large; /* the body was over config.max_body: answer 413 */
+    int too_large;        /* the body was over config.max_body: answer 413 */
+    int submitted;        /* counted in `outstanding`                     */
+    long long arrived_us; /* the request's deadline counts from here      */
     /* the reply */
-    unsigned status;
-    char *text;
+    struct page page;
+    st_result result;
     char allow[32];
 };
 
@@ -70,6 +90,11 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
 /* A reply document whose first member is "ok"; finish_reply() sets it. */
 static json_t *new_reply(void)
 {
@@ -77,7 +102,7 @@ static json_t *new_reply(void)
 }
 
 /* Completes `doc` for result `r` (ok, error word, message) and renders it
- * into p->text with its status. Takes the reference to `doc`. */
+ * as the reply. Takes the reference to `doc`. */
 static void finish_reply(struct pending *p, st_result r, json_t *doc, const char *message)
 {
     json_object_set_new(doc, "ok", json_boolean(r == ST_OK));
@@ -86,40 +111,51 @@ static void finish_reply(struct pending *p, st_result r, json_t *doc, const char
         if (message && *message)
             json_object_set_new(doc, "message", json_string(message));
     }
-    p->status = result_status(r);
-    p->text = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
+    p->result = r;
+    page_json(&p->page, result_status(r), doc);
     p->phase = REPLIED;
-    log_debug("%s %s -> %u", p->method, p->path, p->status);
+    log_debug("%s %s -> %u", p->method, p->path, p->page.status);
+}
+
+static void add_headers(struct MHD_Response *response, const struct pending *p)
+{
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, p->page.content_type);
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(response, "X-Stockd-Instance", config.instance_name);
+    if (p->allow[0])
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->allow);
+    if (p->result == ST_OVERLOADED)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (p->result == ST_SHUTTING_DOWN)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
 static enum MHD_Result send_reply(struct pending *p)
 {
     p->phase = SENT;
-    if (!p->text)
+    if (!p->page.body)
         return MHD_NO; /* out of memory rendering it: drop the connection */
-    struct MHD_Response *response =
-        MHD_create_response_from_buffer(strlen(p->text), p->text, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *response;
+    if (p->page.owned) {
+        response =
+            MHD_create_response_from_buffer(p->page.len, p->page.owned, MHD_RESPMEM_MUST_FREE);
+        if (response)
+            p->page.owned = NULL; /* the response owns it now */
+    } else {
+        response = MHD_create_response_from_buffer(p->page.len, (void *)p->page.body,
+                                                   MHD_RESPMEM_PERSISTENT);
+    }
     if (!response)
         return MHD_NO;
-    p->text = NULL; /* the response owns it now */
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (p->allow[0])
-        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->allow);
-    enum MHD_Result queued = MHD_queue_response(p->connection, p->status, response);
+    add_headers(response, p);
+    enum MHD_Result queued = MHD_queue_response(p->connection, p->page.status, response);
     MHD_destroy_response(response);
     return queued;
 }
 
-/* On a worker: run the handler with this thread's backend connections. */
-static void run_request(struct job *job)
+static struct http_request request_of(const struct pending *p)
 {
-    struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
-    struct worker *w = worker_self();
-    w->error[0] = '\0';
-    worker_drop_dead_links(w);
-    struct http_request req = {
+    return (struct http_request){
         .method = p->method,
         .path = p->path,
         .args = p->args,
@@ -127,20 +163,40 @@ static void run_request(struct job *job)
         .too_many_args = p->too_many_args,
         .body = p->body ? p->body : "",
         .body_len = p->len,
+        .arrived_us = p->arrived_us,
     };
+}
+
+/* On a worker: run the handler with this thread's backend connections,
+ * unless the server is stopping or the request's deadline has passed while
+ * it waited in the queue. */
+static void run_request(struct job *job, struct worker *w)
+{
+    struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
+    w->error[0] = '\0';
+    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
     json_t *reply = new_reply();
-    st_result r = p->handler(w, &req, reply);
+    struct http_request req = request_of(p);
+    st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
+                                         : worker_check_deadline(w);
+    if (r == ST_OK) {
+        backends_drop_dead_links(w);
+        r = p->route.handler(w, &req, reply);
+    } else {
+        api_refused(&req, r);
+    }
+    w->deadline_ms = 0;
     finish_reply(p, r, reply, w->error);
     MHD_resume_connection(p->connection);
 }
 
-/* Refuses on the spot (413, 404, 405): no backend, no worker needed. */
+/* Refuses on the spot, with no backend and no worker. */
 static enum MHD_Result refuse(struct pending *p, st_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static enum MHD_Result refuse(struct pending *p, st_result r, const char *fmt, ...)
 {
-    char message[128];
+    char message[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
@@ -149,32 +205,99 @@ static enum MHD_Result refuse(struct pending *p, st_result r, const char *fmt, .
     return send_reply(p);
 }
 
-/* The request is complete: answer it, or route it to a worker. */
-static enum MHD_Result dispatch(struct pending *p)
+/* Whether a browser says the request comes from another site: a
+ * Sec-Fetch-Site of cross-site, or an Origin other than this server's own
+ * (the scheme and the Host the request was sent to). */
+static int cross_site(struct MHD_Connection *c)
 {
-    if (p->too_large)
-        return refuse(p, ST_PAYLOAD_TOO_LARGE, "body is over %d bytes", config.max_body);
-    struct route_match route;
-    route_find(p->method, p->path, &route);
-    if (route.result == ST_NOT_FOUND)
-        return refuse(p, ST_NOT_FOUND, "no such path; see /strategies");
-    if (route.result != ST_OK) {
-        snprintf(p->allow, sizeof p->allow, "%s", route.allow);
-        return refuse(p, route.result, "%.16s is not allowed here; use %s", p->method, route.allow);
-    }
-    p->handler = route.handler;
+    const char *site = header(c, "Sec-Fetch-Site");
+    if (site && strcmp(site, "cross-site") == 0)
+        return 1;
+    const char *origin = header(c, "Origin"), *host = header(c, MHD_HTTP_HEADER_HOST);
+    if (!origin)
+        return 0;
+    const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+                       : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                             : NULL;
+    return !rest || !host || strcmp(rest, host) != 0;
+}
+
+/* Whether `given` is the admin token, comparing every byte whatever the
+ * guess, so that the time taken says nothing about how close it was. */
+static int token_matches(const char *given)
+{
+    const char *token = config.admin_token;
+    size_t n = strlen(token), m = strlen(given);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(token[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
+static int authorized(struct MHD_Connection *c)
+{
+    if (!config.admin_token[0])
+        return 1;
+    const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+    return auth && strncmp(auth, "Bearer ", 7) == 0 && token_matches(auth + 7);
+}
+
+/* Answers a page on this thread. */
+static enum MHD_Result answer_page(struct pending *p)
+{
+    struct http_request req = request_of(p);
+    p->route.page(&req, &p->page);
+    p->result = ST_OK; /* whatever its status: no Retry-After, no close */
+    return send_reply(p);
+}
+
+/* Queues the request on the pool; a full queue or a stopping pool answers
+ * at once (the connection is resumed to send it). */
+static enum MHD_Result run_on_worker(struct pending *p)
+{
     MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
     p->phase = RUNNING;
+    p->submitted = 1;
+    atomic_fetch_add(&outstanding, 1);
     MHD_suspend_connection(p->connection);
-    pool_submit(&p->job);
+    st_result r = pool_submit(&p->job);
+    if (r != ST_OK) {
+        struct http_request req = request_of(p);
+        api_refused(&req, r);
+        finish_reply(p, r, new_reply(),
+                     r == ST_OVERLOADED ? "every worker is busy and the queue is full"
+                                        : "stockd is stopping");
+        MHD_resume_connection(p->connection);
+    }
     return MHD_YES;
+}
+
+/* The request is complete: guard it, then answer it or queue it. */
+static enum MHD_Result dispatch(struct pending *p)
+{
+    if (atomic_load(&stopping))
+        return refuse(p, ST_SHUTTING_DOWN, "stockd is stopping");
+    if (p->too_large)
+        return refuse(p, ST_PAYLOAD_TOO_LARGE, "body is over %d bytes", config.max_body);
+    route_find(p->method, p->path, &p->route);
+    if (p->route.result == ST_NOT_FOUND)
+        return refuse(p, ST_NOT_FOUND, "no such path; see /strategies");
+    if (p->route.result != ST_OK) {
+        snprintf(p->allow, sizeof p->allow, "%s", p->route.allow);
+        return refuse(p, p->route.result, "%.16s is not allowed here; use %s", p->method,
+                      p->route.allow);
+    }
+    if ((p->route.flags & ROUTE_CHANGES_STATE) && cross_site(p->connection))
+        return refuse(p, ST_FORBIDDEN, "a request from another site cannot change state");
+    if ((p->route.flags & ROUTE_ADMIN) && !authorized(p->connection))
+        return refuse(p, ST_UNAUTHORIZED, "this needs 'Authorization: Bearer <admin token>'");
+    return p->route.page ? answer_page(p) : run_on_worker(p);
 }
 
 /* Over the limit by its Content-Length: answer 413 before reading it. */
 static int declared_too_large(struct MHD_Connection *c)
 {
-    const char *length =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
     long long n;
     return length && (parse_bounded_int(length, 0, 1LL << 60, &n) != 0 || n > config.max_body);
 }
@@ -210,7 +333,8 @@ static struct pending *pending_new(struct MHD_Connection *c, const char *method,
     p->connection = c;
     p->method = method;
     p->path = url;
-    atomic_fetch_add(&in_flight, 1);
+    p->arrived_us = monotonic_us();
+    metrics_in_flight(1);
     return p;
 }
 
@@ -253,11 +377,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     struct pending *p = *state;
     if (!p)
         return;
+    if (p->submitted)
+        atomic_fetch_sub(&outstanding, 1);
+    metrics_in_flight(-1);
     free(p->body);
-    free(p->text);
+    free(p->page.owned);
     free(p);
     *state = NULL;
-    atomic_fetch_sub(&in_flight, 1);
 }
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
@@ -276,7 +402,7 @@ struct MHD_Daemon *http_start(void)
         log_error("listen address '%s' is not an IPv4 address", config.listen);
         return NULL;
     }
-    if (pool_start(config.workers) != 0)
+    if (pool_start(config.workers, config.queue_max) != 0)
         return NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
@@ -284,8 +410,10 @@ struct MHD_Daemon *http_start(void)
         flags, (uint16_t)config.port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)config.threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)config.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)config.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)config.max_per_ip, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
     if (!d) {
         log_error("cannot listen on %s:%d (in use, or not allowed)", config.listen, config.port);
         pool_stop();
@@ -293,18 +421,26 @@ struct MHD_Daemon *http_start(void)
     return d;
 }
 
-void http_stop(struct MHD_Daemon *daemon, int drain_ms)
+int http_stop(struct MHD_Daemon *daemon)
 {
+    long long deadline = monotonic_ms() + config.drain_ms;
+    atomic_store(&stopping, 1);
     MHD_socket listener = MHD_quiesce_daemon(daemon);
     if (listener != MHD_INVALID_SOCKET)
-        close(listener);
-    long long deadline = monotonic_ms() + drain_ms;
-    while (atomic_load(&in_flight) > 0 && monotonic_ms() < deadline)
+        shutdown(listener, SHUT_RDWR); /* refuse new clients now; close after the stop */
+    pool_close();
+    workers_stop_by(deadline);
+    while (atomic_load(&outstanding) > 0 && monotonic_ms() < deadline)
         sleep_ms(5);
-    if (atomic_load(&in_flight) > 0)
-        log_warn("stopping with %d requests still in flight", atomic_load(&in_flight));
-    /* Workers finish whatever is queued and resume those connections
-     * before libmicrohttpd closes them all. */
-    pool_stop();
+    int left = atomic_load(&outstanding);
+    if (left > 0) {
+        log_error("drain-ms (%d) is over with %d requests still running; exiting without them",
+                  config.drain_ms, left);
+        return -1; /* their connections are suspended: the daemon cannot stop */
+    }
     MHD_stop_daemon(daemon);
+    if (listener != MHD_INVALID_SOCKET)
+        close(listener);
+    pool_stop();
+    return 0;
 }

@@ -6,12 +6,15 @@
 
 struct MHD_Daemon;
 
-/* Starts listening on config.listen:config.port with config.threads
- * workers; NULL (after logging why) if it cannot. */
+/* Starts the worker pool and listens on config.listen:config.port; NULL
+ * (after logging why) if it cannot. */
 struct MHD_Daemon *http_start(void);
 
-/* Stops accepting, lets requests in flight finish (up to `drain_ms`), then
- * closes every connection and joins the workers. */
-void http_stop(struct MHD_Daemon *daemon, int drain_ms);
+/* Stops accepting, refuses new requests (503 shutting_down), lets the
+ * requests in flight finish and send their replies, then stops the daemon
+ * and joins the workers - all within config.drain_ms. -1 when requests were
+ * still running at the deadline: the daemon could not be stopped, and the
+ * caller exits without it. */
+int http_stop(struct MHD_Daemon *daemon);
 
 #endif

@@ -16,12 +16,26 @@
 #include <string.h>
 #include <time.h>
 
+long long lock_wait_deadline(struct worker *w)
+{
+    long long deadline = monotonic_ms() + config.lock_wait_ms, request = worker_deadline(w);
+    return request && request < deadline ? request : deadline;
+}
+
+st_result lock_wait_expired(struct worker *w, const char *what)
+{
+    st_result r = worker_check_deadline(w);
+    if (r != ST_OK)
+        return r;
+    return worker_fail(w, ST_BUSY, "%s not acquired within %d ms", what, config.lock_wait_ms);
+}
+
 /* Repeats kind->try_once with jittered, growing sleeps until it succeeds,
- * fails, or lock_wait_ms has passed. */
+ * fails, or the wait's deadline has passed. */
 static st_result poll_until_taken(const struct lock_kind *kind, struct worker *w,
                                   const struct deduct_request *rq, struct held_lock *held)
 {
-    long long deadline = monotonic_ms() + config.lock_wait_ms;
+    long long deadline = lock_wait_deadline(w);
     for (int attempt = 1;; attempt++) {
         int taken = 0;
         held->attempts = attempt;
@@ -30,8 +44,7 @@ static st_result poll_until_taken(const struct lock_kind *kind, struct worker *w
             return r;
         long long now = monotonic_ms();
         if (now >= deadline)
-            return worker_fail(w, ST_BUSY, "%s not acquired within %d ms", kind->name,
-                               config.lock_wait_ms);
+            return lock_wait_expired(w, kind->name);
         int ceiling = attempt >= 4 ? 16 : 1 << attempt;
         int nap = 1 + worker_random(w, ceiling);
         sleep_ms(nap < deadline - now ? nap : (int)(deadline - now));
@@ -46,13 +59,15 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     held.kind = kind;
     random_token(held.token, 16);
 
+    long long asked_us = monotonic_us();
     st_result r =
         kind->try_once ? poll_until_taken(kind, w, rq, &held) : kind->acquire(w, rq, &held);
+    out->lock_wait_us = monotonic_us() - asked_us;
     out->attempts = held.attempts;
     if (r != ST_OK)
         return r;
 
-    r = read_then_write(w, rq, &held, out);
+    r = read_then_write(rq->strategy->store, w, rq, &held, out);
 
     /* Keep the body's failure detail: release may overwrite w->error. */
     char body_error[sizeof w->error];
@@ -64,6 +79,8 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                  w->error);
         lost = 1;
     }
+    if (r == ST_UNKNOWN_PRODUCT && kind->forget)
+        kind->forget(w, rq, &held);
     memcpy(w->error, body_error, sizeof body_error);
     out->lock_lost = lost;
     return r;
@@ -71,14 +88,16 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
 
 st_result mutex_lock_within_wait(struct worker *w, pthread_mutex_t *mutex)
 {
+    /* pthread_mutex_timedlock() counts on CLOCK_REALTIME: convert. */
+    long long left = lock_wait_deadline(w) - monotonic_ms();
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (long long)(config.lock_wait_ms % 1000) * 1000000LL;
-    deadline.tv_sec += config.lock_wait_ms / 1000 + (time_t)(ns / 1000000000LL);
+    long long ns = deadline.tv_nsec + (left > 0 ? left : 0) % 1000 * 1000000LL;
+    deadline.tv_sec += (time_t)((left > 0 ? left : 0) / 1000 + ns / 1000000000LL);
     deadline.tv_nsec = (long)(ns % 1000000000LL);
     int rc = pthread_mutex_timedlock(mutex, &deadline);
     if (rc == ETIMEDOUT)
-        return worker_fail(w, ST_BUSY, "mutex not acquired within %d ms", config.lock_wait_ms);
+        return lock_wait_expired(w, "mutex");
     if (rc != 0)
         return worker_fail(w, ST_BUSY, "mutex: error %d", rc);
     return ST_OK;

@@ -5,25 +5,34 @@
  *
  * The shape of the program:
  *   main.c       configuration, signals, start and orderly stop
- *   http.c       libmicrohttpd: HTTP threads, body and query, replies
- *   pool.c       the worker threads that run requests
+ *   http.c       libmicrohttpd: HTTP threads, guards, replies, the stop
+ *   pool.c       the worker threads that run requests, a bounded queue
  *   router.c     the endpoint table; api.c the endpoints
  *   params.c     every parameter checked against its declared bounds
  *   strategy.c   the strategy table; strategy_*.c one strategy each
- *   sale.c       the shared sale bodies; lock.c a lock around them
+ *   sale.c       the shared sale body; lock.c a lock around it
+ *   store.h      where stock and ledger live: mysql_sale.c, redis_sale.c
  *   stock.c      accounting and reset across the stores
- *   worker.c     per-thread connections: mysql_store.c, redis_store.c
+ *   backend.c    the backend table: mysql_store.c, redis_store.c,
+ *                redlock.c, zk_store.c
+ *   health.c     the backends, probed in the background
+ *   metrics.c    counters for /metrics; products.c the watched products
+ *   worker.c     per-thread state: links, deadline, last error
  *   result.c     the one result type and its HTTP meaning
  *
  * Threads: libmicrohttpd runs config.threads HTTP threads, each with its
- * own epoll loop; they parse requests and send replies. A request's work
- * runs start to finish on one of config.workers worker threads (pool.c),
- * which owns the backend connections it uses. The main thread only waits
- * for a signal.
+ * own epoll loop; they parse requests, answer what needs no backend, and
+ * send replies. A request's work runs start to finish on one of
+ * config.workers worker threads (pool.c), which owns the backend
+ * connections it uses. One thread per configured backend probes it for
+ * /health. The main thread only waits for a signal.
  */
+#include "api.h"
 #include "config.h"
+#include "health.h"
 #include "http.h"
 #include "log.h"
+#include "products.h"
 #include "zk_store.h"
 
 #include <mysql.h>
@@ -31,9 +40,40 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
-/* How long a stop waits for requests in flight. */
-#define DRAIN_MS 10000
+/* Every connection is a file descriptor: allow as many as the hard limit,
+ * so that --max-connections, not the soft limit, decides. */
+static void raise_file_limit(void)
+{
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
+}
+
+static int start(struct MHD_Daemon **daemon)
+{
+    if (mysql_library_init(0, NULL, NULL) != 0) {
+        log_error("cannot initialise the MySQL client library");
+        return -1;
+    }
+    if (api_prepare() != 0 || health_start() != 0 || products_start() != 0)
+        return -1;
+    *daemon = http_start();
+    return *daemon ? 0 : -1;
+}
+
+static void release(void)
+{
+    products_stop();
+    health_stop();
+    zk_store_close();
+    api_release();
+    mysql_library_end();
+}
 
 int main(int argc, char **argv)
 {
@@ -53,26 +93,24 @@ int main(int argc, char **argv)
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+    raise_file_limit();
 
-    if (mysql_library_init(0, NULL, NULL) != 0) {
-        log_error("cannot initialise the MySQL client library");
-        return EXIT_FAILURE;
-    }
     config_log();
-    struct MHD_Daemon *daemon = http_start();
-    if (!daemon) {
-        mysql_library_end();
+    struct MHD_Daemon *daemon = NULL;
+    if (start(&daemon) != 0) {
+        release();
         return EXIT_FAILURE;
     }
-    log_info("stockd listening on http://%s:%d with %d HTTP threads and %d workers", config.listen,
-             config.port, config.threads, config.workers);
+    log_info("stockd %s listening on http://%s:%d with %d HTTP threads and %d workers",
+             config.instance_name, config.listen, config.port, config.threads, config.workers);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    log_info("received %s: finishing requests in flight", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    http_stop(daemon, DRAIN_MS);
-    zk_store_close();
-    mysql_library_end();
+    log_info("received %s: finishing requests in flight (at most %d ms)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", config.drain_ms);
+    if (http_stop(daemon) != 0)
+        _exit(EXIT_SUCCESS); /* the stop is over: what still runs is abandoned */
+    release();
     log_info("stopped");
     return EXIT_SUCCESS;
 }

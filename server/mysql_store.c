@@ -1,120 +1,172 @@
 /*
- * mysql_store.c - the worker's MySQL connection and prepared statements.
+ * mysql_store.c - the MySQL backend: each worker's connection and its
+ * prepared statements.
  *
- * Failure policy: a lock-wait timeout, a deadlock or a duplicate key (how a
- * lock table says "taken") is contention, so it is ST_BUSY and the
- * connection stays. Any other error may leave the link or
+ * Failure policy: a lock-wait timeout or a deadlock is contention, so it is
+ * ST_BUSY and the connection stays. Any other error may leave the link or
  * the session in an unknown state, so the connection is closed: the server
  * rolls back whatever was open, and the next request reconnects. That is
- * what makes "nothing half-written" and "recovers by itself" hold.
+ * what makes "nothing half-written" and "recovers by itself" hold. The one
+ * exception is a COMMIT whose reply was lost: the server may have committed
+ * before the link broke, so that is ST_OUTCOME_UNKNOWN, never "nothing
+ * changed".
  */
 #include "mysql_store.h"
 
+#include "backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <assert.h>
 #include <errmsg.h>
+#include <mysql.h>
 #include <mysqld_error.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* One worker's connection, in its BACKEND_MYSQL slot. */
+struct mysql_link {
+    MYSQL *conn;                       /* NULL until needed or after a failure */
+    MYSQL_STMT *statements[SQL_COUNT]; /* prepared on first use per connection */
+    int connections;                   /* made so far: every one after the first is a reconnect */
+};
+
+static struct mysql_link *link_of(struct worker *w)
+{
+    struct mysql_link *link = w->links[BACKEND_MYSQL];
+    if (!link) {
+        link = calloc(1, sizeof *link);
+        if (!link)
+            abort(); /* a few hundred bytes: out of memory is fatal */
+        w->links[BACKEND_MYSQL] = link;
+    }
+    return link;
+}
 
 static unsigned seconds_from_ms(int ms)
 {
     return (unsigned)((ms + 999) / 1000);
 }
 
-void mysql_store_disconnect(struct worker *w)
+static void disconnect(struct mysql_link *link)
 {
     for (int i = 0; i < SQL_COUNT; i++) {
-        if (w->statements[i])
-            mysql_stmt_close(w->statements[i]);
-        w->statements[i] = NULL;
+        if (link->statements[i])
+            mysql_stmt_close(link->statements[i]);
+        link->statements[i] = NULL;
     }
-    if (w->mysql)
-        mysql_close(w->mysql);
-    w->mysql = NULL;
+    if (link->conn)
+        mysql_close(link->conn);
+    link->conn = NULL;
 }
 
-void mysql_store_drop_if_closed(struct worker *w)
+static void drop_if_closed(struct worker *w)
 {
-    if (w->mysql && socket_peer_closed((int)mysql_get_socket(w->mysql))) {
+    struct mysql_link *link = w->links[BACKEND_MYSQL];
+    if (link && link->conn && socket_peer_closed((int)mysql_get_socket(link->conn))) {
         log_info("mysql: the server closed an idle connection; reconnecting");
-        mysql_store_disconnect(w);
+        disconnect(link);
     }
 }
 
-/* Records the failure, drops the connection, and says 503. */
-static st_result connection_failed(struct worker *w, const char *what, unsigned err,
-                                   const char *message)
+static void close_links(struct worker *w)
 {
-    w->mysql_errno = err;
-    worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: %s: %s", what, message);
+    struct mysql_link *link = w->links[BACKEND_MYSQL];
+    if (!link)
+        return;
+    disconnect(link);
+    free(link);
+    w->links[BACKEND_MYSQL] = NULL;
+    mysql_thread_end();
+}
+
+/* Records the failure, drops the connection, and answers `r` (503). */
+static st_result connection_failed_as(struct worker *w, st_result r, const char *what,
+                                      const char *message)
+{
+    worker_fail(w, r, "mysql: %s: %s", what, message);
     log_warn("%s", w->error);
-    mysql_store_disconnect(w);
-    return ST_BACKEND_UNAVAILABLE;
+    disconnect(link_of(w));
+    return r;
+}
+
+static st_result connection_failed(struct worker *w, const char *what, const char *message)
+{
+    return connection_failed_as(w, ST_BACKEND_UNAVAILABLE, what, message);
 }
 
 static st_result classify(struct worker *w, const char *what, unsigned err, const char *message)
 {
-    w->mysql_errno = err;
-    if (err == ER_LOCK_WAIT_TIMEOUT || err == ER_LOCK_DEADLOCK || err == ER_DUP_ENTRY)
+    if (err == ER_LOCK_WAIT_TIMEOUT || err == ER_LOCK_DEADLOCK)
         return worker_fail(w, ST_BUSY, "mysql: %s: %s", what, message);
-    return connection_failed(w, what, err, message);
+    return connection_failed(w, what, message);
 }
 
-static st_result session_setup(struct worker *w)
+static st_result session_setup(struct worker *w, MYSQL *conn)
 {
     char sql[96];
     unsigned wait = seconds_from_ms(config.lock_wait_ms);
     snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %u", wait ? wait : 1);
-    if (mysql_query(w->mysql, sql) != 0)
-        return connection_failed(w, "session setup", mysql_errno(w->mysql), mysql_error(w->mysql));
+    if (mysql_query(conn, sql) != 0)
+        return connection_failed(w, "session setup", mysql_error(conn));
     return ST_OK;
 }
 
-static st_result connect_if_needed(struct worker *w)
+/* This worker's connection, connected if it was not. */
+static st_result connected(struct worker *w, MYSQL **out)
 {
-    if (w->mysql)
+    struct mysql_link *link = link_of(w);
+    *out = link->conn;
+    if (link->conn)
         return ST_OK;
-    w->mysql = mysql_init(NULL);
-    if (!w->mysql)
+    MYSQL *conn = mysql_init(NULL);
+    if (!conn)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: out of memory");
+    link->conn = conn;
+    if (link->connections++)
+        metrics_reconnect(BACKEND_MYSQL);
     unsigned connect = seconds_from_ms(config.connect_timeout_ms);
     unsigned io = seconds_from_ms(config.io_timeout_ms);
     my_bool off = 0;
-    mysql_options(w->mysql, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
-    mysql_options(w->mysql, MYSQL_OPT_READ_TIMEOUT, &io);
-    mysql_options(w->mysql, MYSQL_OPT_WRITE_TIMEOUT, &io);
-    mysql_options(w->mysql, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
+    mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &io);
+    mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &io);
+    mysql_options(conn, MYSQL_OPT_RECONNECT, &off);
     /* CLIENT_FOUND_ROWS: a write's row count means "rows matched", which is
      * what the conditional updates compare against. */
-    if (!mysql_real_connect(w->mysql, config.mysql_host, config.mysql_user, config.mysql_password,
+    if (!mysql_real_connect(conn, config.mysql_host, config.mysql_user, config.mysql_password,
                             config.mysql_db, (unsigned)config.mysql_port, NULL, CLIENT_FOUND_ROWS))
-        return connection_failed(w, "connect", mysql_errno(w->mysql), mysql_error(w->mysql));
+        return connection_failed(w, "connect", mysql_error(conn));
     log_debug("mysql: connected to %s:%d", config.mysql_host, config.mysql_port);
-    return session_setup(w);
+    st_result r = session_setup(w, conn);
+    if (r == ST_OK)
+        *out = conn;
+    return r;
 }
 
 static st_result prepared(struct worker *w, enum sql_statement s, MYSQL_STMT **out)
 {
-    st_result r = connect_if_needed(w);
+    MYSQL *conn;
+    st_result r = connected(w, &conn);
     if (r != ST_OK)
         return r;
-    if (!w->statements[s]) {
-        MYSQL_STMT *stmt = mysql_stmt_init(w->mysql);
+    struct mysql_link *link = link_of(w);
+    if (!link->statements[s]) {
+        MYSQL_STMT *stmt = mysql_stmt_init(conn);
         if (!stmt)
-            return connection_failed(w, "prepare", mysql_errno(w->mysql), mysql_error(w->mysql));
+            return connection_failed(w, "prepare", mysql_error(conn));
         const char *text = sql_text(s);
         if (mysql_stmt_prepare(stmt, text, strlen(text)) != 0) {
-            st_result failed =
-                connection_failed(w, text, mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
+            char why[256];
+            snprintf(why, sizeof why, "%s", mysql_stmt_error(stmt));
             mysql_stmt_close(stmt);
-            return failed;
+            return connection_failed(w, text, why);
         }
-        w->statements[s] = stmt;
+        link->statements[s] = stmt;
     }
-    *out = w->statements[s];
+    *out = link->statements[s];
     return ST_OK;
 }
 
@@ -168,12 +220,11 @@ static st_result fetch_first_row(struct worker *w, enum sql_statement s, MYSQL_S
     return ST_OK;
 }
 
-st_result sql_exec(struct worker *w, enum sql_statement s, const struct sql_value *args,
-                   unsigned nargs, struct sql_outcome *out)
+/* Binds, executes and reads back `s`; with `accept_duplicate`, a duplicate
+ * key is an answer (out->duplicate), not a failure. */
+static st_result execute(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                         unsigned nargs, struct sql_outcome *out, int accept_duplicate)
 {
-    struct sql_outcome ignored;
-    if (!out)
-        out = &ignored;
     memset(out, 0, sizeof *out);
     MYSQL_STMT *stmt = NULL;
     st_result r = prepared(w, s, &stmt);
@@ -184,26 +235,43 @@ st_result sql_exec(struct worker *w, enum sql_statement s, const struct sql_valu
     unsigned long lengths[8];
     assert(nargs <= 8);
     bind_args(bind, lengths, args, nargs);
-    if (mysql_stmt_bind_param(stmt, bind) != 0 || mysql_stmt_execute(stmt) != 0)
+    if (mysql_stmt_bind_param(stmt, bind) != 0 || mysql_stmt_execute(stmt) != 0) {
+        if (accept_duplicate && mysql_stmt_errno(stmt) == ER_DUP_ENTRY) {
+            out->duplicate = 1;
+            return ST_OK;
+        }
         return statement_failed(w, s, stmt);
+    }
     if (mysql_stmt_field_count(stmt) > 0)
         return fetch_first_row(w, s, stmt, out);
     out->matched = mysql_stmt_affected_rows(stmt);
     return ST_OK;
 }
 
-unsigned sql_last_errno(const struct worker *w)
+st_result sql_exec(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                   unsigned nargs, struct sql_outcome *out)
 {
-    return w->mysql_errno;
+    struct sql_outcome ignored;
+    return execute(w, s, args, nargs, out ? out : &ignored, 0);
+}
+
+st_result sql_insert_unique(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                            unsigned nargs, int *inserted)
+{
+    struct sql_outcome done;
+    st_result r = execute(w, s, args, nargs, &done, 1);
+    *inserted = r == ST_OK && !done.duplicate;
+    return r;
 }
 
 static st_result plain_query(struct worker *w, const char *sql)
 {
-    st_result r = connect_if_needed(w);
+    MYSQL *conn;
+    st_result r = connected(w, &conn);
     if (r != ST_OK)
         return r;
-    if (mysql_query(w->mysql, sql) != 0)
-        return classify(w, sql, mysql_errno(w->mysql), mysql_error(w->mysql));
+    if (mysql_query(conn, sql) != 0)
+        return classify(w, sql, mysql_errno(conn), mysql_error(conn));
     return ST_OK;
 }
 
@@ -214,27 +282,50 @@ st_result sql_begin(struct worker *w)
 
 st_result sql_commit(struct worker *w)
 {
-    if (!w->mysql)
+    MYSQL *conn = link_of(w)->conn;
+    if (!conn)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: connection lost before commit");
-    if (mysql_commit(w->mysql) != 0)
-        return connection_failed(w, "commit", mysql_errno(w->mysql), mysql_error(w->mysql));
-    return ST_OK;
+    if (mysql_commit(conn) == 0)
+        return ST_OK;
+    /* Sent, and the reply lost (or late): the server may have committed. */
+    if (mysql_errno(conn) == CR_SERVER_LOST)
+        return connection_failed_as(w, ST_OUTCOME_UNKNOWN, "commit", mysql_error(conn));
+    return connection_failed(w, "commit", mysql_error(conn));
 }
 
 void sql_rollback(struct worker *w)
 {
-    if (w->mysql && mysql_rollback(w->mysql) != 0) {
-        log_warn("mysql: rollback failed (%s); dropping the connection", mysql_error(w->mysql));
-        mysql_store_disconnect(w);
+    struct mysql_link *link = link_of(w);
+    if (link->conn && mysql_rollback(link->conn) != 0) {
+        log_warn("mysql: rollback failed (%s); dropping the connection", mysql_error(link->conn));
+        disconnect(link);
     }
 }
 
-st_result mysql_store_ping(struct worker *w)
+static st_result ping(struct worker *w)
 {
-    st_result r = connect_if_needed(w);
+    MYSQL *conn;
+    st_result r = connected(w, &conn);
     if (r != ST_OK)
         return r;
-    if (mysql_ping(w->mysql) != 0)
-        return connection_failed(w, "ping", mysql_errno(w->mysql), mysql_error(w->mysql));
+    if (mysql_ping(conn) != 0)
+        return connection_failed(w, "ping", mysql_error(conn));
     return ST_OK;
 }
+
+/* Deletes lock-table rows by name (the mysql-lock strategy's). */
+static st_result clear(struct worker *w, const char *const *names, int count)
+{
+    st_result r = ST_OK;
+    for (int i = 0; r == ST_OK && i < count; i++)
+        r = sql_exec(w, SQL_LOCK_ROW_CLEAR, SQL_ARGS(SQL_S(names[i])), NULL);
+    return r;
+}
+
+const struct backend backend_mysql = {
+    .name = "mysql",
+    .ping = ping,
+    .drop_if_closed = drop_if_closed,
+    .close = close_links,
+    .clear = clear,
+};

@@ -1,6 +1,7 @@
 /*
  * mysql_store.h - MySQL/MariaDB access for the worker: connect lazily,
  * execute prepared statements, run transactions, map errors to results.
+ * The backend itself (health, teardown, lock rows) is `backend_mysql`.
  */
 #ifndef STOCKD_MYSQL_STORE_H
 #define STOCKD_MYSQL_STORE_H
@@ -29,33 +30,29 @@ struct sql_outcome {
     long long col[4];
     int found;
     unsigned long long matched;
+    int duplicate; /* sql_insert_unique() only: the key was taken */
 };
 
 /*
- * Runs prepared statement `s` with `args`. Lock-wait timeouts, deadlocks and
- * duplicate keys give ST_BUSY; anything else the server or the link says gives
+ * Runs prepared statement `s` with `args`. Lock-wait timeouts and deadlocks
+ * give ST_BUSY; anything else the server or the link says gives
  * ST_BACKEND_UNAVAILABLE and drops the connection, so the next call starts
  * clean. `out` may be NULL.
  */
 st_result sql_exec(struct worker *w, enum sql_statement s, const struct sql_value *args,
                    unsigned nargs, struct sql_outcome *out);
 
-/* The MySQL error number of the last failure, for callers that treat one
- * specially (a duplicate key is how a table lock says "held"). */
-unsigned sql_last_errno(const struct worker *w);
+/* sql_exec() for an INSERT whose duplicate key is an answer, not an error:
+ * *inserted is 0 when the key was already there (how a lock table says
+ * "held"). */
+st_result sql_insert_unique(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                            unsigned nargs, int *inserted);
 
 st_result sql_begin(struct worker *w);
+/* ST_OUTCOME_UNKNOWN when the COMMIT was sent and its reply lost. */
 st_result sql_commit(struct worker *w);
 /* Rolls back, dropping the connection if even that fails (the server then
  * rolls back for us). Never fails from the caller's point of view. */
 void sql_rollback(struct worker *w);
-
-/* Connects if needed and pings: the health check. */
-st_result mysql_store_ping(struct worker *w);
-
-void mysql_store_disconnect(struct worker *w);
-
-/* Disconnects if the server has closed the idle connection. */
-void mysql_store_drop_if_closed(struct worker *w);
 
 #endif

@@ -35,6 +35,7 @@ struct http_request {
     int too_many_args; /* more than HTTP_MAX_ARGS were given */
     const char *body;
     size_t body_len;
+    long long arrived_us; /* when its first byte came, monotonic clock */
 };
 
 /* A required parameter has this as its fallback. */

@@ -1,9 +1,11 @@
 /*
- * pool.c - a fixed set of worker threads around one FIFO queue.
+ * pool.c - a fixed set of worker threads around one bounded FIFO queue.
  */
 #include "pool.h"
 
+#include "backend.h"
 #include "log.h"
+#include "worker.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -11,46 +13,63 @@
 
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t queue_ready = PTHREAD_COND_INITIALIZER;
-static struct job *head, *tail; /* guarded by queue_lock */
-static int stopping;            /* guarded by queue_lock */
+/* Guarded by queue_lock: */
+static struct job *head, *tail;
+static int queued, queue_limit, busy, closed, running_threads;
 static pthread_t *threads;
 static int thread_count;
 
-/* Next job, or NULL once stopping and the queue is empty. */
+/* Next job, or NULL once closed and the queue is empty. */
 static struct job *next_job(void)
 {
     pthread_mutex_lock(&queue_lock);
-    while (!head && !stopping)
+    while (!head && !closed)
         pthread_cond_wait(&queue_ready, &queue_lock);
     struct job *job = head;
     if (job) {
         head = job->next;
         if (!head)
             tail = NULL;
+        queued--;
+        busy++;
     }
     pthread_mutex_unlock(&queue_lock);
     return job;
 }
 
+static void job_done(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    busy--;
+    pthread_mutex_unlock(&queue_lock);
+}
+
 static void *worker_main(void *unused)
 {
     (void)unused;
-    for (struct job *job; (job = next_job()) != NULL;)
-        job->run(job);
+    struct worker *w = worker_new();
+    for (struct job *job; (job = next_job()) != NULL;) {
+        job->run(job, w);
+        job_done();
+    }
+    backends_close(w);
+    worker_free(w);
     return NULL;
 }
 
-int pool_start(int count)
+int pool_start(int workers, int queue_max)
 {
-    assert(count > 0 && !threads);
+    assert(workers > 0 && queue_max > 0 && !threads);
     pthread_mutex_lock(&queue_lock);
-    assert(!head); /* a stopped pool has drained its queue */
-    stopping = 0;
+    assert(!head && queued == 0); /* a stopped pool has drained its queue */
+    closed = 0;
+    queue_limit = queue_max;
+    running_threads = workers;
     pthread_mutex_unlock(&queue_lock);
-    threads = calloc((size_t)count, sizeof *threads);
+    threads = calloc((size_t)workers, sizeof *threads);
     if (!threads)
         return -1;
-    for (thread_count = 0; thread_count < count; thread_count++) {
+    for (thread_count = 0; thread_count < workers; thread_count++) {
         if (pthread_create(&threads[thread_count], NULL, worker_main, NULL) != 0) {
             log_error("cannot start worker thread %d", thread_count);
             pool_stop();
@@ -60,29 +79,48 @@ int pool_start(int count)
     return 0;
 }
 
-void pool_submit(struct job *job)
+st_result pool_submit(struct job *job)
 {
     job->next = NULL;
     pthread_mutex_lock(&queue_lock);
-    assert(!stopping);
-    if (tail)
-        tail->next = job;
-    else
-        head = job;
-    tail = job;
-    pthread_cond_signal(&queue_ready);
+    st_result r = closed ? ST_SHUTTING_DOWN : queued >= queue_limit ? ST_OVERLOADED : ST_OK;
+    if (r == ST_OK) {
+        if (tail)
+            tail->next = job;
+        else
+            head = job;
+        tail = job;
+        queued++;
+        pthread_cond_signal(&queue_ready);
+    }
+    pthread_mutex_unlock(&queue_lock);
+    return r;
+}
+
+void pool_close(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    closed = 1;
+    pthread_cond_broadcast(&queue_ready);
     pthread_mutex_unlock(&queue_lock);
 }
 
 void pool_stop(void)
 {
-    pthread_mutex_lock(&queue_lock);
-    stopping = 1;
-    pthread_cond_broadcast(&queue_ready);
-    pthread_mutex_unlock(&queue_lock);
+    pool_close();
     for (int i = 0; i < thread_count; i++)
         pthread_join(threads[i], NULL);
     free(threads);
     threads = NULL;
     thread_count = 0;
+    pthread_mutex_lock(&queue_lock);
+    running_threads = 0;
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void pool_load(struct pool_load *out)
+{
+    pthread_mutex_lock(&queue_lock);
+    *out = (struct pool_load){.workers = running_threads, .busy = busy, .queued = queued};
+    pthread_mutex_unlock(&queue_lock);
 }

@@ -1,32 +1,53 @@
 /*
- * pool.h - the worker threads that run requests.
+ * pool.h - the worker threads that run requests, behind one bounded queue.
  *
- * libmicrohttpd's threads only speak HTTP. Each request that reaches a
- * handler is queued here, and the first free worker runs it start to finish
- * with its own backend connections. Why not run handlers on libmicrohttpd's
- * threads directly: a keep-alive connection stays on the thread that
+ * libmicrohttpd's threads only speak HTTP. Each request that needs a
+ * backend is queued here, and the first free worker runs it start to finish
+ * with its own backend connections (worker.h). Why not run such requests on
+ * libmicrohttpd's threads: a keep-alive connection stays on the thread that
  * accepted it, and one thread may accept a whole burst of connections, so
  * requests that arrive together could be served one after another. With the
  * queue, the number of requests running at once is exactly
  * min(requests in flight, workers) - which is what a race needs to show,
  * every time.
+ *
+ * The queue is bounded: a full queue refuses a job at once (the caller
+ * answers 503 overloaded) instead of letting a burst queue for minutes.
  */
 #ifndef STOCKD_POOL_H
 #define STOCKD_POOL_H
 
+#include "result.h"
+
+struct worker;
+
 struct job {
     struct job *next;
-    void (*run)(struct job *job);
+    /* Runs on a worker thread, with that thread's worker. */
+    void (*run)(struct job *job, struct worker *w);
 };
 
-/* Starts `count` workers; 0 on success. A stopped pool can start again. */
-int pool_start(int count);
+/* Starts `workers` threads and a queue of at most `queue_max` waiting
+ * jobs; 0 on success. A stopped pool can start again. */
+int pool_start(int workers, int queue_max);
 
-/* Queues `job`; a worker calls job->run(job). */
-void pool_submit(struct job *job);
+/* Queues `job`: ST_OK; ST_OVERLOADED when the queue is full;
+ * ST_SHUTTING_DOWN once pool_close() was called. */
+st_result pool_submit(struct job *job);
 
-/* Lets the workers finish every queued job, then joins them (their
- * per-thread backend connections close as they exit). */
+/* Refuses every later pool_submit(); queued jobs still run. */
+void pool_close(void);
+
+/* Closes the pool, lets the workers finish every queued job, then joins
+ * them (each closes its backend links as it exits). */
 void pool_stop(void);
+
+/* How loaded the pool is right now. */
+struct pool_load {
+    int workers; /* threads                              */
+    int busy;    /* running a job                        */
+    int queued;  /* jobs waiting for a worker            */
+};
+void pool_load(struct pool_load *out);
 
 #endif

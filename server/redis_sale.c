@@ -1,9 +1,16 @@
 /*
- * redis_sale.c - reading the count and writing a sale on Redis.
+ * redis_sale.c - the redis store: a product's count, its initial count and
+ * its ledger in three keys, a sale and its ledger entry in one MULTI/EXEC.
+ *
+ * The reset epoch: every reset writes stock:{P}:initial, so a read that
+ * WATCHes that key makes the EXEC of its sale fail once a reset came in
+ * between - without watching the count itself, which would turn the bare
+ * body (redis-nolock) into the optimistic `watch` strategy.
  */
 #include "redis_sale.h"
 
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -11,6 +18,7 @@
 void redis_stock_keys(struct redis_stock *k, int product)
 {
     redis_key(k->stock, "stock", product, "");
+    redis_key(k->initial, "stock", product, ":initial");
     redis_key(k->ledger, "ledger", product, "");
 }
 
@@ -28,7 +36,7 @@ st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
 }
 
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
-                          const struct redis_stock *k, long long left)
+                          const struct redis_stock *k, long long left, const char *aborted)
 {
     char left_text[24], qty_text[16];
     snprintf(left_text, sizeof left_text, "%lld", left);
@@ -41,15 +49,122 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     const char *const *argvs[] = {multi, set, sold, orders, exec};
     const int argcs[] = {1, 3, 4, 4, 1};
     redisReply *replies[5];
-    st_result r = redis_pipeline(w, 5, argcs, argvs, replies);
+    st_result r = redis_pipeline_sale(w, 5, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
     redisReply *result = replies[4];
     if (result->type == REDIS_REPLY_NIL)
-        r = worker_fail(w, ST_BUSY, "%s changed between WATCH and EXEC", k->stock);
+        r = worker_fail(w, ST_BUSY, "%s", aborted);
     else if (result->type != REDIS_REPLY_ARRAY || result->elements != 3)
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
                         result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
     redis_free_replies(replies, 5);
     return r;
 }
+
+void redis_unwatch(struct worker *w)
+{
+    redisReply *reply;
+    const char *argv[] = {"UNWATCH"};
+    if (redis_call(w, &reply, 1, argv) == ST_OK)
+        freeReplyObject(reply);
+}
+
+/* ------------------------------------------------------------ the store */
+
+/* WATCH stock:{P}:initial, then GET stock:{P}, in one round trip. */
+static st_result read(struct worker *w, const struct deduct_request *rq, struct stock_seen *seen,
+                      struct deduct_reply *out)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, rq->product);
+    const char *watch[] = {"WATCH", k.initial};
+    const char *get[] = {"GET", k.stock};
+    const char *const *argvs[] = {watch, get};
+    const int argcs[] = {2, 2};
+    redisReply *replies[2];
+    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    r = redis_count_reply(w, rq, &k, replies[1], out);
+    redis_free_replies(replies, 2);
+    if (r != ST_OK) {
+        redis_unwatch(w);
+        return r;
+    }
+    *seen = (struct stock_seen){.count = out->remaining};
+    return ST_OK;
+}
+
+static st_result write_if(struct worker *w, const struct deduct_request *rq,
+                          const struct stock_seen *seen, long long left, long long fence)
+{
+    (void)seen, (void)fence; /* the epoch is the WATCH; the store does not fence */
+    struct redis_stock k;
+    redis_stock_keys(&k, rq->product);
+    char aborted[96];
+    snprintf(aborted, sizeof aborted, "product %d was reset during the sale", rq->product);
+    return redis_sale_exec(w, rq, &k, left, aborted);
+}
+
+static st_result account(struct worker *w, int product, struct store_account *out)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    const char *argv[] = {"MGET", k.stock, k.initial};
+    const char *hargv[] = {"HMGET", k.ledger, "sold", "orders"};
+    const char *const *argvs[] = {argv, hargv};
+    const int argcs[] = {3, 4};
+    redisReply *replies[2];
+    *out = (struct store_account){0};
+    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    redisReply *counts = replies[0], *sales = replies[1];
+    if (counts->type != REDIS_REPLY_ARRAY || counts->elements != 2 ||
+        sales->type != REDIS_REPLY_ARRAY || sales->elements != 2) {
+        redis_free_replies(replies, 2);
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply to MGET/HMGET");
+    }
+    out->present = redis_reply_int(counts->element[0], &out->remaining) == 0;
+    if (out->present) {
+        redis_reply_int(counts->element[1], &out->initial);
+        redis_reply_int(sales->element[0], &out->sold);
+        redis_reply_int(sales->element[1], &out->orders);
+    }
+    redis_free_replies(replies, 2);
+    return ST_OK;
+}
+
+/* The count, the initial count (which moves the epoch: it aborts every
+ * WATCH on it) and an empty ledger, in one atomic step. */
+static st_result reset(struct worker *w, int product, long long count)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    char text[24];
+    snprintf(text, sizeof text, "%lld", count);
+    const char *multi[] = {"MULTI"};
+    const char *set[] = {"MSET", k.stock, text, k.initial, text};
+    const char *del[] = {"DEL", k.ledger};
+    const char *exec[] = {"EXEC"};
+    const char *const *argvs[] = {multi, set, del, exec};
+    const int argcs[] = {1, 5, 2, 1};
+    redisReply *replies[4];
+    st_result r = redis_pipeline(w, 4, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    if (replies[3]->type != REDIS_REPLY_ARRAY)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: the reset's EXEC failed");
+    redis_free_replies(replies, 4);
+    return r;
+}
+
+const struct store store_redis = {
+    .name = "redis",
+    .backend = BACKEND_REDIS,
+    .read = read,
+    .write_if = write_if,
+    .account = account,
+    .reset = reset,
+};

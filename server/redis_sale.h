@@ -1,9 +1,10 @@
 /*
- * redis_sale.h - the Redis sale pieces that the Redis strategies compose.
+ * redis_sale.h - the pieces of a sale on Redis that strategies compose.
  *
- * The Redis counterpart of sale.h: where a product's count and ledger live,
- * how a GET of the count is read, and the one place a sale is written to
- * Redis together with its ledger entry (MULTI ... EXEC).
+ * The redis store (`store_redis`, store.h) keeps a product's count in
+ * stock:{P}, what reset set it to in stock:{P}:initial, and its ledger in
+ * the hash ledger:{P} (sold, orders). redis_sale_exec() is the one place a
+ * sale is written to Redis together with its ledger entry.
  */
 #ifndef STOCKD_REDIS_SALE_H
 #define STOCKD_REDIS_SALE_H
@@ -12,8 +13,9 @@
 #include "strategy.h"
 
 struct redis_stock {
-    char stock[REDIS_KEY_MAX];  /* stock:{P}, the count    */
-    char ledger[REDIS_KEY_MAX]; /* ledger:{P}, sold/orders */
+    char stock[REDIS_KEY_MAX];   /* stock:{P}, the count                   */
+    char initial[REDIS_KEY_MAX]; /* stock:{P}:initial, written by every reset */
+    char ledger[REDIS_KEY_MAX];  /* ledger:{P}, sold/orders                */
 };
 
 void redis_stock_keys(struct redis_stock *k, int product);
@@ -26,8 +28,12 @@ st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
  * orders 1; EXEC - in one round trip, applied together or not at all.
- * ST_BUSY when EXEC was aborted because a WATCHed key changed. */
+ * ST_BUSY, with `aborted` as the message, when EXEC was aborted because a
+ * WATCHed key changed; ST_OUTCOME_UNKNOWN when EXEC's reply was lost. */
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
-                          const struct redis_stock *k, long long left);
+                          const struct redis_stock *k, long long left, const char *aborted);
+
+/* UNWATCH, best effort: a connection that fails is dropped anyway. */
+void redis_unwatch(struct worker *w);
 
 #endif

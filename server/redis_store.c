@@ -1,15 +1,22 @@
 /*
- * redis_store.c - Redis links: lazy connect, one command, pipelines, and
- * EVALSHA with the NOSCRIPT fallback.
+ * redis_store.c - the Redis backend: each worker's links to the main Redis
+ * (commands, pipelines, EVALSHA with the NOSCRIPT fallback), usable on any
+ * other Redis server too (redlock.c).
  *
  * A link whose connection breaks (NULL reply, hiredis error flag) is freed
  * at once; the next call reconnects. Error replies are Redis answering, so
- * the connection stays.
+ * the connection stays. Every request is written out whole before its
+ * reply is read, so a break tells which side it happened on: while
+ * writing, Redis never got a whole command and nothing ran; while reading,
+ * it may have run. Calls that commit a sale (the *_sale forms) report the
+ * second case as ST_OUTCOME_UNKNOWN.
  */
 #include "redis_store.h"
 
+#include "backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <pthread.h>
@@ -19,6 +26,37 @@
 
 /* Guards the SHA1 fields of every struct redis_script. */
 static pthread_mutex_t script_sha_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One worker's links to the main Redis, in its BACKEND_REDIS slot. */
+struct redis_links {
+    struct redis_link main;       /* the redis store, the Redis locks    */
+    struct redis_link subscriber; /* pub/sub waits (reentrant-lock)      */
+};
+
+static struct redis_links *links_of(struct worker *w)
+{
+    struct redis_links *l = w->links[BACKEND_REDIS];
+    if (!l) {
+        l = calloc(1, sizeof *l);
+        if (!l)
+            abort(); /* a few dozen bytes: out of memory is fatal */
+        l->main = (struct redis_link){
+            .host = config.redis_host, .port = config.redis_port, .backend = BACKEND_REDIS};
+        l->subscriber = l->main;
+        w->links[BACKEND_REDIS] = l;
+    }
+    return l;
+}
+
+struct redis_link *redis_main(struct worker *w)
+{
+    return &links_of(w)->main;
+}
+
+struct redis_link *redis_subscriber(struct worker *w)
+{
+    return &links_of(w)->subscriber;
+}
 
 void redis_key(char out[REDIS_KEY_MAX], const char *kind, int product, const char *suffix)
 {
@@ -41,13 +79,21 @@ void redis_link_drop_if_closed(struct redis_link *link)
     }
 }
 
-static st_result link_broken(struct worker *w, struct redis_link *link, const char *what)
+/* The link broke: drop it, and say `r` (503) with what happened. */
+static st_result link_broken_as(struct worker *w, st_result r, struct redis_link *link,
+                                const char *what)
 {
-    worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis %s:%d: %s: %s", link->host, link->port, what,
-                link->ctx && link->ctx->err ? link->ctx->errstr : "connection lost");
+    worker_fail(w, r, "redis %s:%d: %s: %s%s", link->host, link->port, what,
+                link->ctx && link->ctx->err ? link->ctx->errstr : "connection lost",
+                r == ST_OUTCOME_UNKNOWN ? " (the sale was sent; its reply was lost)" : "");
     log_warn("%s", w->error);
     redis_link_close(link);
-    return ST_BACKEND_UNAVAILABLE;
+    return r;
+}
+
+static st_result link_broken(struct worker *w, struct redis_link *link, const char *what)
+{
+    return link_broken_as(w, ST_BACKEND_UNAVAILABLE, link, what);
 }
 
 static struct timeval timeval_from_ms(int ms)
@@ -59,6 +105,8 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link)
 {
     if (link->ctx)
         return ST_OK;
+    if (link->connections++)
+        metrics_reconnect(link->backend);
     link->ctx =
         redisConnectWithTimeout(link->host, link->port, timeval_from_ms(config.connect_timeout_ms));
     if (!link->ctx || link->ctx->err)
@@ -76,25 +124,72 @@ static st_result error_reply(struct worker *w, struct redis_link *link, redisRep
     return ST_BACKEND_UNAVAILABLE;
 }
 
-st_result redis_link_call(struct worker *w, struct redis_link *link, redisReply **reply, int argc,
-                          const char **argv)
+void redis_free_replies(redisReply **replies, int count)
 {
-    *reply = NULL;
+    for (int i = 0; i < count; i++) {
+        if (replies[i])
+            freeReplyObject(replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+/* How a broken read is reported: a read-only request changed nothing; a
+ * request that commits a sale may have. */
+enum request_kind { READS, COMMITS };
+
+/*
+ * Sends `count` commands (argcs/argvs) in one round trip and collects every
+ * reply, error replies included. The whole request is written before any
+ * reply is read; on failure nothing is left to free.
+ */
+static st_result round_trip(struct worker *w, struct redis_link *link, enum request_kind kind,
+                            int count, const int *argcs, const char *const *const *argvs,
+                            redisReply **replies)
+{
+    memset(replies, 0, sizeof *replies * (size_t)count);
     st_result r = connect_if_needed(w, link);
     if (r != ST_OK)
         return r;
-    redisReply *got = redisCommandArgv(link->ctx, argc, argv, NULL);
-    if (!got)
-        return link_broken(w, link, argv[0]);
-    if (got->type == REDIS_REPLY_ERROR)
-        return error_reply(w, link, got);
-    *reply = got;
+    for (int i = 0; i < count; i++)
+        if (redisAppendCommandArgv(link->ctx, argcs[i], (const char **)argvs[i], NULL) != REDIS_OK)
+            return link_broken(w, link, argvs[0][0]);
+    for (int done = 0; !done;)
+        if (redisBufferWrite(link->ctx, &done) != REDIS_OK)
+            return link_broken(w, link, argvs[0][0]);
+    for (int i = 0; i < count; i++) {
+        void *got;
+        if (redisGetReply(link->ctx, &got) != REDIS_OK || !got) {
+            redis_free_replies(replies, i);
+            return link_broken_as(w, kind == COMMITS ? ST_OUTCOME_UNKNOWN : ST_BACKEND_UNAVAILABLE,
+                                  link, argvs[i][0]);
+        }
+        replies[i] = got;
+    }
     return ST_OK;
+}
+
+/* One command; an error reply becomes ST_BACKEND_UNAVAILABLE. */
+static st_result one_command(struct worker *w, struct redis_link *link, enum request_kind kind,
+                             redisReply **reply, int argc, const char **argv)
+{
+    const char *const *argvs[] = {argv};
+    st_result r = round_trip(w, link, kind, 1, &argc, argvs, reply);
+    if (r == ST_OK && (*reply)->type == REDIS_REPLY_ERROR) {
+        r = error_reply(w, link, *reply);
+        *reply = NULL;
+    }
+    return r;
+}
+
+st_result redis_link_call(struct worker *w, struct redis_link *link, redisReply **reply, int argc,
+                          const char **argv)
+{
+    return one_command(w, link, READS, reply, argc, argv);
 }
 
 st_result redis_call(struct worker *w, redisReply **reply, int argc, const char **argv)
 {
-    return redis_link_call(w, &w->redis, reply, argc, argv);
+    return one_command(w, redis_main(w), READS, reply, argc, argv);
 }
 
 /* SCRIPT LOAD on `link`, remembering the SHA1 it answers. */
@@ -117,8 +212,9 @@ static st_result script_load(struct worker *w, struct redis_link *link, struct r
 }
 
 /* EVALSHA once; *noscript tells whether Redis did not know the script. */
-static st_result evalsha(struct worker *w, struct redis_link *link, struct redis_script *script,
-                         redisReply **reply, int nkeys, int argc, const char **argv, int *noscript)
+static st_result evalsha(struct worker *w, struct redis_link *link, enum request_kind kind,
+                         struct redis_script *script, redisReply **reply, int nkeys, int argc,
+                         const char **argv, int *noscript)
 {
     const char *full[16];
     char sha[41], numkeys[12];
@@ -133,76 +229,68 @@ static st_result evalsha(struct worker *w, struct redis_link *link, struct redis
     full[2] = numkeys;
     memcpy(full + 3, argv, sizeof *argv * (size_t)argc);
 
-    *reply = NULL;
     *noscript = 0;
-    st_result r = connect_if_needed(w, link);
+    int full_argc = argc + 3;
+    const char *const *argvs[] = {full};
+    st_result r = round_trip(w, link, kind, 1, &full_argc, argvs, reply);
     if (r != ST_OK)
         return r;
-    redisReply *got = redisCommandArgv(link->ctx, argc + 3, full, NULL);
-    if (!got)
-        return link_broken(w, link, "EVALSHA");
-    if (got->type == REDIS_REPLY_ERROR && strncmp(got->str, "NOSCRIPT", 8) == 0) {
-        freeReplyObject(got);
+    if ((*reply)->type == REDIS_REPLY_ERROR && strncmp((*reply)->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(*reply);
+        *reply = NULL;
         *noscript = 1;
-        return ST_OK;
+    } else if ((*reply)->type == REDIS_REPLY_ERROR) {
+        r = error_reply(w, link, *reply);
+        *reply = NULL;
     }
-    if (got->type == REDIS_REPLY_ERROR)
-        return error_reply(w, link, got);
-    *reply = got;
-    return ST_OK;
+    return r;
 }
 
-st_result redis_link_eval(struct worker *w, struct redis_link *link, struct redis_script *script,
-                          redisReply **reply, int nkeys, int argc, const char **argv)
+static st_result eval(struct worker *w, struct redis_link *link, enum request_kind kind,
+                      struct redis_script *script, redisReply **reply, int nkeys, int argc,
+                      const char **argv)
 {
     int noscript;
-    st_result r = evalsha(w, link, script, reply, nkeys, argc, argv, &noscript);
+    st_result r = evalsha(w, link, kind, script, reply, nkeys, argc, argv, &noscript);
     if (r != ST_OK || !noscript)
         return r;
     r = script_load(w, link, script);
     if (r != ST_OK)
         return r;
-    r = evalsha(w, link, script, reply, nkeys, argc, argv, &noscript);
+    r = evalsha(w, link, kind, script, reply, nkeys, argc, argv, &noscript);
     if (r == ST_OK && noscript)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: script vanished right after load");
     return r;
 }
 
+st_result redis_link_eval(struct worker *w, struct redis_link *link, struct redis_script *script,
+                          redisReply **reply, int nkeys, int argc, const char **argv)
+{
+    return eval(w, link, READS, script, reply, nkeys, argc, argv);
+}
+
 st_result redis_eval(struct worker *w, struct redis_script *script, redisReply **reply, int nkeys,
                      int argc, const char **argv)
 {
-    return redis_link_eval(w, &w->redis, script, reply, nkeys, argc, argv);
+    return eval(w, redis_main(w), READS, script, reply, nkeys, argc, argv);
 }
 
-void redis_free_replies(redisReply **replies, int count)
+st_result redis_eval_sale(struct worker *w, struct redis_script *script, redisReply **reply,
+                          int nkeys, int argc, const char **argv)
 {
-    for (int i = 0; i < count; i++) {
-        if (replies[i])
-            freeReplyObject(replies[i]);
-        replies[i] = NULL;
-    }
+    return eval(w, redis_main(w), COMMITS, script, reply, nkeys, argc, argv);
 }
 
 st_result redis_pipeline(struct worker *w, int count, const int *argcs,
                          const char *const *const *argvs, redisReply **replies)
 {
-    struct redis_link *link = &w->redis;
-    memset(replies, 0, sizeof *replies * (size_t)count);
-    st_result r = connect_if_needed(w, link);
-    if (r != ST_OK)
-        return r;
-    for (int i = 0; i < count; i++)
-        if (redisAppendCommandArgv(link->ctx, argcs[i], (const char **)argvs[i], NULL) != REDIS_OK)
-            return link_broken(w, link, "pipeline");
-    for (int i = 0; i < count; i++) {
-        void *got;
-        if (redisGetReply(link->ctx, &got) != REDIS_OK || !got) {
-            redis_free_replies(replies, i);
-            return link_broken(w, link, argvs[i][0]);
-        }
-        replies[i] = got;
-    }
-    return ST_OK;
+    return round_trip(w, redis_main(w), READS, count, argcs, argvs, replies);
+}
+
+st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
+                              const char *const *const *argvs, redisReply **replies)
+{
+    return round_trip(w, redis_main(w), COMMITS, count, argcs, argvs, replies);
 }
 
 int redis_reply_int(const redisReply *reply, long long *out)
@@ -230,3 +318,61 @@ st_result redis_link_ping(struct worker *w, struct redis_link *link)
         freeReplyObject(reply);
     return r;
 }
+
+st_result redis_link_delete(struct worker *w, struct redis_link *link, const char *const *keys,
+                            int count)
+{
+    if (count == 0)
+        return ST_OK;
+    const char *argv[1 + REDIS_DELETE_MAX];
+    if (count > REDIS_DELETE_MAX)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: more than %d keys to delete",
+                           REDIS_DELETE_MAX);
+    argv[0] = "DEL";
+    memcpy(argv + 1, keys, sizeof *keys * (size_t)count);
+    redisReply *reply;
+    st_result r = redis_link_call(w, link, &reply, count + 1, argv);
+    if (r == ST_OK)
+        freeReplyObject(reply);
+    return r;
+}
+
+/* ------------------------------------------------------------ the backend */
+
+static st_result ping(struct worker *w)
+{
+    return redis_link_ping(w, redis_main(w));
+}
+
+static void drop_if_closed(struct worker *w)
+{
+    struct redis_links *l = w->links[BACKEND_REDIS];
+    if (!l)
+        return;
+    redis_link_drop_if_closed(&l->main);
+    redis_link_drop_if_closed(&l->subscriber); /* idle: unsubscribed between requests */
+}
+
+static void close_links(struct worker *w)
+{
+    struct redis_links *l = w->links[BACKEND_REDIS];
+    if (!l)
+        return;
+    redis_link_close(&l->main);
+    redis_link_close(&l->subscriber);
+    free(l);
+    w->links[BACKEND_REDIS] = NULL;
+}
+
+static st_result clear(struct worker *w, const char *const *keys, int count)
+{
+    return redis_link_delete(w, redis_main(w), keys, count);
+}
+
+const struct backend backend_redis = {
+    .name = "redis",
+    .ping = ping,
+    .drop_if_closed = drop_if_closed,
+    .close = close_links,
+    .clear = clear,
+};

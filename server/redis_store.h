@@ -1,17 +1,19 @@
 /*
- * redis_store.h - the worker's Redis connection, commands and scripts.
+ * redis_store.h - the worker's Redis connections, commands and scripts.
  *
  * Keys of one product all carry the hash tag {P}, so they would live in one
- * Redis Cluster slot, and reset can find them all with one pattern:
+ * Redis Cluster slot:
  *   stock:{P}          the remaining count
- *   stock:{P}:initial  what reset set it to
+ *   stock:{P}:initial  what reset set it to (every reset writes it)
  *   ledger:{P}         hash: sold (sum of qty), orders (count of sales)
- *   lock:{P}...        lock keys of the lock strategies
- *   fence:{P}          fencing-token counter
+ *   lock:{P}...        lock keys of the lock strategies (each lock kind
+ *                      declares its own, and reset deletes exactly those)
+ *   fence:{P}          fencing-token counter (only grows; reset keeps it)
  */
 #ifndef STOCKD_REDIS_STORE_H
 #define STOCKD_REDIS_STORE_H
 
+#include "backend.h"
 #include "result.h"
 
 #include <hiredis/hiredis.h>
@@ -33,13 +35,20 @@ struct redis_script {
 void redis_key(char out[REDIS_KEY_MAX], const char *kind, int product, const char *suffix);
 
 /* One Redis server and the worker's connection to it (NULL until needed or
- * after a failure). The main store is worker->redis; lock strategies that
+ * after a failure). The main Redis is redis_main(); lock strategies that
  * talk to several independent servers keep one link each. */
 struct redis_link {
     redisContext *ctx;
     const char *host;
     int port;
+    enum backend_id backend; /* whose server it is, for the metrics          */
+    int connections;         /* made so far: every one after the first is a reconnect */
 };
+
+/* The worker's link to the main Redis (the redis store, the Redis locks),
+ * and a second one to the same server for pub/sub waits. */
+struct redis_link *redis_main(struct worker *w);
+struct redis_link *redis_subscriber(struct worker *w);
 
 /*
  * Runs one command given as argv strings on `link`. A NULL reply (the link
@@ -65,6 +74,13 @@ st_result redis_eval(struct worker *w, struct redis_script *script, redisReply *
 st_result redis_pipeline(struct worker *w, int count, const int *argcs,
                          const char *const *const *argvs, redisReply **replies);
 
+/* redis_eval() and redis_pipeline() for a request that commits a sale: a
+ * reply lost after the request went out is ST_OUTCOME_UNKNOWN. */
+st_result redis_eval_sale(struct worker *w, struct redis_script *script, redisReply **reply,
+                          int nkeys, int argc, const char **argv);
+st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
+                              const char *const *const *argvs, redisReply **replies);
+
 /* Frees `count` replies (NULLs allowed). */
 void redis_free_replies(redisReply **replies, int count);
 
@@ -73,6 +89,11 @@ int redis_reply_int(const redisReply *reply, long long *out);
 
 /* Connects `link` if needed and sends PING. */
 st_result redis_link_ping(struct worker *w, struct redis_link *link);
+
+/* DEL of `count` keys (at most REDIS_DELETE_MAX) on `link`. */
+#define REDIS_DELETE_MAX 32
+st_result redis_link_delete(struct worker *w, struct redis_link *link, const char *const *keys,
+                            int count);
 void redis_link_close(struct redis_link *link);
 
 /* Closes `link` if the server has closed the idle connection. */

@@ -3,11 +3,13 @@
  */
 #include "redlock.h"
 
+#include "backend.h"
 #include "config.h"
 #include "log.h"
 #include "redis_store.h"
 #include "worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +68,33 @@ int redlock_count(void)
     return server_count;
 }
 
+/* One worker's links, one per server, in its BACKEND_REDLOCK slot. */
+struct redlock_links {
+    struct redis_link server[REDLOCK_MAX];
+};
+
 struct redis_link *redlock_link(struct worker *w, int i)
 {
-    struct redis_link *link = &w->redlock[i];
-    link->host = servers[i].host;
-    link->port = servers[i].port;
-    return link;
+    assert(i >= 0 && i < server_count);
+    struct redlock_links *l = w->links[BACKEND_REDLOCK];
+    if (!l) {
+        l = calloc(1, sizeof *l);
+        if (!l)
+            abort(); /* a few hundred bytes: out of memory is fatal */
+        for (int k = 0; k < server_count; k++)
+            l->server[k] = (struct redis_link){
+                .host = servers[k].host, .port = servers[k].port, .backend = BACKEND_REDLOCK};
+        w->links[BACKEND_REDLOCK] = l;
+    }
+    return &l->server[i];
 }
 
-st_result redlock_ping(struct worker *w)
+static int configured(void)
+{
+    return server_count > 0;
+}
+
+static st_result ping(struct worker *w)
 {
     char down[REDLOCK_MAX * (CONFIG_TEXT_MAX + 8)] = "";
     int failed = 0;
@@ -92,38 +112,49 @@ st_result redlock_ping(struct worker *w)
     return ST_OK;
 }
 
-int redlock_describe(json_t *state)
+static void drop_if_closed(struct worker *w)
 {
-    if (server_count == 0)
-        return 0;
+    struct redlock_links *l = w->links[BACKEND_REDLOCK];
+    for (int i = 0; l && i < server_count; i++)
+        redis_link_drop_if_closed(&l->server[i]);
+}
+
+static void close_links(struct worker *w)
+{
+    struct redlock_links *l = w->links[BACKEND_REDLOCK];
+    if (!l)
+        return;
+    for (int i = 0; i < server_count; i++)
+        redis_link_close(&l->server[i]);
+    free(l);
+    w->links[BACKEND_REDLOCK] = NULL;
+}
+
+/* Deletes the keys on every server that answers; the others' keys expire by
+ * their TTL, so a reset never fails because of one of them. */
+static st_result clear(struct worker *w, const char *const *keys, int count)
+{
+    for (int i = 0; i < server_count; i++)
+        if (redis_link_delete(w, redlock_link(w, i), keys, count) != ST_OK)
+            log_warn("reset: redlock server %s:%d skipped, its keys expire by TTL: %s",
+                     servers[i].host, servers[i].port, w->error);
+    return ST_OK;
+}
+
+static void describe(json_t *state)
+{
     json_t *list = json_array();
     for (int i = 0; i < server_count; i++)
         json_array_append_new(list, json_sprintf("%s:%d", servers[i].host, servers[i].port));
     json_object_set_new(state, "servers", list);
-    return 1;
 }
 
-static struct redis_script delete_product_keys = {
-    .source = "local keys = redis.call('KEYS', ARGV[1])\n"
-              "for _, key in ipairs(keys) do\n"
-              "  redis.call('DEL', key)\n"
-              "end\n"
-              "return #keys\n",
+const struct backend backend_redlock = {
+    .name = "redlock",
+    .configured = configured,
+    .ping = ping,
+    .drop_if_closed = drop_if_closed,
+    .close = close_links,
+    .clear = clear,
+    .describe = describe,
 };
-
-st_result redlock_reset(struct worker *w, int product)
-{
-    char pattern[REDIS_KEY_MAX];
-    snprintf(pattern, sizeof pattern, "*{%d}*", product);
-    const char *argv[] = {pattern};
-    for (int i = 0; i < server_count; i++) {
-        redisReply *reply;
-        if (redis_link_eval(w, redlock_link(w, i), &delete_product_keys, &reply, 0, 1, argv) ==
-            ST_OK)
-            freeReplyObject(reply);
-        else
-            log_warn("reset: redlock server %s:%d skipped, its keys expire by TTL: %s",
-                     servers[i].host, servers[i].port, w->error);
-    }
-    return ST_OK;
-}

@@ -19,6 +19,12 @@ static const struct {
     [ST_METHOD_NOT_ALLOWED] = {405, "method_not_allowed"},
     [ST_PAYLOAD_TOO_LARGE] = {413, "payload_too_large"},
     [ST_BACKEND_UNAVAILABLE] = {503, "backend_unavailable"},
+    [ST_OVERLOADED] = {503, "overloaded"},
+    [ST_TIMEOUT] = {503, "timeout"},
+    [ST_SHUTTING_DOWN] = {503, "shutting_down"},
+    [ST_OUTCOME_UNKNOWN] = {503, "outcome_unknown"},
+    [ST_UNAUTHORIZED] = {401, "unauthorized"},
+    [ST_FORBIDDEN] = {403, "forbidden"},
 };
 
 unsigned result_status(st_result r)

@@ -25,7 +25,18 @@ typedef enum {
     ST_PAYLOAD_TOO_LARGE,   /* body over the configured limit            */
     ST_BACKEND_UNAVAILABLE, /* a backend is down or failed; nothing
                                changed, the worker reconnects later      */
+    ST_OVERLOADED,          /* the work queue is full; nothing changed   */
+    ST_TIMEOUT,             /* the request's deadline passed before it
+                               could finish; nothing changed             */
+    ST_SHUTTING_DOWN,       /* the server is stopping; nothing changed   */
+    ST_OUTCOME_UNKNOWN,     /* a commit was sent and its reply lost: the
+                               sale may have happened; the ledger knows  */
+    ST_UNAUTHORIZED,        /* an admin endpoint without the admin token */
+    ST_FORBIDDEN,           /* a cross-site request that changes state   */
 } st_result;
+
+/* How many results there are, for tables indexed by result. */
+#define ST_RESULT_COUNT (ST_FORBIDDEN + 1)
 
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);

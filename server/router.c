@@ -16,14 +16,19 @@ static const struct route {
     const char *path;
     int prefix;
     unsigned methods;
-    handler_fn handler;
+    unsigned flags;
+    handler_fn handler; /* runs on a worker, or... */
+    page_fn page;       /* ...is answered on the HTTP thread */
 } routes[] = {
-    {"/health", 0, GET, api_health},
-    {"/strategies", 0, GET, api_strategies},
-    {"/stock/reset", 0, POST, api_reset},
-    {"/stock/deduct", 0, GET | POST, api_deduct}, /* no name: unknown_strategy */
-    {"/stock/deduct/", 1, GET | POST, api_deduct},
-    {"/stock/", 1, GET, api_stock},
+    {"/health", 0, GET, 0, NULL, api_health},
+    {"/strategies", 0, GET, 0, NULL, api_strategies},
+    {"/metrics", 0, GET, 0, NULL, api_metrics},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL},
+    /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
+    {"/stock/", 1, GET, 0, api_stock, NULL},
 };
 
 static int path_matches(const struct route *r, const char *path)
@@ -52,6 +57,8 @@ void route_find(const char *method, const char *path, struct route_match *out)
             continue;
         if (method_bit(method) & r->methods) {
             out->handler = r->handler;
+            out->page = r->page;
+            out->flags = r->flags;
             out->result = ST_OK;
             return;
         }

@@ -1,15 +1,25 @@
 /*
- * router.h - the table of every endpoint: path, methods, handler.
+ * router.h - the table of every endpoint: path, methods, how it runs and
+ * what it guards.
  */
 #ifndef STOCKD_ROUTER_H
 #define STOCKD_ROUTER_H
 
 #include "api.h"
 
-/* What a request resolved to: a handler, or a result that says why not
- * (ST_NOT_FOUND, or ST_METHOD_NOT_ALLOWED with `allow` filled in). */
+/* What an endpoint is. */
+enum {
+    ROUTE_CHANGES_STATE = 1 << 0, /* sells or resets: refused to cross-site requests */
+    ROUTE_ADMIN = 1 << 1,         /* needs the admin token when one is set          */
+};
+
+/* What a request resolved to: a handler (on a worker) or a page (on the
+ * HTTP thread), or a result that says why not (ST_NOT_FOUND, or
+ * ST_METHOD_NOT_ALLOWED with `allow` filled in). */
 struct route_match {
     handler_fn handler;
+    page_fn page;
+    unsigned flags;
     st_result result;
     char allow[32]; /* the Allow header for a 405 */
 };

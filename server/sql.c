@@ -7,14 +7,15 @@
 #include <assert.h>
 
 static const char *const texts[SQL_COUNT] = {
-    [SQL_READ_STOCK] = "SELECT count, version, fence FROM stock WHERE product_id = ?",
+    [SQL_READ_STOCK] = "SELECT count, version, fence, epoch FROM stock WHERE product_id = ?",
     [SQL_READ_STOCK_FOR_UPDATE] =
-        "SELECT count, version, fence FROM stock WHERE product_id = ? FOR UPDATE",
-    [SQL_WRITE_COUNT] = "UPDATE stock SET count = ?, version = version + 1 WHERE product_id = ?",
+        "SELECT count, version, fence, epoch FROM stock WHERE product_id = ? FOR UPDATE",
+    [SQL_WRITE_COUNT] = "UPDATE stock SET count = ?, version = version + 1"
+                        " WHERE product_id = ? AND epoch = ?",
     [SQL_WRITE_IF_VERSION] = "UPDATE stock SET count = ?, version = version + 1"
                              " WHERE product_id = ? AND version = ?",
     [SQL_WRITE_IF_FENCE] = "UPDATE stock SET count = ?, version = version + 1"
-                           " WHERE product_id = ? AND fence = ?",
+                           " WHERE product_id = ? AND fence = ? AND epoch = ?",
     [SQL_CLAIM_FENCE] = "UPDATE stock SET fence = ? WHERE product_id = ? AND fence < ?",
     [SQL_DEDUCT_IF_ENOUGH] = "UPDATE stock SET count = count - ?, version = version + 1"
                              " WHERE product_id = ? AND count >= ?",
@@ -22,18 +23,20 @@ static const char *const texts[SQL_COUNT] = {
     [SQL_ACCOUNT] = "SELECT s.count, s.initial, CAST(COALESCE(SUM(o.qty), 0) AS SIGNED),"
                     " COUNT(o.id) FROM stock s LEFT JOIN orders o ON o.product_id = s.product_id"
                     " WHERE s.product_id = ? GROUP BY s.product_id, s.count, s.initial",
-    [SQL_RESET_STOCK] = "INSERT INTO stock (product_id, count, initial, version, fence)"
-                        " VALUES (?, ?, ?, 0, 0) ON DUPLICATE KEY UPDATE"
-                        " count = ?, initial = ?, version = 0, fence = 0",
+    /* version and epoch move on, never back: a write prepared before the
+     * reset (a version read, an epoch read) can never match after it. The
+     * fence is left alone for the same reason: tokens only grow. */
+    [SQL_RESET_STOCK] = "INSERT INTO stock (product_id, count, initial) VALUES (?, ?, ?)"
+                        " ON DUPLICATE KEY UPDATE count = ?, initial = ?,"
+                        " version = version + 1, epoch = epoch + 1",
     [SQL_RESET_ORDERS] = "DELETE FROM orders WHERE product_id = ?",
-    [SQL_RESET_LOCKS] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?)",
     [SQL_LOCK_ROW_INSERT] = "INSERT INTO locks (name, owner, expires_at)"
-                            " VALUES (CONCAT('stock:', ?), ?, NOW(6) + INTERVAL ? MICROSECOND)",
-    [SQL_LOCK_ROW_EXPIRE] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?)"
-                            " AND expires_at < NOW(6)",
-    [SQL_LOCK_ROW_DELETE] = "DELETE FROM locks WHERE name = CONCAT('stock:', ?) AND owner = ?",
-    [SQL_GET_LOCK] = "SELECT GET_LOCK(CONCAT(DATABASE(), '.stock:', ?), ? / 1000)",
-    [SQL_RELEASE_LOCK] = "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.stock:', ?))",
+                            " VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)",
+    [SQL_LOCK_ROW_EXPIRE] = "DELETE FROM locks WHERE name = ? AND expires_at < NOW(6)",
+    [SQL_LOCK_ROW_DELETE] = "DELETE FROM locks WHERE name = ? AND owner = ?",
+    [SQL_LOCK_ROW_CLEAR] = "DELETE FROM locks WHERE name = ?",
+    [SQL_GET_LOCK] = "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), ? / 1000)",
+    [SQL_RELEASE_LOCK] = "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))",
 };
 
 const char *sql_text(enum sql_statement s)

@@ -10,23 +10,23 @@
 #define STOCKD_SQL_H
 
 enum sql_statement {
-    SQL_READ_STOCK,            /* (product) -> count, version, fence            */
+    SQL_READ_STOCK,            /* (product) -> count, version, fence, epoch     */
     SQL_READ_STOCK_FOR_UPDATE, /* the same, locking the row until commit        */
-    SQL_WRITE_COUNT,           /* (count, product): blind write of a new count  */
+    SQL_WRITE_COUNT,           /* (count, product, epoch): write unless reset   */
     SQL_WRITE_IF_VERSION,      /* (count, product, version): compare-and-set    */
-    SQL_WRITE_IF_FENCE,        /* (count, product, token): fenced write         */
+    SQL_WRITE_IF_FENCE,        /* (count, product, token, epoch): fenced write  */
     SQL_CLAIM_FENCE,           /* (token, product, token): newer token only     */
     SQL_DEDUCT_IF_ENOUGH,      /* (qty, product, qty): the one-statement sale   */
     SQL_INSERT_ORDER,          /* (product, strategy, qty): the ledger          */
-    SQL_ACCOUNT,               /* (product) -> count, initial, sold, orders      */
+    SQL_ACCOUNT,               /* (product) -> count, initial, sold, orders     */
     SQL_RESET_STOCK,           /* (product, count, count, count, count)         */
     SQL_RESET_ORDERS,          /* (product)                                     */
-    SQL_RESET_LOCKS,           /* (product): the lock-table rows of the product */
-    SQL_LOCK_ROW_INSERT,       /* (product, owner, ttl us): take the table lock */
-    SQL_LOCK_ROW_EXPIRE,       /* (product): delete the lock row if expired     */
-    SQL_LOCK_ROW_DELETE,       /* (product, owner): release our lock row        */
-    SQL_GET_LOCK,              /* (product, wait ms) -> 1 taken, 0 timed out     */
-    SQL_RELEASE_LOCK,          /* (product) -> 1 released, 0 not ours, NULL none */
+    SQL_LOCK_ROW_INSERT,       /* (name, owner, ttl us): take the table lock    */
+    SQL_LOCK_ROW_EXPIRE,       /* (name): delete the lock row if expired        */
+    SQL_LOCK_ROW_DELETE,       /* (name, owner): release our lock row           */
+    SQL_LOCK_ROW_CLEAR,        /* (name): reset: whoever holds it               */
+    SQL_GET_LOCK,              /* (name, wait ms) -> 1 taken, 0 timed out       */
+    SQL_RELEASE_LOCK,          /* (name) -> 1 released, 0 not ours, NULL none   */
     SQL_COUNT
 };
 

@@ -3,13 +3,19 @@
  */
 #include "stock.h"
 
-#include "mysql_store.h"
-#include "redis_store.h"
+#include "lock.h"
 #include "strategy.h"
 #include "worker.h"
 
 #include <stdio.h>
-#include <string.h>
+
+/* Every store, in the order /stock/{product} lists them. */
+static const struct store *const stores[STORE_COUNT] = {&store_mysql, &store_redis};
+
+const struct store *store_at(size_t i)
+{
+    return i < STORE_COUNT ? stores[i] : NULL;
+}
 
 long long account_oversold(const struct store_account *a)
 {
@@ -33,97 +39,69 @@ json_t *account_json(const struct store_account *a)
                      "lost_updates", (json_int_t)account_lost_updates(a));
 }
 
-st_result mysql_account(struct worker *w, int product, struct store_account *out)
+st_result stock_accounting(struct worker *w, int product, json_t *reply)
 {
-    struct sql_outcome row;
-    memset(out, 0, sizeof *out);
-    st_result r = sql_exec(w, SQL_ACCOUNT, SQL_ARGS(SQL_I(product)), &row);
-    if (r != ST_OK)
-        return r;
-    out->present = row.found;
-    out->remaining = row.col[0];
-    out->initial = row.col[1];
-    out->sold = row.col[2];
-    out->orders = row.col[3];
+    struct store_account a[STORE_COUNT];
+    const struct store_account *first = NULL;
+    for (size_t i = 0; i < STORE_COUNT; i++) {
+        st_result r = stores[i]->account(w, product, &a[i]);
+        if (r != ST_OK)
+            return r;
+        if (a[i].present && !first)
+            first = &a[i];
+    }
+    if (!first)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is in no store", product);
+    json_object_set_new(reply, "product", json_integer(product));
+    json_object_set_new(reply, "initial", json_integer(first->initial));
+    for (size_t i = 0; i < STORE_COUNT; i++)
+        json_object_set_new(reply, stores[i]->name, account_json(&a[i]));
     return ST_OK;
 }
 
-st_result redis_account(struct worker *w, int product, struct store_account *out)
+/* The names of `product`'s lock state on `backend`, from every lock kind
+ * living there; their text goes into `text`. */
+static int lock_names(enum backend_id backend, int product, char text[][64], int max)
 {
-    char stock[REDIS_KEY_MAX], initial[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX];
-    redis_key(stock, "stock", product, "");
-    redis_key(initial, "stock", product, ":initial");
-    redis_key(ledger, "ledger", product, "");
-    const char *argv[] = {"MGET", stock, initial};
-    const char *hargv[] = {"HMGET", ledger, "sold", "orders"};
-    const char *const *argvs[] = {argv, hargv};
-    const int argcs[] = {3, 4};
-    redisReply *replies[2];
-    memset(out, 0, sizeof *out);
-    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
-    if (r != ST_OK)
-        return r;
-    redisReply *counts = replies[0], *sales = replies[1];
-    if (counts->type != REDIS_REPLY_ARRAY || counts->elements != 2 ||
-        sales->type != REDIS_REPLY_ARRAY || sales->elements != 2) {
-        redis_free_replies(replies, 2);
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply to MGET/HMGET");
+    int n = 0;
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct lock_kind *kind = strategy_at(i)->lock;
+        if (!kind || kind->backend != backend)
+            continue;
+        for (const char *const *f = kind->names; *f && n < max; f++) {
+/* The formats are the lock kinds' own constant "...%d..." rows. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+            snprintf(text[n++], 64, *f, product);
+#pragma GCC diagnostic pop
+        }
     }
-    out->present = redis_reply_int(counts->element[0], &out->remaining) == 0;
-    if (out->present) {
-        redis_reply_int(counts->element[1], &out->initial);
-        redis_reply_int(sales->element[0], &out->sold);
-        redis_reply_int(sales->element[1], &out->orders);
-    }
-    redis_free_replies(replies, 2);
-    return ST_OK;
+    return n;
 }
 
-/* Deletes every key of the product (they all carry the hash tag {P}) and
- * sets the stock, in one atomic script. */
-static struct redis_script reset_script = {
-    .source = "for _, key in ipairs(redis.call('KEYS', ARGV[1])) do\n"
-              "  redis.call('DEL', key)\n"
-              "end\n"
-              "redis.call('SET', KEYS[1], ARGV[2])\n"
-              "redis.call('SET', KEYS[2], ARGV[2])\n"
-              "return 1\n",
-};
-
-static st_result redis_reset(struct worker *w, int product, long long count)
+/* Deletes the product's lock state in every configured lock backend. */
+static st_result clear_locks(struct worker *w, int product)
 {
-    char stock[REDIS_KEY_MAX], initial[REDIS_KEY_MAX], pattern[REDIS_KEY_MAX], text[24];
-    redis_key(stock, "stock", product, "");
-    redis_key(initial, "stock", product, ":initial");
-    snprintf(pattern, sizeof pattern, "*{%d}*", product);
-    snprintf(text, sizeof text, "%lld", count);
-    const char *argv[] = {stock, initial, pattern, text};
-    redisReply *reply;
-    st_result r = redis_eval(w, &reset_script, &reply, 2, 4, argv);
-    if (r == ST_OK)
-        freeReplyObject(reply);
-    return r;
+    for (int id = 0; id < BACKEND_COUNT; id++) {
+        const struct backend *b = backend_at((enum backend_id)id);
+        if (!b->clear || !backend_configured((enum backend_id)id))
+            continue;
+        char text[REDIS_DELETE_MAX][64];
+        const char *names[REDIS_DELETE_MAX];
+        int n = lock_names((enum backend_id)id, product, text, REDIS_DELETE_MAX);
+        for (int k = 0; k < n; k++)
+            names[k] = text[k];
+        st_result r = n ? b->clear(w, names, n) : ST_OK;
+        if (r != ST_OK)
+            return r;
+    }
+    return ST_OK;
 }
 
 st_result stock_reset(struct worker *w, int product, long long count)
 {
-    st_result r = sql_begin(w);
-    if (r != ST_OK)
-        return r;
-    r = sql_exec(w, SQL_RESET_STOCK,
-                 SQL_ARGS(SQL_I(product), SQL_I(count), SQL_I(count), SQL_I(count), SQL_I(count)),
-                 NULL);
-    if (r == ST_OK)
-        r = sql_exec(w, SQL_RESET_ORDERS, SQL_ARGS(SQL_I(product)), NULL);
-    if (r == ST_OK)
-        r = sql_exec(w, SQL_RESET_LOCKS, SQL_ARGS(SQL_I(product)), NULL);
-    if (r == ST_OK)
-        r = redis_reset(w, product, count);
-    for (size_t i = 0; r == ST_OK && i < strategy_count(); i++)
-        if (strategy_at(i)->reset)
-            r = strategy_at(i)->reset(w, product);
-    if (r == ST_OK)
-        return sql_commit(w);
-    sql_rollback(w);
-    return r;
+    st_result r = ST_OK;
+    for (size_t i = 0; r == ST_OK && i < STORE_COUNT; i++)
+        r = stores[i]->reset(w, product, count);
+    return r == ST_OK ? clear_locks(w, product) : r;
 }

@@ -1,5 +1,6 @@
 /*
- * stock.h - per-store accounting and reset, the contract's "Accounting".
+ * stock.h - a product across every store: the contract's "Accounting", and
+ * reset.
  *
  * Each store reports, per product: initial, remaining, sold (sum of qty in
  * its ledger) and orders, from which
@@ -11,15 +12,16 @@
 #define STOCKD_STOCK_H
 
 #include "result.h"
+#include "store.h"
 
 #include <jansson.h>
+#include <stddef.h>
 
 struct worker;
 
-struct store_account {
-    int present; /* the store has the product */
-    long long initial, remaining, sold, orders;
-};
+/* The stores, in the order /stock/{product} lists them. */
+#define STORE_COUNT 2
+const struct store *store_at(size_t i);
 
 long long account_oversold(const struct store_account *a);
 long long account_lost_updates(const struct store_account *a);
@@ -28,12 +30,15 @@ long long account_lost_updates(const struct store_account *a);
  * store does not have the product. New reference. */
 json_t *account_json(const struct store_account *a);
 
-st_result mysql_account(struct worker *w, int product, struct store_account *out);
-st_result redis_account(struct worker *w, int product, struct store_account *out);
+/* The product's accounting in every store, as GET /stock/{product} answers
+ * it, into `reply`; ST_UNKNOWN_PRODUCT when no store has it. */
+st_result stock_accounting(struct worker *w, int product, json_t *reply);
 
 /* Creates the product if absent and sets it to `count` in every store,
- * clearing its ledgers, version, fence and lock keys. MySQL commits only
- * after Redis has been reset, so a Redis failure leaves MySQL untouched. */
+ * emptying its ledgers and moving its epochs on; then deletes its lock
+ * state in every lock backend - exactly the names the lock kinds declare,
+ * never a pattern. Each step is atomic by itself; a failure stops the reset
+ * with 503, and running it again completes it. */
 st_result stock_reset(struct worker *w, int product, long long count);
 
 #endif

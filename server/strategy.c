@@ -8,6 +8,7 @@
 #include "strategy.h"
 
 #include "lock.h"
+#include "store.h"
 
 #include <assert.h>
 #include <string.h>
@@ -53,9 +54,20 @@ static const struct strategy *const strategies[] = {
     &strategy_get_lock,       /* MySQL GET_LOCK / RELEASE_LOCK               */
 };
 
+_Static_assert(sizeof strategies / sizeof strategies[0] <= STRATEGY_MAX, "raise STRATEGY_MAX");
+
 size_t strategy_count(void)
 {
     return sizeof strategies / sizeof strategies[0];
+}
+
+size_t strategy_index(const struct strategy *s)
+{
+    size_t i = 0;
+    while (i < strategy_count() && strategies[i] != s)
+        i++;
+    assert(i < strategy_count());
+    return i;
 }
 
 const struct strategy *strategy_at(size_t i)
@@ -71,14 +83,76 @@ const struct strategy *strategy_find(const char *name)
     return NULL;
 }
 
+/* What every row must be: checked by strategy_run(), so a malformed row
+ * fails the first request (and the tests) rather than selling wrongly. */
+static int row_is_sound(const struct strategy *s)
+{
+    return s->name && s->store && s->summary && !s->lock != !s->deduct &&
+           (!s->lock || s->lock->acquire || s->lock->try_once) && (!s->lock || s->lock->release) &&
+           (!s->lock || !s->lock->fences || s->store->claim_fence) &&
+           (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
+           (s->safe_multi || s->exposed_by);
+}
+
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
                        struct deduct_reply *out)
 {
-    assert(!s->lock != !s->deduct); /* a body of its own, or a lock: exactly one */
+    assert(row_is_sound(s));
     return s->lock ? deduct_under_lock(s->lock, w, rq, out) : s->deduct(w, rq, out);
 }
 
-const char *store_name(enum store s)
+backend_set strategy_needs(const struct strategy *s)
 {
-    return s == STORE_MYSQL ? "mysql" : "redis";
+    backend_set needs = BACKEND_BIT(s->store->backend);
+    if (s->lock && s->lock->backend != BACKEND_COUNT)
+        needs |= BACKEND_BIT(s->lock->backend);
+    return needs;
+}
+
+backend_set strategy_resets(const struct strategy *s)
+{
+    backend_set resets = BACKEND_BIT(s->store->backend);
+    if (s->lock && s->lock->names[0])
+        resets |= BACKEND_BIT(s->lock->backend);
+    return resets;
+}
+
+static const char *const contention_names[] = {
+    [CONTENTION_NONE] = "none",
+    [CONTENTION_WAITS] = "waits",
+    [CONTENTION_RETRIES] = "retries",
+};
+
+static const char *lease_outcome_name(enum lease_outcome o)
+{
+    return o == LEASE_SAFE ? "safe" : "oversells";
+}
+
+static json_t *exposed_by_json(unsigned exposed_by)
+{
+    json_t *params = json_array();
+    if (exposed_by & EXPOSED_BY_HOLD)
+        json_array_append_new(params, json_string("hold_ms"));
+    if (exposed_by & EXPOSED_BY_TTL)
+        json_array_append_new(params, json_string("ttl_ms"));
+    return params;
+}
+
+json_t *strategy_json(const struct strategy *s)
+{
+    json_t *o =
+        json_pack("{s:s, s:s, s:b, s:b, s:s, s:o, s:s, s:o, s:o, s:s}", "name", s->name, "store",
+                  s->store->name, "safe_single", s->safe_single, "safe_multi", s->safe_multi,
+                  "summary", s->summary, "needs", backend_set_json(strategy_needs(s)), "contention",
+                  contention_names[s->contention], "exposed_by", exposed_by_json(s->exposed_by),
+                  "resets", backend_set_json(strategy_resets(s)), "hold",
+                  s->hold_per_batch ? "per_batch" : "per_request");
+    if (s->caveat)
+        json_object_set_new(o, "caveat", json_string(s->caveat));
+    json_object_set_new(
+        o, "lease",
+        s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),
+                             "paused_holder", lease_outcome_name(s->lease->paused_holder))
+                 : json_null());
+    return o;
 }

@@ -3,32 +3,27 @@
  *
  * A strategy is one way to sell `qty` units of a product under concurrency.
  * Each lives in its own strategy_*.c file, which opens with its story (the
- * race, the fix, the price) and defines one `const struct strategy`. The
- * table in strategy.c lists every one; routing, /strategies and reset all
- * walk that table, so adding a strategy is one file and one line.
+ * race, the fix, the price) and defines one `const struct strategy`: a row
+ * that says everything there is to know about it - where it sells from,
+ * what it claims, how it behaves under contention and when its lease runs
+ * out, what exposes its race. /strategies publishes the rows, and the
+ * tests, the comparison and the README's tables read them from there, so
+ * no other file names a strategy to learn a property of it. The table in
+ * strategy.c lists every row; adding a strategy is one file and one line.
  */
 #ifndef STOCKD_STRATEGY_H
 #define STOCKD_STRATEGY_H
 
+#include "backend.h"
 #include "result.h"
 
+#include <jansson.h>
 #include <limits.h>
 #include <stddef.h>
 
 struct worker;
-struct held_lock;
 struct lock_kind;
-
-/* Where a strategy keeps its stock and its ledger. */
-enum store { STORE_MYSQL, STORE_REDIS };
-
-/* Backends a strategy needs to answer (bit set). */
-enum {
-    NEEDS_MYSQL = 1 << 0,
-    NEEDS_REDIS = 1 << 1,
-    NEEDS_REDLOCK = 1 << 2, /* the --redlock servers */
-    NEEDS_ZK = 1 << 3,      /* the --zk servers */
-};
+struct store;
 
 /* One sale attempt, validated by the HTTP layer. */
 struct deduct_request {
@@ -45,37 +40,74 @@ struct deduct_request {
 
 /* What the sale saw, for the reply. */
 struct deduct_reply {
-    long long remaining; /* stock the sale left (or found, when sold out) */
-    int attempts;        /* optimistic tries or lock polls used            */
-    long long fence;     /* fencing token the write carried, 0 if none     */
-    int lock_lost;       /* the lock had expired or changed hands by release */
+    long long remaining;    /* stock the sale left (or found, when sold out) */
+    int attempts;           /* optimistic tries or lock polls used            */
+    long long fence;        /* fencing token the write carried, 0 if none     */
+    int lock_lost;          /* the lock had expired or changed hands by release */
+    long long lock_wait_us; /* time spent taking the lock                 */
 };
 
 typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq,
                                struct deduct_reply *out);
 
+/* What a contended request does. */
+enum contention {
+    CONTENTION_NONE,    /* nothing excludes others: the races                 */
+    CONTENTION_WAITS,   /* waits its turn (a row lock, a mutex, a lock queue,
+                           Redis's one thread): every unit sells, busy only
+                           past lock_wait_ms                                  */
+    CONTENTION_RETRIES, /* optimistic: retries, busy once retries run out     */
+};
+
+/* What happens to a lease lock when the lease runs out under its holder. */
+enum lease_outcome { LEASE_SAFE = 1, LEASE_OVERSELLS };
+struct lease {
+    enum lease_outcome busy_holder;   /* hold_ms > ttl_ms: the holder works on */
+    enum lease_outcome paused_holder; /* pause_ms > ttl_ms: the holder is frozen */
+};
+
+/* Request parameters that make an unsafe strategy's race show every run. */
+enum {
+    EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
+    EXPOSED_BY_TTL = 1 << 1,  /* a lease shorter than that stay            */
+};
+
 struct strategy {
-    const char *name;   /* the {strategy} of /stock/deduct/{strategy}      */
-    enum store store;   /* where its stock and ledger live                  */
-    int safe_single;    /* never oversells with one stockd instance         */
-    int safe_multi;     /* never oversells with several instances           */
-    const char *caveat; /* the condition a safety claim rests on, or NULL  */
+    const char *name;          /* the {strategy} of /stock/deduct/{strategy}  */
+    const struct store *store; /* where its stock and ledger live             */
+    int safe_single;           /* never oversells with one stockd instance    */
+    int safe_multi;            /* never oversells with several instances      */
+    const char *caveat;        /* the condition a safety claim rests on, or NULL */
     const char *summary;
-    unsigned needs;               /* NEEDS_* backends                                 */
-    deduct_fn deduct;             /* the strategy's own body, or...                 */
-    const struct lock_kind *lock; /* ...a lock around the shared nolock body */
-    /* Optional: clears the product's keys that live outside the main
-     * stores (reset calls it after resetting them). */
-    st_result (*reset)(struct worker *w, int product);
+    enum contention contention;
+    const struct lease *lease;    /* NULL: it holds no lease                     */
+    unsigned exposed_by;          /* EXPOSED_BY_*: 0 when safe everywhere         */
+    int hold_per_batch;           /* hold_ms is spent once per batch, not per sale */
+    deduct_fn deduct;             /* the strategy's own body, or...                */
+    const struct lock_kind *lock; /* ...a lock around the shared read-then-write   */
 };
 
 /* Sells with strategy `s`: its own body, or its lock around read_then_write. */
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
                        struct deduct_reply *out);
 
+/* The backends `s` needs to answer: its store's and its lock's. */
+backend_set strategy_needs(const struct strategy *s);
+
+/* The backends whose per-product state a reset clears for `s`. */
+backend_set strategy_resets(const struct strategy *s);
+
+/* The row as /strategies publishes it (new reference). */
+json_t *strategy_json(const struct strategy *s);
+
 const struct strategy *strategy_find(const char *name);
 size_t strategy_count(void);
 const struct strategy *strategy_at(size_t i);
-const char *store_name(enum store s);
+
+/* The most strategies the table may hold (tables indexed by strategy). */
+#define STRATEGY_MAX 32
+
+/* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
+size_t strategy_index(const struct strategy *s);
 
 #endif

@@ -7,13 +7,17 @@
  * version + 1 WHERE id = ? AND version = ?. If someone wrote in between, the
  * version moved, the UPDATE matches nothing, and this request retries from
  * the read (jittered backoff), up to optimistic_attempts times, then answers
- * busy. The ledger row is in the write's transaction.
+ * busy. The ledger row is in the write's transaction. A reset moves the
+ * version on too (never back to 0), so a write prepared before a reset
+ * cannot match after it.
  *
  * The price: no lock is held while computing, but every conflict costs a
  * full retry; under heavy contention on one row most work is wasted and some
  * requests give up busy even though stock remains.
  */
+#include "mysql_sale.h"
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
 
 static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
@@ -31,8 +35,12 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
     if (r != ST_OK)
         return r;
     out->remaining = left;
-    return sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_VERSION,
-                       SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(version)), ST_BUSY);
+    int matched;
+    r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_VERSION,
+                    SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(version)), &matched);
+    if (r == ST_OK && !matched)
+        return worker_fail(w, ST_BUSY, "version %lld changed before the write", version);
+    return r;
 }
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
@@ -42,10 +50,10 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
 const struct strategy strategy_cas = {
     .name = "cas",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "version column compare-and-set with bounded, jittered retry (optimistic)",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_RETRIES,
     .deduct = deduct,
 };

@@ -16,13 +16,19 @@
  * claimed the row, the older one's write matches nothing: it answers busy
  * and changes nothing.
  *
+ * Tokens never go back: a reset keeps both the counter and the row's fence,
+ * and a counter that Redis lost (a restart) catches up with the row's
+ * fence the first time the row refuses a token.
+ *
  * The price: the store has to take part (a fence column and a conditional
  * write), one more statement per sale, and under expiry the lock stops
  * being a queue: work done by stale holders is thrown away as busy. But
  * the stock is never oversold, however long the holder stalls.
  */
 #include "lock.h"
+#include "log.h"
 #include "redis_store.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -57,24 +63,76 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     return r;
 }
 
+/* Sets fence:{P} to at least ARGV[1]: a counter that fell behind the
+ * store's newest token (Redis restarted and lost it) catches up, instead of
+ * handing out tokens the store refuses forever. A counter that is ahead is
+ * left alone, so tokens never go back. */
+static struct redis_script catch_up = {
+    .source = "if (tonumber(redis.call('GET', KEYS[1])) or 0) < tonumber(ARGV[1]) then\n"
+              "  redis.call('SET', KEYS[1], ARGV[1])\n"
+              "end\n"
+              "return 1\n",
+};
+
+/* Deletes fence:{P} if nobody drew a token since ours: only a product that
+ * does not exist gets here, and it must leave no counter behind. */
+static struct redis_script forget_counter = {
+    .source = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+              "  return redis.call('DEL', KEYS[1])\n"
+              "end\n"
+              "return 0\n",
+};
+
+/* Runs a one-key script on fence:{P}; best effort (a failure is logged). */
+static void on_counter(struct worker *w, int product, struct redis_script *script, long long value)
+{
+    char fence[REDIS_KEY_MAX], text[24];
+    redis_key(fence, "fence", product, "");
+    snprintf(text, sizeof text, "%lld", value);
+    const char *argv[] = {fence, text};
+    redisReply *reply;
+    if (redis_eval(w, script, &reply, 1, 2, argv) == ST_OK)
+        freeReplyObject(reply);
+    else
+        log_warn("fenced: %s: %s", fence, w->error);
+}
+
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, ":fenced");
-    return redis_lease_release(w, &w->redis, key, held->token, lost);
+    if (held->newest_fence > held->fence)
+        on_counter(w, rq->product, &catch_up, held->newest_fence);
+    return redis_lease_release(w, redis_main(w), key, held->token, lost);
+}
+
+static void forget(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
+{
+    on_counter(w, rq->product, &forget_counter, held->fence);
 }
 
 static const struct lock_kind fenced_lock = {
-    .name = "fenced lock", .try_once = try_once, .release = release};
+    .name = "fenced lock",
+    .backend = BACKEND_REDIS,
+    .names = {"lock:{%d}:fenced"}, /* not fence:{P}: tokens never go back */
+    .fences = 1,
+    .try_once = try_once,
+    .release = release,
+    .forget = forget,
+};
+
+/* However long the holder stalls, the store refuses its stale write. */
+static const struct lease fenced_out = {LEASE_SAFE, LEASE_SAFE};
 
 const struct strategy strategy_fenced = {
     .name = "fenced",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "SET lock NX PX plus INCR fence in one script; MySQL refuses writes with a stale "
                "token",
-    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .contention = CONTENTION_WAITS,
+    .lease = &fenced_out,
     .lock = &fenced_lock,
 };

@@ -13,8 +13,12 @@
  * included (and hold_ms); sales of one product run one at a time. A waiter
  * that exceeds innodb_lock_wait_timeout (from lock_wait_ms) answers busy.
  */
+#include "mysql_sale.h"
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
+
+#include <assert.h>
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
@@ -32,16 +36,22 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     }
     critical_section_wait(rq, NULL);
     out->remaining = row.col[0] - rq->qty;
-    return sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_COUNT,
-                       SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product)), ST_UNKNOWN_PRODUCT);
+    /* The row is locked since the read: a reset waits for the commit, so
+     * the epoch read is still the row's. */
+    int matched;
+    r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_COUNT,
+                    SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product), SQL_I(row.col[3])),
+                    &matched);
+    assert(r != ST_OK || matched);
+    return r;
 }
 
 const struct strategy strategy_for_update = {
     .name = "for-update",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "transaction with SELECT ... FOR UPDATE (pessimistic row lock)",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS, /* on the row lock */
     .deduct = deduct,
 };

@@ -20,22 +20,33 @@
  * replica set it does not travel to the replicas. MariaDB waits to the
  * microsecond; MySQL 8 rounds the wait to whole seconds.
  */
-#include "config.h"
 #include "lock.h"
 #include "mysql_store.h"
+#include "store.h"
 #include "worker.h"
+
+#include <stdio.h>
+
+/* The lock's name, qualified by the database in SQL: "<db>.stock:<P>". */
+static void lock_name(char out[32], int product)
+{
+    snprintf(out, 32, "stock:%d", product);
+}
 
 static st_result acquire(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
     held->attempts = 1;
+    char name[32];
+    lock_name(name, rq->product);
+    long long wait = lock_wait_deadline(w) - monotonic_ms();
     struct sql_outcome got;
     st_result r =
-        sql_exec(w, SQL_GET_LOCK, SQL_ARGS(SQL_I(rq->product), SQL_I(config.lock_wait_ms)), &got);
+        sql_exec(w, SQL_GET_LOCK, SQL_ARGS(SQL_S(name), SQL_I(wait > 0 ? wait : 0)), &got);
     if (r != ST_OK)
         return r;
     /* 1: ours; 0: timed out; NULL (read as 0): an error such as a kill. */
     if (!got.found || got.col[0] != 1)
-        return worker_fail(w, ST_BUSY, "GET_LOCK not acquired within %d ms", config.lock_wait_ms);
+        return lock_wait_expired(w, "GET_LOCK");
     return ST_OK;
 }
 
@@ -43,8 +54,10 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
                          int *lost)
 {
     (void)held;
+    char name[32];
+    lock_name(name, rq->product);
     struct sql_outcome done;
-    st_result r = sql_exec(w, SQL_RELEASE_LOCK, SQL_ARGS(SQL_I(rq->product)), &done);
+    st_result r = sql_exec(w, SQL_RELEASE_LOCK, SQL_ARGS(SQL_S(name)), &done);
     if (r != ST_OK)
         return r;
     /* 1: released; 0: someone else's; NULL: nobody's (our connection was
@@ -53,15 +66,21 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return ST_OK;
 }
 
-static const struct lock_kind named_lock = {.acquire = acquire, .release = release};
+/* Held by the connection: nothing outlives it, nothing for a reset. */
+static const struct lock_kind named_lock = {
+    .name = "GET_LOCK",
+    .backend = BACKEND_MYSQL,
+    .acquire = acquire,
+    .release = release,
+};
 
 const struct strategy strategy_get_lock = {
     .name = "get-lock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "MySQL named lock GET_LOCK(name, timeout) / RELEASE_LOCK on the worker's "
                "connection, around the nolock body",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS,
     .lock = &named_lock,
 };

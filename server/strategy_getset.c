@@ -22,6 +22,7 @@
  */
 #include "lock.h"
 #include "redis_store.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -107,16 +108,25 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind timestamp_lock = {
-    .name = "getset lock", .try_once = try_once, .release = release};
+    .name = "getset lock",
+    .backend = BACKEND_REDIS,
+    .names = {"lock:{%d}:getset"},
+    .try_once = try_once,
+    .release = release,
+};
+
+static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 const struct strategy strategy_getset = {
     .name = "getset",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 0,
     .safe_multi = 0,
     .caveat = "excludes only while the holder finishes before the expiry it wrote, and only "
               "if every client's clock agrees",
     .summary = "SETNX lock <expiry>; an expired lock is taken over by GET then GETSET",
-    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .contention = CONTENTION_WAITS,
+    .lease = &expires_under_holder,
+    .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
     .lock = &timestamp_lock,
 };

@@ -19,6 +19,7 @@
  */
 #include "redis_store.h"
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -49,7 +50,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
     const char *argv[] = {stock, ledger, qty};
     redisReply *reply;
-    st_result r = redis_eval(w, &sell, &reply, 2, 3, argv);
+    st_result r = redis_eval_sale(w, &sell, &reply, 2, 3, argv);
     if (r != ST_OK)
         return r;
     long long sold, count;
@@ -71,10 +72,10 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
 const struct strategy strategy_lua = {
     .name = "lua",
-    .store = STORE_REDIS,
+    .store = &store_redis,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "one Lua script checks, decrements and records the sale inside Redis",
-    .needs = NEEDS_REDIS,
+    .contention = CONTENTION_WAITS, /* in Redis's one thread */
     .deduct = deduct,
 };

@@ -12,8 +12,8 @@
  * stockd instance has its own, so two instances race exactly like nolock.
  * Safe with one instance, unsafe with several.
  */
-#include "config.h"
 #include "lock.h"
+#include "store.h"
 #include "worker.h"
 
 #include <pthread.h>
@@ -36,15 +36,20 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return ST_OK;
 }
 
-static const struct lock_kind process_mutex = {.acquire = acquire, .release = release};
+static const struct lock_kind process_mutex = {
+    .backend = BACKEND_COUNT, /* in this process's memory */
+    .acquire = acquire,
+    .release = release,
+};
 
 const struct strategy strategy_mutex = {
     .name = "mutex",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 0,
     .caveat = "the mutex exists in one process only",
     .summary = "a process-local pthread mutex around the nolock body",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS,
+    .exposed_by = EXPOSED_BY_HOLD, /* with two instances */
     .lock = &process_mutex,
 };

@@ -28,7 +28,9 @@
  * still wrong.
  */
 #include "lock.h"
+#include "mysql_sale.h"
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
 
 #include <pthread.h>
@@ -46,9 +48,10 @@ static st_result locked_body(struct worker *w, const struct deduct_request *rq,
     if (r != ST_OK)
         return r;
     out->remaining = row.col[0] - rq->qty;
-    r = sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product)), &done);
+    r = sql_exec(w, SQL_WRITE_COUNT,
+                 SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product), SQL_I(row.col[3])), &done);
     if (r == ST_OK && done.matched == 0)
-        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", rq->product);
+        return worker_fail(w, ST_BUSY, "product %d was reset during the sale", rq->product);
     if (r == ST_OK)
         r = sql_exec(w, SQL_INSERT_ORDER,
                      SQL_ARGS(SQL_I(rq->product), SQL_S(rq->strategy->name), SQL_I(rq->qty)), NULL);
@@ -76,11 +79,12 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
 const struct strategy strategy_mutex_tx = {
     .name = "mutex-tx",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 0,
     .safe_multi = 0,
     .summary = "a process mutex inside a transaction, released before COMMIT: the next holder "
                "reads the count from before the previous sale",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS, /* on the mutex, released too early */
+    .exposed_by = EXPOSED_BY_HOLD,
     .deduct = deduct,
 };

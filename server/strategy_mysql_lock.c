@@ -21,37 +21,31 @@
  */
 #include "lock.h"
 #include "mysql_store.h"
+#include "store.h"
 #include "worker.h"
 
-#include <mysqld_error.h>
+#include <stdio.h>
+
+#define LOCK_ROW "stock:%d"
 
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
+    char name[32];
+    snprintf(name, sizeof name, LOCK_ROW, rq->product);
     for (int round = 0; round < 2; round++) {
-        st_result r = sql_exec(
+        st_result r = sql_insert_unique(
             w, SQL_LOCK_ROW_INSERT,
-            SQL_ARGS(SQL_I(rq->product), SQL_S(held->token), SQL_I((long long)rq->ttl_ms * 1000)),
-            NULL);
-        if (r == ST_OK) {
-            *taken = 1;
-            return ST_OK;
-        }
-        /* Held (duplicate key), or the row is being changed right now
-         * (lock wait, deadlock between two waiters): not taken this time. */
-        if (r != ST_BUSY)
-            return r;
-        if (round == 1 || sql_last_errno(w) != ER_DUP_ENTRY)
-            break;
+            SQL_ARGS(SQL_S(name), SQL_S(held->token), SQL_I((long long)rq->ttl_ms * 1000)), taken);
+        /* ST_BUSY: the row is being changed right now (a lock wait, a
+         * deadlock between two waiters): not taken this time. */
+        if (r != ST_OK || *taken || round == 1)
+            return r == ST_BUSY ? ST_OK : r;
         /* Held: by a live holder, or by one whose lease ran out. */
         struct sql_outcome expired;
-        r = sql_exec(w, SQL_LOCK_ROW_EXPIRE, SQL_ARGS(SQL_I(rq->product)), &expired);
-        if (r == ST_BUSY)
-            break;
-        if (r != ST_OK)
-            return r;
-        if (expired.matched == 0)
-            break;
+        r = sql_exec(w, SQL_LOCK_ROW_EXPIRE, SQL_ARGS(SQL_S(name)), &expired);
+        if (r != ST_OK || expired.matched == 0)
+            return r == ST_BUSY ? ST_OK : r;
     }
     return ST_OK;
 }
@@ -59,9 +53,11 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
+    char name[32];
+    snprintf(name, sizeof name, LOCK_ROW, rq->product);
     struct sql_outcome done;
     st_result r =
-        sql_exec(w, SQL_LOCK_ROW_DELETE, SQL_ARGS(SQL_I(rq->product), SQL_S(held->token)), &done);
+        sql_exec(w, SQL_LOCK_ROW_DELETE, SQL_ARGS(SQL_S(name), SQL_S(held->token)), &done);
     if (r != ST_OK)
         return r;
     *lost = done.matched != 1;
@@ -69,16 +65,24 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind lock_row = {
-    .name = "mysql lock row", .try_once = try_once, .release = release};
+    .name = "mysql lock row",
+    .backend = BACKEND_MYSQL,
+    .names = {LOCK_ROW},
+    .try_once = try_once,
+    .release = release,
+};
+
+static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 const struct strategy strategy_mysql_lock = {
     .name = "mysql-lock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "INSERT a row into the locks table (unique key = the lock) with owner and expiry "
                "around the nolock body; DELETE by owner to release",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS,
+    .lease = &expires_under_holder,
     .lock = &lock_row,
 };

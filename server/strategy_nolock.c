@@ -15,19 +15,15 @@
  * read and the write so that two requests in flight overlap every time.
  */
 #include "sale.h"
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    out->attempts = 1;
-    return read_then_write(w, rq, NULL, out);
-}
+#include "store.h"
 
 const struct strategy strategy_nolock = {
     .name = "nolock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 0,
     .safe_multi = 0,
     .summary = "SELECT count, then UPDATE count = read - qty: the race",
-    .needs = NEEDS_MYSQL,
-    .deduct = deduct,
+    .contention = CONTENTION_NONE,
+    .exposed_by = EXPOSED_BY_HOLD,
+    .deduct = sell_unlocked,
 };

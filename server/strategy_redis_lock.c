@@ -15,9 +15,9 @@
  * second holder enters, and the stock is oversold: safe only while the TTL
  * outlives the critical section.
  */
-#include "config.h"
 #include "lock.h"
 #include "redis_store.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -43,19 +43,27 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, "");
-    return redis_lease_release(w, &w->redis, key, held->token, lost);
+    return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 
 static const struct lock_kind redis_set_nx = {
-    .name = "redis lock", .try_once = try_once, .release = release};
+    .name = "redis lock",
+    .backend = BACKEND_REDIS,
+    .names = {"lock:{%d}"},
+    .try_once = try_once,
+    .release = release,
+};
+
+static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 const struct strategy strategy_redis_lock = {
     .name = "redis-lock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
-    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .contention = CONTENTION_WAITS,
+    .lease = &expires_under_holder,
     .lock = &redis_set_nx,
 };

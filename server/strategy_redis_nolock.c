@@ -13,38 +13,21 @@
  * deductions.
  *
  * The price: two round trips and no waiting at all. hold_ms sits between the
- * GET and the SET, so that two requests in flight overlap every time.
+ * GET and the SET, so that two requests in flight overlap every time. This
+ * is the shared body (read_then_write in sale.c) on the redis store, the
+ * very body the lock strategies wrap.
  */
-#include "redis_sale.h"
 #include "sale.h"
-#include "worker.h"
-
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    struct redis_stock k;
-    redis_stock_keys(&k, rq->product);
-    out->attempts = 1;
-    const char *get[] = {"GET", k.stock};
-    redisReply *reply;
-    st_result r = redis_call(w, &reply, 2, get);
-    if (r != ST_OK)
-        return r;
-    r = redis_count_reply(w, rq, &k, reply, out);
-    freeReplyObject(reply);
-    if (r != ST_OK)
-        return r;
-    critical_section_wait(rq, NULL);
-    out->remaining -= rq->qty;
-    return redis_sale_exec(w, rq, &k, out->remaining);
-}
+#include "store.h"
 
 const struct strategy strategy_redis_nolock = {
     .name = "redis-nolock",
-    .store = STORE_REDIS,
+    .store = &store_redis,
     .safe_single = 0,
     .safe_multi = 0,
     .summary =
         "GET count, then SET count = read - qty (ledger in the same MULTI): the race on Redis",
-    .needs = NEEDS_REDIS,
-    .deduct = deduct,
+    .contention = CONTENTION_NONE,
+    .exposed_by = EXPOSED_BY_HOLD,
+    .deduct = sell_unlocked,
 };

@@ -24,6 +24,7 @@
 #include "lock.h"
 #include "redis_store.h"
 #include "redlock.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -101,16 +102,23 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind redlock = {
-    .name = "redlock", .try_once = try_once, .release = release};
+    .name = "redlock",
+    .backend = BACKEND_REDLOCK,
+    .names = {"lock:{%d}:redlock"},
+    .try_once = try_once,
+    .release = release,
+};
+
+static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 const struct strategy strategy_redlock = {
     .name = "redlock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .caveat = "while the holder finishes within the lock's validity time",
     .summary = "SET NX PX on a majority of independent Redis servers within the TTL (Redlock)",
-    .needs = NEEDS_MYSQL | NEEDS_REDLOCK,
+    .contention = CONTENTION_WAITS,
+    .lease = &expires_under_holder,
     .lock = &redlock,
-    .reset = redlock_reset,
 };

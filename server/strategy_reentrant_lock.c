@@ -39,6 +39,7 @@
 #include "lock.h"
 #include "log.h"
 #include "redis_store.h"
+#include "store.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -149,7 +150,7 @@ static void timespec_add_ms(struct timespec *t, int ms)
 static void *watchdog_run(void *arg)
 {
     struct watchdog *d = arg;
-    struct worker *w = worker_self();
+    struct worker *w = worker_new();
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     pthread_mutex_lock(&d->mu);
@@ -171,7 +172,8 @@ static void *watchdog_run(void *arg)
         }
     }
     pthread_mutex_unlock(&d->mu);
-    worker_release_self();
+    backends_close(w);
+    worker_free(w);
     return NULL;
 }
 
@@ -283,7 +285,7 @@ static st_result subscribe(struct worker *w, const char *channel)
 {
     const char *argv[] = {"SUBSCRIBE", channel};
     redisReply *reply;
-    st_result r = redis_link_call(w, &w->subscriber, &reply, 2, argv);
+    st_result r = redis_link_call(w, redis_subscriber(w), &reply, 2, argv);
     if (r != ST_OK)
         return r;
     freeReplyObject(reply); /* ["subscribe", channel, 1] */
@@ -300,7 +302,8 @@ static int is_push(const redisReply *reply, const char *kind)
 /* Sleeps until a release is announced or `ms` pass; ST_OK either way. */
 static st_result wait_release(struct worker *w, int ms)
 {
-    redisContext *ctx = w->subscriber.ctx;
+    struct redis_link *subscriber = redis_subscriber(w);
+    redisContext *ctx = subscriber->ctx;
     void *got = NULL;
     if (redisGetReplyFromReader(ctx, &got) != REDIS_OK)
         goto broken;
@@ -318,9 +321,9 @@ static st_result wait_release(struct worker *w, int ms)
         freeReplyObject(got); /* a "message": someone released */
     return ST_OK;
 broken:
-    worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis %s:%d: subscription lost: %s", w->subscriber.host,
-                w->subscriber.port, ctx->errstr[0] ? ctx->errstr : "error");
-    redis_link_close(&w->subscriber);
+    worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis %s:%d: subscription lost: %s", subscriber->host,
+                subscriber->port, ctx->errstr[0] ? ctx->errstr : "error");
+    redis_link_close(subscriber);
     return ST_BACKEND_UNAVAILABLE;
 }
 
@@ -328,17 +331,18 @@ broken:
  * confirms; the connection is then a plain one again. */
 static void unsubscribe(struct worker *w)
 {
-    if (!w->subscriber.ctx)
+    struct redis_link *subscriber = redis_subscriber(w);
+    if (!subscriber->ctx)
         return;
     const char *argv[] = {"UNSUBSCRIBE"};
     redisReply *reply;
-    if (redis_link_call(w, &w->subscriber, &reply, 1, argv) != ST_OK)
+    if (redis_link_call(w, subscriber, &reply, 1, argv) != ST_OK)
         return;
     while (!is_push(reply, "unsubscribe")) {
         freeReplyObject(reply);
         void *got;
-        if (redisGetReply(w->subscriber.ctx, &got) != REDIS_OK || !got) {
-            redis_link_close(&w->subscriber);
+        if (redisGetReply(subscriber->ctx, &got) != REDIS_OK || !got) {
+            redis_link_close(subscriber);
             return;
         }
         reply = got;
@@ -352,7 +356,7 @@ static void unsubscribe(struct worker *w)
 static st_result lock_first(struct worker *w, const struct deduct_request *rq,
                             const struct names *n, struct held_lock *held)
 {
-    long long deadline = monotonic_ms() + config.lock_wait_ms;
+    long long deadline = lock_wait_deadline(w);
     int subscribed = 0;
     st_result r;
     for (;;) {
@@ -363,8 +367,7 @@ static st_result lock_first(struct worker *w, const struct deduct_request *rq,
             break;
         long long now = monotonic_ms();
         if (now >= deadline) {
-            r = worker_fail(w, ST_BUSY, "reentrant lock not acquired within %d ms",
-                            config.lock_wait_ms);
+            r = lock_wait_expired(w, "reentrant lock");
             break;
         }
         if (!subscribed) {
@@ -444,16 +447,25 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind reentrant = {
-    .acquire = acquire, .release = release, .freeze = freeze};
+    .backend = BACKEND_REDIS,
+    .names = {"lock:{%d}:reentrant", "lock:{%d}:reentrant:waiters"},
+    .acquire = acquire,
+    .release = release,
+    .freeze = freeze,
+};
+
+/* The watchdog renews a busy holder's lease; a frozen one's it cannot. */
+static const struct lease renewed_while_running = {LEASE_SAFE, LEASE_OVERSELLS};
 
 const struct strategy strategy_reentrant_lock = {
     .name = "reentrant-lock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .caveat = "while the holder runs: a frozen process's watchdog stops renewing",
     .summary = "Redisson-style re-entrant hash lock, renewed by a watchdog, waiters woken by "
                "pub/sub",
-    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .contention = CONTENTION_WAITS,
+    .lease = &renewed_while_running,
     .lock = &reentrant,
 };

@@ -20,6 +20,7 @@
  */
 #include "lock.h"
 #include "redis_store.h"
+#include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -75,16 +76,25 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind setnx_then_expire = {
-    .name = "setnx lock", .try_once = try_once, .release = release};
+    .name = "setnx lock",
+    .backend = BACKEND_REDIS,
+    .names = {"lock:{%d}:setnx"},
+    .try_once = try_once,
+    .release = release,
+};
+
+static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 const struct strategy strategy_setnx_expire = {
     .name = "setnx-expire",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 0,
     .safe_multi = 0,
     .caveat = "excludes only while the TTL outlives the critical section; its DEL frees "
               "whoever holds the lock",
     .summary = "SETNX lock, then PEXPIRE ttl as a second command; DEL without an owner check",
-    .needs = NEEDS_MYSQL | NEEDS_REDIS,
+    .contention = CONTENTION_WAITS,
+    .lease = &expires_under_holder,
+    .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
     .lock = &setnx_then_expire,
 };

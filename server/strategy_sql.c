@@ -13,17 +13,19 @@
  * safe answer. Writers to one row still queue on its row lock, for as long
  * as the transaction lasts (hold_ms keeps it open to show that).
  */
-#include "sale.h"
+#include "mysql_sale.h"
+#include "store.h"
 #include "worker.h"
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
     out->attempts = 1;
+    int matched = 0;
     st_result r = sql_begin(w);
     if (r == ST_OK)
         r = sale_commit(w, rq, SALE_WAIT_INSIDE, SQL_DEDUCT_IF_ENOUGH,
-                        SQL_ARGS(SQL_I(rq->qty), SQL_I(rq->product), SQL_I(rq->qty)), ST_SOLD_OUT);
-    if (r != ST_SOLD_OUT)
+                        SQL_ARGS(SQL_I(rq->qty), SQL_I(rq->product), SQL_I(rq->qty)), &matched);
+    if (r != ST_OK || matched)
         return r;
     /* Matched nothing: too little stock, or no such product. Tell which. */
     struct sql_outcome row;
@@ -35,10 +37,10 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
 const struct strategy strategy_sql = {
     .name = "sql",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "one statement: UPDATE ... SET count = count - ? WHERE id = ? AND count >= ?",
-    .needs = NEEDS_MYSQL,
+    .contention = CONTENTION_WAITS, /* on the row lock */
     .deduct = deduct,
 };

@@ -15,6 +15,7 @@
  */
 #include "redis_sale.h"
 #include "sale.h"
+#include "store.h"
 #include "worker.h"
 
 /* WATCH then GET in one round trip; the count checked into out->remaining. */
@@ -34,14 +35,6 @@ static st_result watch_and_read(struct worker *w, const struct deduct_request *r
     return r;
 }
 
-static void unwatch(struct worker *w)
-{
-    redisReply *reply;
-    const char *argv[] = {"UNWATCH"};
-    if (redis_call(w, &reply, 1, argv) == ST_OK)
-        freeReplyObject(reply);
-}
-
 static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
                               struct deduct_reply *out)
 {
@@ -49,12 +42,13 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
     redis_stock_keys(&k, rq->product);
     st_result r = watch_and_read(w, rq, &k, out);
     if (r != ST_OK) {
-        unwatch(w);
+        redis_unwatch(w);
         return r;
     }
     critical_section_wait(rq, NULL);
     out->remaining -= rq->qty;
-    return redis_sale_exec(w, rq, &k, out->remaining);
+    return redis_sale_exec(w, rq, &k, out->remaining,
+                           "the stock key changed between WATCH and EXEC");
 }
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
@@ -64,10 +58,10 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
 
 const struct strategy strategy_watch = {
     .name = "watch",
-    .store = STORE_REDIS,
+    .store = &store_redis,
     .safe_single = 1,
     .safe_multi = 1,
     .summary = "Redis WATCH/MULTI/EXEC with bounded, jittered retry",
-    .needs = NEEDS_REDIS,
+    .contention = CONTENTION_RETRIES,
     .deduct = deduct,
 };

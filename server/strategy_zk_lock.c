@@ -22,9 +22,9 @@
  * (no contact for zk-session-ms, e.g. a network partition), our node
  * vanishes while we may still be writing, and the next in line enters.
  */
-#include "config.h"
 #include "lock.h"
 #include "log.h"
+#include "store.h"
 #include "worker.h"
 #include "zk_store.h"
 
@@ -123,7 +123,7 @@ static st_result wait_for_turn(struct worker *w, struct held_lock *held, struct 
     const char *dir = node->dir;
     zhandle_t *zh = zk_handle(node->session);
     const char *mine = strrchr(node->path, '/') + 1;
-    long long deadline = monotonic_ms() + config.lock_wait_ms;
+    long long deadline = lock_wait_deadline(w);
     for (int attempt = 1;; attempt++) {
         held->attempts = attempt;
         /* Read the counter before the watch is set, so that an event
@@ -144,8 +144,7 @@ static st_result wait_for_turn(struct worker *w, struct held_lock *held, struct 
         if (rc != ZOK)
             return zk_fail(w, rc, "watch", before);
         if (monotonic_ms() >= deadline || !zk_wait_event(seen, deadline))
-            return worker_fail(w, ST_BUSY, "zookeeper lock not acquired within %d ms",
-                               config.lock_wait_ms);
+            return lock_wait_expired(w, "zookeeper lock");
     }
 }
 
@@ -206,49 +205,40 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return r;
 }
 
-/* Reset: delete the product's lock nodes, such as those of a stockd that
- * died and whose session has not expired yet. Best effort: a ZooKeeper that
- * is down does not fail the reset of the stores (whose sessions' nodes
- * expire with them anyway), and only a session already connected is used,
- * so a reset never waits for ZooKeeper more than once. */
-static st_result reset_nodes(struct worker *w, int product)
+/* The product turned out not to exist: delete its queue's parent node, so
+ * that unknown products leave nothing behind. Someone else still queued
+ * there keeps it (ZNOTEMPTY), and the last one out deletes it. */
+static void forget(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
-    if (!config.zk[0])
-        return ST_OK;
+    (void)held;
     struct zk_session *s;
-    if (zk_session_get(w, 0, &s) != ST_OK) {
-        log_warn("zk-lock: reset left product %d's lock nodes alone: %s", product, w->error);
-        return ST_OK;
-    }
-    char dir[ZK_DIR_MAX], path[ZK_PATH_MAX];
-    dir_of(dir, product);
-    struct String_vector children;
-    int rc = zoo_get_children(zk_handle(s), dir, 0, &children);
-    for (int i = 0; rc == ZOK && i < children.count; i++) {
-        snprintf(path, sizeof path, "%s/%.120s", dir, children.data[i]);
-        int deleted = zoo_delete(zk_handle(s), path, -1);
-        if (deleted != ZOK && deleted != ZNONODE)
-            log_warn("zk-lock: reset could not delete %s: %s", path, zerror(deleted));
-    }
-    if (rc == ZOK)
-        deallocate_String_vector(&children);
-    else if (rc != ZNONODE)
-        log_warn("zk-lock: reset could not list %s: %s", dir, zerror(rc));
+    if (zk_session_get(w, 0, &s) != ST_OK)
+        return;
+    char dir[ZK_DIR_MAX];
+    dir_of(dir, rq->product);
+    int rc = zoo_delete(zk_handle(s), dir, -1);
+    if (rc != ZOK && rc != ZNONODE && rc != ZNOTEMPTY)
+        log_warn("zk-lock: could not delete %s: %s", dir, zerror(rc));
     zk_session_put(s);
-    return ST_OK;
 }
 
-static const struct lock_kind zk_sequential = {.acquire = acquire, .release = release};
+static const struct lock_kind zk_sequential = {
+    .name = "zookeeper lock",
+    .backend = BACKEND_ZOOKEEPER,
+    .names = {LOCKS_ROOT "/%d"},
+    .acquire = acquire,
+    .release = release,
+    .forget = forget,
+};
 
 const struct strategy strategy_zk_lock = {
     .name = "zk-lock",
-    .store = STORE_MYSQL,
+    .store = &store_mysql,
     .safe_single = 1,
     .safe_multi = 1,
     .caveat = "while the ZooKeeper session lives (it expires after zk-session-ms without contact)",
     .summary = "ZooKeeper ephemeral sequential node, watch on the predecessor only (Curator "
                "recipe) around the nolock body",
-    .needs = NEEDS_MYSQL | NEEDS_ZK,
+    .contention = CONTENTION_WAITS,
     .lock = &zk_sequential,
-    .reset = reset_nodes,
 };

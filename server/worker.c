@@ -1,70 +1,41 @@
 /*
- * worker.c - per-thread state, created on first use and torn down by the
- * thread-specific key's destructor when libmicrohttpd joins its threads.
+ * worker.c - per-thread state, deadlines, and small helpers every request
+ * uses (sleeping, clocks, random tokens).
  */
 #include "worker.h"
 
-#include "config.h"
-#include "mysql_store.h"
-
+#include <assert.h>
+#include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
 
-static pthread_key_t worker_key;
-static pthread_once_t worker_key_once = PTHREAD_ONCE_INIT;
+/* The drain deadline of a stop in progress, 0 while running. */
+static _Atomic long long stop_deadline_ms;
 
-static void worker_destroy(void *p)
+struct worker *worker_new(void)
 {
-    struct worker *w = p;
-    mysql_store_disconnect(w);
-    redis_link_close(&w->redis);
-    redis_link_close(&w->subscriber);
-    for (int i = 0; i < REDLOCK_MAX; i++)
-        redis_link_close(&w->redlock[i]);
-    mysql_thread_end();
-    free(w);
-}
-
-static void worker_key_create(void)
-{
-    if (pthread_key_create(&worker_key, worker_destroy) != 0)
-        abort(); /* cannot run without per-thread state */
-}
-
-struct worker *worker_self(void)
-{
-    pthread_once(&worker_key_once, worker_key_create);
-    struct worker *w = pthread_getspecific(worker_key);
-    if (w)
-        return w;
-    w = calloc(1, sizeof *w);
+    struct worker *w = calloc(1, sizeof *w);
     if (!w)
         abort(); /* a few hundred bytes per thread: out of memory is fatal */
     unsigned int seed;
     if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
         seed = (unsigned int)monotonic_ms();
     w->seed = seed;
-    w->redis.host = config.redis_host;
-    w->redis.port = config.redis_port;
-    w->subscriber.host = config.redis_host;
-    w->subscriber.port = config.redis_port;
-    pthread_setspecific(worker_key, w);
     return w;
 }
 
-void worker_release_self(void)
+void worker_free(struct worker *w)
 {
-    pthread_once(&worker_key_once, worker_key_create);
-    struct worker *w = pthread_getspecific(worker_key);
     if (!w)
         return;
-    pthread_setspecific(worker_key, NULL);
-    worker_destroy(w);
+    for (int i = 0; i < BACKEND_COUNT; i++)
+        assert(!w->links[i]); /* backends_close() first */
+    free(w);
 }
 
 st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
@@ -76,13 +47,27 @@ st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
     return r;
 }
 
-void worker_drop_dead_links(struct worker *w)
+long long worker_deadline(const struct worker *w)
 {
-    mysql_store_drop_if_closed(w);
-    redis_link_drop_if_closed(&w->redis);
-    redis_link_drop_if_closed(&w->subscriber); /* idle: unsubscribed between requests */
-    for (int i = 0; i < REDLOCK_MAX; i++)
-        redis_link_drop_if_closed(&w->redlock[i]);
+    long long stop = atomic_load(&stop_deadline_ms);
+    if (!w->deadline_ms)
+        return stop;
+    return stop && stop < w->deadline_ms ? stop : w->deadline_ms;
+}
+
+st_result worker_check_deadline(struct worker *w)
+{
+    long long deadline = worker_deadline(w);
+    if (!deadline || monotonic_ms() < deadline)
+        return ST_OK;
+    if (deadline != w->deadline_ms)
+        return worker_fail(w, ST_TIMEOUT, "the server is stopping and its drain time is over");
+    return worker_fail(w, ST_TIMEOUT, "the request's deadline passed (request-timeout-ms)");
+}
+
+void workers_stop_by(long long when_ms)
+{
+    atomic_store(&stop_deadline_ms, when_ms);
 }
 
 int socket_peer_closed(int fd)
@@ -100,8 +85,10 @@ int worker_random(struct worker *w, int bound)
 
 void sleep_ms(int ms)
 {
+    if (ms <= 0)
+        return;
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (ms > 0 && nanosleep(&t, &t) != 0)
+    while (nanosleep(&t, &t) != 0 && errno == EINTR)
         ; /* resumed after a signal: sleep what is left */
 }
 
@@ -110,6 +97,13 @@ long long monotonic_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+long long monotonic_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
 void random_token(char *out, size_t bytes)

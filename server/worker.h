@@ -1,58 +1,57 @@
 /*
- * worker.h - what each libmicrohttpd worker thread owns.
+ * worker.h - what each thread that runs requests owns.
  *
- * stockd answers requests on a fixed pool of threads. Each thread lazily
- * opens its own MySQL connection (with its prepared statements) and its own
- * Redis connection, keeps them across requests, and drops one as soon as it
- * fails; the next request that needs it connects again. So there is no
- * connect per request, no connection pool lock on the hot path, and a backend
- * that comes back is used again without restarting stockd.
+ * stockd runs requests on a fixed pool of threads (pool.h). Each thread has
+ * one struct worker: a slot per backend (backend.h) where that backend's
+ * file keeps this thread's own connections - opened on first use, kept
+ * across requests, dropped as soon as they fail, so there is no connect per
+ * request, no connection pool lock on the hot path, and a backend that comes
+ * back is used again without restarting stockd. Threads that are not pool
+ * workers but talk to backends (health probes, a lock's watchdog) have a
+ * worker of their own too.
  *
- * The worker also carries the detail of the last failure (like errno), so
- * that a result travels as a plain st_result and the message beside it.
+ * The worker also carries the running request's deadline and the detail of
+ * the last failure (like errno), so that a result travels as a plain
+ * st_result with the message beside it.
  */
 #ifndef STOCKD_WORKER_H
 #define STOCKD_WORKER_H
 
+#include "backend.h"
 #include "result.h"
 
-#include "redis_store.h"
-#include "redlock.h"
-#include "sql.h"
-
-#include <mysql.h>
+#include <stddef.h>
 
 struct worker {
-    MYSQL *mysql;                           /* NULL until needed or after a failure */
-    MYSQL_STMT *statements[SQL_COUNT];      /* prepared on first use per connection */
-    unsigned mysql_errno;                   /* MySQL error number of the last failure */
-    struct redis_link redis;                /* the main Redis store                  */
-    struct redis_link subscriber;           /* reentrant-lock: pub/sub waits on the main Redis */
-    struct redis_link redlock[REDLOCK_MAX]; /* redlock: one link per --redlock server */
-    unsigned int seed;                      /* for backoff jitter; per thread        */
-    char error[256];                        /* detail of the last failed result      */
+    void *links[BACKEND_COUNT]; /* each backend's connections, NULL until used */
+    long long deadline_ms;      /* the running request's deadline, 0: none      */
+    unsigned int seed;          /* backoff jitter, per thread                   */
+    char error[256];            /* detail of the last failed result             */
 };
 
-/* The calling thread's worker, created on first use. Never NULL. */
-struct worker *worker_self(void);
+/* A new worker with no links. Never NULL (out of memory is fatal). */
+struct worker *worker_new(void);
 
-/* Closes and frees the calling thread's worker now (threads that exit free
- * theirs automatically). */
-void worker_release_self(void);
+/* Frees a worker whose links are closed (backends_close()). */
+void worker_free(struct worker *w);
 
 /* Records why `r` happened and returns `r`, so failures read
  * `return worker_fail(w, ST_BUSY, "lock held for %d ms", ms);` */
 st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/*
- * Drops every connection whose server has closed it since it was last used
- * (the server restarted, or timed the idle link out), so that this request
- * connects afresh instead of failing on a dead socket. Called at the start
- * of each request, never inside a transaction or a WATCH: a zero-timeout
- * poll() per connection, no round trip.
- */
-void worker_drop_dead_links(struct worker *w);
+/* The moment the running request must be answered by, on the monotonic
+ * clock: its own deadline, brought forward to the server's drain deadline
+ * once it is stopping. 0 when there is none. */
+long long worker_deadline(const struct worker *w);
+
+/* ST_TIMEOUT, with a message saying so, once worker_deadline() has passed;
+ * ST_OK before. Called before a request starts and before every wait or
+ * retry, so that a request nobody waits for any more changes nothing. */
+st_result worker_check_deadline(struct worker *w);
+
+/* Brings every request's deadline forward to `when_ms` (a stop's drain). */
+void workers_stop_by(long long when_ms);
 
 /* Whether the peer has closed (or reset) idle socket `fd`: an idle client
  * connection has nothing to read, so readable means EOF or an error. */
@@ -66,6 +65,9 @@ void sleep_ms(int ms);
 
 /* Milliseconds on the monotonic clock, for deadlines. */
 long long monotonic_ms(void);
+
+/* Microseconds on the monotonic clock, for latencies. */
+long long monotonic_us(void);
 
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */

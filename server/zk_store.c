@@ -7,6 +7,7 @@
  */
 #include "zk_store.h"
 
+#include "backend.h"
 #include "config.h"
 #include "log.h"
 #include "worker.h"
@@ -276,15 +277,19 @@ st_result zk_fail(struct worker *w, int rc, const char *what, const char *path)
     return worker_fail(w, ST_BACKEND_UNAVAILABLE, "zookeeper: %s %s: %s", what, path, zerror(rc));
 }
 
-int zk_store_describe(json_t *state)
+/* ------------------------------------------------------------ the backend */
+
+static int configured(void)
 {
-    if (!config.zk[0])
-        return 0;
-    json_object_set_new(state, "servers", json_string(config.zk));
-    return 1;
+    return config.zk[0] != '\0';
 }
 
-st_result zk_store_ping(struct worker *w)
+static void describe(json_t *state)
+{
+    json_object_set_new(state, "servers", json_string(config.zk));
+}
+
+static st_result ping(struct worker *w)
 {
     struct zk_session *s;
     st_result r = zk_session_get(w, 1, &s);
@@ -295,3 +300,53 @@ st_result zk_store_ping(struct worker *w)
     zk_session_put(s);
     return rc == ZOK ? ST_OK : zk_fail(w, rc, "exists", "/");
 }
+
+/* Deletes `path`'s children, then `path` itself. */
+static void delete_tree(zhandle_t *zh, const char *path)
+{
+    struct String_vector children;
+    int rc = zoo_get_children(zh, path, 0, &children);
+    if (rc == ZNONODE)
+        return;
+    for (int i = 0; rc == ZOK && i < children.count; i++) {
+        char child[256];
+        snprintf(child, sizeof child, "%s/%.180s", path, children.data[i]);
+        int deleted = zoo_delete(zh, child, -1);
+        if (deleted != ZOK && deleted != ZNONODE)
+            log_warn("zookeeper: reset could not delete %s: %s", child, zerror(deleted));
+    }
+    if (rc == ZOK)
+        deallocate_String_vector(&children);
+    else
+        log_warn("zookeeper: reset could not list %s: %s", path, zerror(rc));
+    rc = zoo_delete(zh, path, -1);
+    if (rc != ZOK && rc != ZNONODE)
+        log_warn("zookeeper: reset could not delete %s: %s", path, zerror(rc));
+}
+
+/* Reset: delete a product's lock nodes, such as those of a stockd that died
+ * and whose session has not expired yet. Best effort: a ZooKeeper that is
+ * down does not fail the reset of the stores (whose sessions' nodes expire
+ * with them anyway), and only a session already connected is used, so a
+ * reset never waits for ZooKeeper more than once. */
+static st_result clear(struct worker *w, const char *const *paths, int count)
+{
+    struct zk_session *s;
+    if (zk_session_get(w, 0, &s) != ST_OK) {
+        log_warn("zookeeper: reset left lock nodes alone: %s", w->error);
+        return ST_OK;
+    }
+    for (int i = 0; i < count; i++)
+        delete_tree(zk_handle(s), paths[i]);
+    zk_session_put(s);
+    return ST_OK;
+}
+
+/* No per-worker links: the session is the process's (see zk_store.h). */
+const struct backend backend_zookeeper = {
+    .name = "zookeeper",
+    .configured = configured,
+    .ping = ping,
+    .clear = clear,
+    .describe = describe,
+};

@@ -22,7 +22,6 @@
 
 #include "result.h"
 
-#include <jansson.h>
 #include <zookeeper/zookeeper.h>
 
 struct worker;
@@ -60,12 +59,5 @@ st_result zk_fail(struct worker *w, int rc, const char *what, const char *path);
 /* Closes the session at shutdown, once no worker runs (its ephemeral nodes
  * go with it at once instead of after the session timeout). */
 void zk_store_close(void);
-
-/* The health check: a session answers a request. */
-st_result zk_store_ping(struct worker *w);
-
-/* Adds the configured servers to a health state; 0 when --zk is empty
- * (then /health leaves ZooKeeper out). */
-int zk_store_describe(json_t *state);
 
 #endif

@@ -1,7 +1,9 @@
 -- stockd schema. Runs unchanged on MariaDB 10.11 and MySQL 8; safe to apply twice.
 --
 -- stock    one row per product: the stock now, what reset set it to, and the
---          columns the optimistic and fenced strategies compare against.
+--          columns the optimistic and fenced strategies compare against. None of
+--          version, fence and epoch ever goes back, so that a write prepared
+--          before a reset can never apply after it.
 -- orders   the ledger: one row per acknowledged sale, inserted in the same
 --          transaction as the deduction wherever the strategy has one.
 -- locks    the table lock of the mysql-lock strategy: a unique key is the lock.
@@ -10,9 +12,20 @@ CREATE TABLE IF NOT EXISTS stock (
     product_id INT NOT NULL PRIMARY KEY,
     count      BIGINT NOT NULL,             -- signed: an oversold stock shows below zero
     initial    BIGINT NOT NULL,
-    version    BIGINT NOT NULL DEFAULT 0,   -- cas: bumped by every write
-    fence      BIGINT NOT NULL DEFAULT 0    -- fenced: newest fencing token seen
+    version    BIGINT NOT NULL DEFAULT 0,   -- cas: bumped by every write and every reset
+    fence      BIGINT NOT NULL DEFAULT 0,   -- fenced: newest fencing token seen
+    epoch      BIGINT NOT NULL DEFAULT 0    -- bumped by every reset; blind writes check it
 ) ENGINE = InnoDB;
+
+-- A database made before the epoch column existed gets it here (MySQL 8 has no
+-- ADD COLUMN IF NOT EXISTS, so the statement is chosen from information_schema).
+SET @add_epoch = (SELECT IF(COUNT(*) = 0,
+    'ALTER TABLE stock ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0', 'DO 0')
+    FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'stock' AND column_name = 'epoch');
+PREPARE add_epoch FROM @add_epoch;
+EXECUTE add_epoch;
+DEALLOCATE PREPARE add_epoch;
 
 CREATE TABLE IF NOT EXISTS orders (
     id         BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,

@@ -603,16 +603,21 @@ void expect_claims(const struct claim *claims, size_t count)
     }
 }
 
-long backend_health(const char *backend, char state[16])
+long backend_health(const char *backend, const char *want, char state[16])
 {
     long status;
-    json_t *health;
-    http_get("/health", NULL, &status, &health);
-    const json_t *row = json_object_get(json_object_get(health, "backends"), backend);
-    const json_t *st = json_object_get(row, "state");
-    snprintf(state, 16, "%s", json_is_string(st) ? json_string_value(st) : "");
-    json_decref(health);
-    return status;
+    long long deadline = now_ms() + HEALTH_SETTLE_MS;
+    for (;;) {
+        json_t *health;
+        http_get("/health", NULL, &status, &health);
+        const json_t *row = json_object_get(json_object_get(health, "backends"), backend);
+        const json_t *st = json_object_get(row, "state");
+        snprintf(state, 16, "%s", json_is_string(st) ? json_string_value(st) : "");
+        json_decref(health);
+        if (strcmp(state, want) == 0 || now_ms() >= deadline)
+            return status;
+        sleep_ms(50);
+    }
 }
 
 /* ---------------------------------------------------------- load driver */

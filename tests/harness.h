@@ -179,10 +179,15 @@ struct claim {
  * with that store and those claims. */
 void expect_claims(const struct claim *claims, size_t count);
 
-/* GET /health: its status, and the "state" of `backend` in its "backends"
- * ("" when it is missing) copied into `state`. Asserts only that the answer
- * is JSON. */
-long backend_health(const char *backend, char state[16]);
+/* How long /health may take to show a backend's new state: its probes run
+ * in the background every 500 ms, and a probe of a backend that is going
+ * away can take a connect timeout. */
+#define HEALTH_SETTLE_MS 5000
+
+/* GET /health until the "state" of `backend` in its "backends" is `want`,
+ * for up to HEALTH_SETTLE_MS: its last status, and that state ("" when it is
+ * missing) copied into `state`. Asserts only that the answer is JSON. */
+long backend_health(const char *backend, const char *want, char state[16]);
 
 /* ---------------------------------------------------------- load driver */
 

@@ -51,12 +51,9 @@ static const char *state_of(const json_t *health, const char *backend)
  * backend_unavailable, `down` reported down and named in the message, the
  * other one up.
  */
-static void expect_health(const char *down)
+static int health_as_expected(const char *down, long status, const json_t *doc)
 {
     static const char *const core[] = {"mysql", "redis"};
-    long status;
-    json_t *doc;
-    http_get("/health", NULL, &status, &doc);
     int as_expected = status == (down ? 503 : 200);
     for (size_t i = 0; i < sizeof core / sizeof core[0]; i++) {
         int is_down = down && strcmp(core[i], down) == 0;
@@ -68,6 +65,24 @@ static void expect_health(const char *down)
         as_expected = as_expected && error && strcmp(error, "backend_unavailable") == 0 &&
                       message && strstr(message, down);
     }
+    return as_expected;
+}
+
+/* The probes run in the background: /health shows a change within
+ * HEALTH_SETTLE_MS. */
+static void expect_health(const char *down)
+{
+    long status;
+    json_t *doc = NULL;
+    long long deadline = now_ms() + HEALTH_SETTLE_MS;
+    for (;;) {
+        json_decref(doc);
+        http_get("/health", NULL, &status, &doc);
+        if (health_as_expected(down, status, doc) || now_ms() >= deadline)
+            break;
+        sleep_ms(50);
+    }
+    int as_expected = health_as_expected(down, status, doc);
     if (!as_expected)
         print_reply("GET", "/health", status, doc);
     json_decref(doc);

@@ -182,7 +182,7 @@ static void test_zookeeper_outage(void **state)
     char zk_word[32] = "", lock_word[32] = "";
     long zk_status = deduct("zk-lock", PRODUCT_OUTAGE, NULL, zk_word);
     char zk_state[16];
-    long health_status = backend_health("zookeeper", zk_state);
+    long health_status = backend_health("zookeeper", "down", zk_state);
     char path[64];
     snprintf(path, sizeof path, "/stock/reset?product=%d&count=5", PRODUCT_OUTAGE_MYSQL);
     struct http_reply r;

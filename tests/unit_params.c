@@ -28,6 +28,9 @@ struct call {
     const char *body;
 };
 
+/* The worker whose error buffer the parser writes to. */
+static struct worker *w;
+
 static st_result run(const struct call *c, long long *values)
 {
     struct http_request req = {
@@ -38,14 +41,14 @@ static st_result run(const struct call *c, long long *values)
         .body = c->body ? c->body : "",
         .body_len = c->body ? strlen(c->body) : 0,
     };
-    return params_parse(worker_self(), &req, specs, NSPECS, values);
+    return params_parse(w, &req, specs, NSPECS, values);
 }
 
 static void expect_bad(const struct call *c, const char *message_part)
 {
     long long v[NSPECS];
     assert_int_equal(run(c, v), ST_BAD_REQUEST);
-    assert_non_null(strstr(worker_self()->error, message_part));
+    assert_non_null(strstr(w->error, message_part));
 }
 
 static void test_bounded_int(void **state)
@@ -90,8 +93,8 @@ static void test_query_errors(void **state)
     expect_bad(&range, "qty in the query must be an integer 1..1000, not '1001'");
     long long v[NSPECS];
     struct http_request req = {.method = "GET", .path = "/x", .too_many_args = 1, .body = ""};
-    assert_int_equal(params_parse(worker_self(), &req, specs, NSPECS, v), ST_BAD_REQUEST);
-    assert_non_null(strstr(worker_self()->error, "more than 16 query parameters"));
+    assert_int_equal(params_parse(w, &req, specs, NSPECS, v), ST_BAD_REQUEST);
+    assert_non_null(strstr(w->error, "more than 16 query parameters"));
 }
 
 static void test_body(void **state)
@@ -123,10 +126,17 @@ static void test_body(void **state)
     expect_bad(&on_get, "a GET request takes no body");
 }
 
+static int setup(void **state)
+{
+    (void)state;
+    w = worker_new();
+    return 0;
+}
+
 static int teardown(void **state)
 {
     (void)state;
-    worker_release_self();
+    worker_free(w);
     return 0;
 }
 
@@ -138,5 +148,5 @@ int main(void)
         cmocka_unit_test(test_query_errors),
         cmocka_unit_test(test_body),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

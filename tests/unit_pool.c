@@ -1,7 +1,8 @@
 /*
- * unit_pool.c - the worker pool: every queued job runs exactly once, jobs
- * really run in parallel on different workers (the property races need),
- * and stopping drains the queue before joining.
+ * unit_pool.c - the worker pool: every queued job runs exactly once, on a
+ * worker of its own thread; jobs really run in parallel on different
+ * workers (the property races need); the queue is bounded; a closed pool
+ * refuses new jobs; and stopping drains the queue before joining.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "pool.h"
+#include "worker.h"
 
 #define WORKERS 4
 
@@ -20,8 +22,9 @@ struct counted {
     atomic_int *runs;
 };
 
-static void count_run(struct job *job)
+static void count_run(struct job *job, struct worker *w)
 {
+    assert_non_null(w);
     atomic_fetch_add(((struct counted *)(void *)job)->runs, 1);
 }
 
@@ -31,10 +34,10 @@ static void test_every_job_runs_once(void **state)
     enum { JOBS = 1000 };
     static struct counted jobs[JOBS];
     atomic_int runs = 0;
-    assert_int_equal(pool_start(WORKERS), 0);
+    assert_int_equal(pool_start(WORKERS, JOBS), 0);
     for (int i = 0; i < JOBS; i++) {
         jobs[i] = (struct counted){.job = {.run = count_run}, .runs = &runs};
-        pool_submit(&jobs[i].job);
+        assert_int_equal(pool_submit(&jobs[i].job), ST_OK);
     }
     pool_stop(); /* drains the queue, then joins */
     assert_int_equal(atomic_load(&runs), JOBS);
@@ -45,10 +48,10 @@ static void test_every_job_runs_once(void **state)
  * so a pool that ran them one by one would hang here instead of passing. */
 static pthread_barrier_t all_workers;
 
-static void meet(struct job *job)
+static void meet(struct job *job, struct worker *w)
 {
     pthread_barrier_wait(&all_workers);
-    count_run(job);
+    count_run(job, w);
 }
 
 static void test_jobs_run_in_parallel(void **state)
@@ -57,14 +60,73 @@ static void test_jobs_run_in_parallel(void **state)
     static struct counted jobs[WORKERS];
     atomic_int runs = 0;
     pthread_barrier_init(&all_workers, NULL, WORKERS);
-    assert_int_equal(pool_start(WORKERS), 0);
+    assert_int_equal(pool_start(WORKERS, WORKERS), 0);
     for (int i = 0; i < WORKERS; i++) {
         jobs[i] = (struct counted){.job = {.run = meet}, .runs = &runs};
-        pool_submit(&jobs[i].job);
+        assert_int_equal(pool_submit(&jobs[i].job), ST_OK);
     }
     pool_stop();
     pthread_barrier_destroy(&all_workers);
     assert_int_equal(atomic_load(&runs), WORKERS);
+}
+
+/* Jobs that hold every worker until released, so the queue fills up. */
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t opened = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
+static void held(struct job *job, struct worker *w)
+{
+    pthread_mutex_lock(&gate);
+    while (!gate_open)
+        pthread_cond_wait(&opened, &gate);
+    pthread_mutex_unlock(&gate);
+    count_run(job, w);
+}
+
+static void open_gate(void)
+{
+    pthread_mutex_lock(&gate);
+    gate_open = 1;
+    pthread_cond_broadcast(&opened);
+    pthread_mutex_unlock(&gate);
+}
+
+/* Waits until `n` workers have taken a job off the queue. */
+static void wait_busy(int n)
+{
+    struct pool_load load;
+    do
+        pool_load(&load);
+    while (load.busy < n);
+}
+
+static void test_full_queue_refuses(void **state)
+{
+    (void)state;
+    enum { QUEUE = 3 };
+    static struct counted jobs[WORKERS + QUEUE + 1];
+    atomic_int runs = 0;
+    gate_open = 0;
+    assert_int_equal(pool_start(WORKERS, QUEUE), 0);
+    for (int i = 0; i < WORKERS + QUEUE + 1; i++)
+        jobs[i] = (struct counted){.job = {.run = held}, .runs = &runs};
+    for (int i = 0; i < WORKERS; i++) {
+        assert_int_equal(pool_submit(&jobs[i].job), ST_OK);
+        wait_busy(i + 1);
+    }
+    for (int i = WORKERS; i < WORKERS + QUEUE; i++)
+        assert_int_equal(pool_submit(&jobs[i].job), ST_OK);
+    struct pool_load load;
+    pool_load(&load);
+    assert_int_equal(load.queued, QUEUE);
+    assert_int_equal(pool_submit(&jobs[WORKERS + QUEUE].job), ST_OVERLOADED);
+
+    pool_close();
+    assert_int_equal(pool_submit(&jobs[WORKERS + QUEUE].job), ST_SHUTTING_DOWN);
+    open_gate();
+    pool_stop(); /* what was accepted still runs */
+    assert_int_equal(atomic_load(&runs), WORKERS + QUEUE);
 }
 
 int main(void)
@@ -72,6 +134,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_job_runs_once),
         cmocka_unit_test(test_jobs_run_in_parallel),
+        cmocka_unit_test(test_full_queue_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

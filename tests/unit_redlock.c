@@ -30,6 +30,7 @@ static void test_empty_is_not_configured(void **state)
     char why[256] = "";
     assert_int_equal(configure("", why, sizeof why), 0);
     assert_int_equal(redlock_count(), 0);
+    assert_false(backend_configured(BACKEND_REDLOCK));
     assert_string_equal(why, "");
 }
 
@@ -40,17 +41,20 @@ static void test_servers_parse(void **state)
     assert_int_equal(configure("127.0.0.1:23381,localhost:23382,10.0.0.3:6379", why, sizeof why),
                      0);
     assert_int_equal(redlock_count(), 3);
-    struct worker *w = worker_self();
+    struct worker *w = worker_new();
     assert_string_equal(redlock_link(w, 0)->host, "127.0.0.1");
     assert_int_equal(redlock_link(w, 0)->port, 23381);
     assert_string_equal(redlock_link(w, 1)->host, "localhost");
     assert_int_equal(redlock_link(w, 1)->port, 23382);
     assert_int_equal(redlock_link(w, 2)->port, 6379);
+    const struct backend *b = backend_at(BACKEND_REDLOCK);
+    assert_true(backend_configured(BACKEND_REDLOCK));
     json_t *state_json = json_object();
-    assert_int_equal(redlock_describe(state_json), 1);
+    b->describe(state_json);
     assert_int_equal(json_array_size(json_object_get(state_json, "servers")), 3);
     json_decref(state_json);
-    worker_release_self();
+    backends_close(w);
+    worker_free(w);
 }
 
 static void test_bad_lists_are_refused(void **state)

@@ -18,6 +18,25 @@ static void expect_route(const char *method, const char *path, handler_fn handle
     route_find(method, path, &m);
     assert_int_equal(m.result, ST_OK);
     assert_ptr_equal(m.handler, handler);
+    assert_null(m.page);
+}
+
+/* An endpoint answered on the HTTP thread, never queued behind the work. */
+static void expect_page(const char *method, const char *path, page_fn page)
+{
+    struct route_match m;
+    route_find(method, path, &m);
+    assert_int_equal(m.result, ST_OK);
+    assert_ptr_equal(m.page, page);
+    assert_null(m.handler);
+}
+
+static void expect_flags(const char *method, const char *path, unsigned flags)
+{
+    struct route_match m;
+    route_find(method, path, &m);
+    assert_int_equal(m.result, ST_OK);
+    assert_int_equal(m.flags, flags);
 }
 
 static void expect_refused(const char *method, const char *path, st_result r, const char *allow)
@@ -32,13 +51,26 @@ static void expect_refused(const char *method, const char *path, st_result r, co
 static void test_contract_paths(void **state)
 {
     (void)state;
-    expect_route("GET", "/health", api_health);
-    expect_route("GET", "/strategies", api_strategies);
+    expect_page("GET", "/health", api_health);
+    expect_page("GET", "/strategies", api_strategies);
     expect_route("POST", "/stock/reset", api_reset);
     expect_route("GET", "/stock/deduct/nolock", api_deduct);
     expect_route("POST", "/stock/deduct/redis-lock", api_deduct);
-    expect_route("GET", "/stock/deduct", api_deduct); /* no name: unknown_strategy */
+    /* No name, with or without the slash: unknown_strategy, whatever the method. */
+    expect_route("GET", "/stock/deduct", api_deduct);
+    expect_route("GET", "/stock/deduct/", api_deduct);
+    expect_route("POST", "/stock/deduct/", api_deduct);
     expect_route("GET", "/stock/1001", api_stock);
+}
+
+static void test_guards(void **state)
+{
+    (void)state;
+    expect_flags("POST", "/stock/reset", ROUTE_CHANGES_STATE | ROUTE_ADMIN);
+    expect_flags("GET", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
+    expect_flags("POST", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
+    expect_flags("GET", "/stock/1001", 0);
+    expect_flags("GET", "/strategies", 0);
 }
 
 static void test_wrong_method(void **state)
@@ -64,6 +96,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contract_paths),
+        cmocka_unit_test(test_guards),
         cmocka_unit_test(test_wrong_method),
         cmocka_unit_test(test_not_found),
     };
