@@ -25,6 +25,7 @@ class Measure:
 
     def __init__(self, requests, rps, p50, p95, p99, top):
         self.requests, self.rps = requests, rps
+        self.sent = requests      # requests sent to get this measure, probes included
         self.p50_ms, self.p95_ms, self.p99_ms, self.max_ms = p50, p95, p99, top
 
 
@@ -73,16 +74,19 @@ def redis_evalsha(port, sha, keys, args, conns, n, log_path):
     return m
 
 
-def redis_requests_for(seconds, port, sha, keys, args, conns, log_path):
-    """How many calls take about `seconds` (redis-benchmark counts requests, not
-    time): the rate of probe runs, doubled until one lasts a quarter second, times
-    `seconds`."""
-    n = max(2000, 50 * conns)
+def redis_for(seconds, port, sha, keys, args, conns, log_path):
+    """EVALSHA for about `seconds`: redis-benchmark counts requests, not time, and
+    its short runs are slow to start, so runs grow until one lasts 80% of `seconds`;
+    that one is the measure (its .sent counts every run)."""
+    n, sent = max(2000, 50 * conns), 0
     while True:
-        probe = redis_evalsha(port, sha, keys, args, conns, n, log_path)
-        if n / probe.rps >= 0.25 or n >= 10 ** 7:
-            return max(1000, int(probe.rps * seconds))
-        n *= 2
+        m = redis_evalsha(port, sha, keys, args, conns, n, log_path)
+        sent += n
+        took = n / m.rps
+        if took >= 0.8 * seconds or n >= 10 ** 7:
+            m.sent = sent
+            return m
+        n = int(n * min(8.0, max(1.2, 1.1 * seconds / took)))
 
 
 def redis_call(port, *words):
