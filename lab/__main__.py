@@ -17,8 +17,6 @@ import sys
 from . import bench, bench_report, browser, compare, compare_report
 from .common import REPO, SetupError, write_text
 
-sys.dont_write_bytecode = True
-
 KINDS = {  # page -> (results file, report module, rows from the results document)
     "report.html": ("results.json", compare_report, lambda doc: doc),
     "bench.html": ("bench.json", bench_report, lambda doc: doc["rows"]),
