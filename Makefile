@@ -33,7 +33,7 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare stack-up stack-down \
+.PHONY: all deps build test unit integration gate run demo compare bench stack-up stack-down \
         stack-status clean format format-check
 
 all: build
@@ -80,7 +80,7 @@ build/release build/test build/test/server:
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint
+	@$(DEPS) stack zk jmeter chromium lint bench
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
 	tests/run $(UNIT_BIN) -- $(IT_BIN)
@@ -97,6 +97,16 @@ demo compare: build
 	@$(DEPS) stack zk jmeter
 	@jmeter/compare; status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
+
+# make bench: what each strategy costs (bench/README.md). Installs what is
+# missing, starts the private stack and stockd when nothing answers at PORT,
+# drives every strategy with wrk (keep-alive) next to the raw limits of the
+# HTTP path, Redis and MariaDB, checks the ledger after each row, writes
+# results/bench-<timestamp>/ and prints the table. Knobs (through the
+# environment): CONNS=1,16,64,256 DURATION=2 WARMUP=1 STRATEGIES=
+bench: build
+	@$(DEPS) stack zk bench chromium
+	@bench/bench
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

@@ -1,8 +1,8 @@
 # The load generator of docker-compose.yml: Apache JMeter 5.x (the upstream
 # binary release, checked against the SHA-512 that Apache publishes for it),
-# a headless JRE and python3, with jmeter/ of this repository: deduct.jmx,
-# deduct.properties, compare and report.py. Built with the repository as its
-# context:
+# a headless JRE and python3, with jmeter/ of this repository (deduct.jmx,
+# deduct.properties, compare) and lab/, the orchestrator compare runs on.
+# Built with the repository as its context:
 #
 #   docker build -f deploy/jmeter.Dockerfile -t stockd-jmeter .
 #
@@ -26,7 +26,8 @@ RUN mkdir -p /usr/share/man/man1 \
     && ln -s "apache-jmeter-$JMETER_VERSION" /opt/jmeter \
     && rm -f /tmp/apache-jmeter-*
 WORKDIR /stockd
-COPY jmeter/deduct.jmx jmeter/deduct.properties jmeter/compare jmeter/report.py jmeter/
+COPY jmeter/deduct.jmx jmeter/deduct.properties jmeter/compare jmeter/
+COPY lab/ lab/
 COPY deploy/jmeter-entrypoint /usr/local/bin/jmeter-entrypoint
 # JMETER=jmeter: the Apache release runs as it is (jmeter/jmeter, the wrapper,
 # is only for Debian's JMeter 2.13).

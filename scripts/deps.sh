@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages a part of stockd needs, by group.
 #
-#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose prometheus all
+#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose
+#                                   prometheus lint bench all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -16,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint"
+GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint bench"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -37,6 +38,9 @@ group_packages() {
         # server it also ships is never started.
         prometheus) echo "prometheus" ;;
         lint)     echo "clang-format" ;;
+        # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
+        # and the private nginx that serves the HTTP-path limit.
+        bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;
         *)        return 1 ;;
     esac
 }

@@ -1,0 +1,83 @@
+"""python3 -m lab COMMAND ... (from the repository root):
+
+    compare [FLAGS]            the comparison (what jmeter/compare runs)
+    bench [FLAGS]              the bench (what bench/bench runs)
+    check-report [PATH]        check a comparison's report.html or a bench's bench.html
+                               in headless Chromium (PATH: the page or its directory;
+                               default results/latest); exit 0 fine, 1 wrong, 2 cannot
+                               check
+    render [DIR]               re-render DIR's report.html or bench.html from its
+                               results (default results/latest)
+"""
+
+import json
+import os
+import sys
+
+from . import bench, bench_report, browser, compare, compare_report
+from .common import REPO, SetupError, write_text
+
+KINDS = {  # page -> (results file, report module, rows from the results document)
+    "report.html": ("results.json", compare_report, lambda doc: doc),
+    "bench.html": ("bench.json", bench_report, lambda doc: doc["rows"]),
+}
+
+
+def locate(path):
+    """(page path, results document, report module, rows) of a results directory or page."""
+    path = os.path.realpath(path or os.path.join(REPO, "results", "latest"))
+    pages = [path] if os.path.isfile(path) else [os.path.join(path, p) for p in KINDS]
+    for page in pages:
+        kind = KINDS.get(os.path.basename(page))
+        results = os.path.join(os.path.dirname(page), kind[0]) if kind else None
+        if results and os.path.isfile(results):
+            with open(results) as f:
+                doc = json.load(f)
+            return page, doc, kind[1], kind[2](doc)
+    raise SetupError(f"no report.html/results.json or bench.html/bench.json at {path}")
+
+
+def check_report(argv):
+    try:
+        page, _, module, rows = locate(argv[0] if argv else None)
+        found = browser.check(page, module.expectations(rows))
+    except SetupError as e:
+        print(f"check-report: {e}", file=sys.stderr)
+        return 2
+    for p in found:
+        print(f"check-report: {p}", file=sys.stderr)
+    if found:
+        print(f"check-report: FAIL {page}", file=sys.stderr)
+        return 1
+    print(f"check-report: ok: {len(rows)} rows; screenshot {os.path.splitext(page)[0]}.png")
+    return 0
+
+
+def render(argv):
+    try:
+        page, doc, module, rows = locate(argv[0] if argv else None)
+        params = doc.get("params") if isinstance(doc, dict) else None
+        if params is None:
+            with open(os.path.join(os.path.dirname(page), "params.json")) as f:
+                params = json.load(f)
+        write_text(page, module.render(rows, params))
+    except (SetupError, OSError) as e:
+        print(f"render: {e}", file=sys.stderr)
+        return 2
+    print(page)
+    return 0
+
+
+COMMANDS = {"compare": compare.main, "bench": bench.main, "check-report": check_report,
+            "render": render}
+
+
+def main(argv):
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,325 @@
+"""What each strategy costs: every strategy driven by wrk (keep-alive) at several
+concurrencies against a stock that never sells out, next to the raw limits of the
+same run:
+
+    http      a private nginx serving the exact bytes of GET /strategies as a static
+              file, and stockd's own GET /strategies (no backend)
+    redis     redis-benchmark running the `lua` strategy's sale script by EVALSHA
+    mariadb   sysbench running the `sql` strategy's sale transaction
+
+Each strategy row is also a correctness run: afterwards the store's ledger must show
+nothing oversold and nothing lost for a strategy that claims safety, and at least the
+units of its 200 answers (exit status 1 otherwise). Exit status 2: the bench could not
+be made. Writes results/bench-<timestamp>/ (bench.json, bench.csv, bench.html, the
+tools' consoles) and points results/bench-latest at it; checks bench.html in headless
+Chromium; prints the table and the elapsed time.
+
+--quick (the test gate): the first strategy claiming safety of each store, one
+concurrency, one second per row."""
+
+import os
+import signal
+import sys
+import time
+
+from . import bench_report, browser, facts as facts_mod, raw, sources, tables, wrk
+from .api import Api, metric, parse_metrics
+from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
+                     make_out_dir, now_iso, write_text)
+from .compare import check_needs
+from .gate import bench_verdict
+from .outcomes import Outcomes
+from .service import Service, StaticServer, run_dir, stack_env
+
+STOCK = 1_000_000_000
+LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
+SETTLE_S = 15
+
+
+def parse_args(argv):
+    o = Options("bench/bench", __doc__.split("\n\n")[0])
+    o.add("--strategies", ["STRATEGIES"], "", str, "comma list; empty: all from GET /strategies")
+    o.add("--conns", ["CONNS"], "", str,
+          "concurrencies, keep-alive connections (empty: 1,16,64,256; with --quick: 16)")
+    o.add("--duration", ["DURATION"], 2, int, "seconds per row", 1)
+    o.add("--warmup", ["WARMUP"], 1, int, "seconds of unrecorded load per strategy first", 0)
+    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
+    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
+    o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
+    o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
+          "where results/bench-<timestamp>/ goes")
+    o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
+                      "no warm-up (the test gate's bench)")
+    ns = o.parse(argv)
+    ns.strategies = comma_list(ns.strategies)
+    try:
+        ns.conns = [int(c) for c in comma_list(ns.conns or ("16" if ns.quick else "1,16,64,256"))]
+    except ValueError:
+        o.parser.error(f"--conns: not a comma list of numbers: {ns.conns!r}")
+    if not ns.conns or min(ns.conns) < 1:
+        o.parser.error("--conns: at least one concurrency, each at least 1")
+    if ns.quick:
+        ns.duration, ns.warmup = 1, 0
+    ns.http_port = ns.http_port or ns.port + 1
+    return ns
+
+
+def ratio(rps, limit):
+    return round(rps / limit, 3) if rps and limit else None
+
+
+class Bench:
+    def __init__(self, args, api, facts, claim_instances, out_dir, say):
+        self.args, self.api, self.facts, self.say = args, api, facts, say
+        self.instances = claim_instances
+        self.out_dir = out_dir
+        self.log = lambda name: os.path.join(out_dir, name + ".log")
+        self.rows = []
+
+    # ------------------------------------------------------------------ rows
+    def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
+            instances=()):
+        a = self.args
+        r = {"label": f"{name} c={conc}", "name": name, "kind": kind, "store": store,
+             "claim": claim, "concurrency": conc, "duration_s": a.duration,
+             "requests": outcomes.requests, "throughput_rps": measure.rps,
+             "p50_ms": measure.p50_ms, "p95_ms": measure.p95_ms, "p99_ms": measure.p99_ms,
+             "max_ms": measure.max_ms, "limit": limit, "store_sold": (acct or {}).get("sold"),
+             "oversold": (acct or {}).get("oversold"),
+             "lost_updates": (acct or {}).get("lost_updates"),
+             "remaining": (acct or {}).get("remaining"), "instances_seen": sorted(instances),
+             "verdict": verdict, "reason": reason}
+        r.update(outcomes.fields())
+        self.rows.append(r)
+        self.say(f"{r['label']}: {measure.rps} req/s, p99 {measure.p99_ms} ms; "
+                 f"{verdict.upper()} - {reason}")
+        return r
+
+    def reset(self):
+        err = self.api.reset(self.args.product, STOCK)
+        if err:
+            raise SetupError(err)
+
+    def url(self, port, path):
+        return f"http://{self.args.host}:{port}{path}"
+
+    def wrk(self, url, conns, seconds):
+        return wrk.run(url, conns, seconds, self.log("wrk"))
+
+    # ------------------------------------------------------------ raw limits
+    def http_limit(self):
+        doc = self.api.strategies()
+        static = StaticServer(os.path.join(run_dir(), "bench-nginx"), self.args.http_port,
+                              "/strategies", doc.raw)
+        static.start(lambda port: Api(self.args.host, port))
+        try:
+            for c in self.args.conns:
+                res = self.wrk(self.url(self.args.http_port, "/strategies"), c, self.args.duration)
+                self.add_http("nginx static /strategies", c, res)
+        finally:
+            static.stop()
+        for c in self.args.conns:
+            res = self.wrk(self.url(self.args.port, "/strategies"), c, self.args.duration)
+            self.add_http("stockd GET /strategies", c, res)
+
+    def add_http(self, name, conc, res):
+        ok = res.outcomes["sold"] == res.requests and res.requests > 0
+        self.add(name, "raw", None, None, conc, res, res.outcomes, "http", None,
+                 "pass" if ok else "fail",
+                 "every answer 200" if ok else f"not every answer 200: {res.outcomes.detail()}",
+                 res.instances)
+
+    def ledger_sold(self, store):
+        acct = self.api.account(self.args.product, store)
+        if acct is None:
+            raise SetupError(f"could not read the {store} accounting of product "
+                             f"{self.args.product}")
+        return acct
+
+    def raw_row(self, name, store, limit, conc, run):
+        """A raw row (run() measures it): its sales are what the store's ledger gained."""
+        before = self.ledger_sold(store)["sold"]
+        measure = run()
+        acct = self.ledger_sold(store)
+        gained = acct["sold"] - before
+        missing = measure.sent - gained
+        outcomes = Outcomes()
+        outcomes.add(200, "", measure.requests - max(0, missing))
+        if missing > 0:
+            outcomes.add("", "", missing, what="not in the ledger")
+        ok = missing == 0 and not acct.get("oversold") and not acct.get("lost_updates")
+        self.add(name, "raw", store, None, conc, measure, outcomes, limit, acct,
+                 "pass" if ok else "fail",
+                 "ledger gained one sale per request" if ok else
+                 f"ledger gained {gained} for {measure.sent} requests")
+
+    def redis_limit(self):
+        lua = sources.strategy_name(sources.LUA_FILE)
+        if lua not in self.facts.by_name:
+            raise SetupError(f"server/strategy_lua.c registers '{lua}', which GET /strategies "
+                             "does not list")
+        script = sources.redis_script(sources.LUA_FILE, "sell")
+        sha = sources.sha1(script)
+        port = int(stack_env()["STOCKD_REDIS_PORT"])
+        self.reset()
+        r = self.api.call("GET", f"/stock/deduct/{lua}?product={self.args.product}&qty=1")
+        if r.status != 200:
+            raise SetupError(f"one '{lua}' sale answered {r.status}: {str(r.body)[:160]}")
+        if not raw.script_loaded(port, sha):
+            raise SetupError(f"after a '{lua}' sale, Redis has no script {sha}: the sale script "
+                             "read from server/strategy_lua.c is not the one stockd runs "
+                             "(rebuild stockd?)")
+        self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
+        keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
+            self.log("redis-benchmark")
+        for c in self.args.conns:
+            self.raw_row("redis EVALSHA sale script", "redis", "redis", c,
+                         lambda: raw.redis_for(self.args.duration, port, sha, keys, [1], c, log))
+
+    def mariadb_limit(self):
+        deduct = sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH")
+        insert = sources.sql_statement(sources.SQL_FILE, "SQL_INSERT_ORDER")
+        name = sources.strategy_name(sources.SQL_STRATEGY_FILE)
+        db = stack_env()
+        self.reset()
+        for c in self.args.conns:
+            self.raw_row("mariadb sale transaction", "mysql", "mariadb", c,
+                         lambda: raw.mariadb_sale(db, deduct, insert, self.args.product, name, c,
+                                                  self.args.duration, self.log("sysbench")))
+
+    # ------------------------------------------------------------ strategies
+    def settle(self):
+        """Wait until stockd has no request in flight (wrk stops with some still
+        queued), so that the ledger is final and the next row starts idle."""
+        deadline = time.time() + SETTLE_S
+        while time.time() < deadline:
+            try:
+                text = self.api.call("GET", "/metrics", timeout=5).body
+            except OSError:
+                text = ""
+            flying = metric(parse_metrics(text), "stockd_in_flight_requests") if isinstance(
+                text, str) else None
+            if flying is None:
+                time.sleep(1.0)  # no gauge to ask: give the queue a second
+                return
+            if flying <= 1:      # the /metrics request itself may be counted
+                return
+            time.sleep(0.1)
+
+    def strategy(self, s):
+        a = self.args
+        safe = s.safe_for(self.instances)
+        url = self.url(a.port, f"/stock/deduct/{s.name}?product={a.product}&qty=1")
+        if a.warmup:
+            self.reset()
+            self.wrk(url, max(a.conns), a.warmup)
+            self.settle()
+        for c in a.conns:
+            self.reset()
+            res = self.wrk(url, c, a.duration)
+            self.settle()
+            acct = self.api.account(a.product, s.store)
+            verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
+            self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,
+                     res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
+                     res.instances)
+
+    def run(self, selected):
+        self.http_limit()
+        self.redis_limit()
+        self.mariadb_limit()
+        for s in selected:
+            self.strategy(s)
+        self.mark_limits()
+        return self.rows
+
+    def mark_limits(self):
+        """limit_rps and x_limit: each row against the best of its limit's own rows."""
+        defining = {"nginx static /strategies": "http", "redis EVALSHA sale script": "redis",
+                    "mariadb sale transaction": "mariadb"}
+        best = {}
+        for r in self.rows:
+            kind = defining.get(r["name"])
+            if kind and r["throughput_rps"]:
+                best[kind] = max(best.get(kind, 0), r["throughput_rps"])
+        for r in self.rows:
+            r["limit_rps"] = best.get(r["limit"])
+            r["x_limit"] = ratio(r["throughput_rps"], r["limit_rps"])
+
+
+def claim_instances(api):
+    names = api.instance_names(4)
+    if None in names or not names:
+        raise SetupError(f"stockd at {api.where()} answers without an X-Stockd-Instance header: "
+                         "cannot tell which claim (safe_single, safe_multi) to judge")
+    return sorted(names)
+
+
+def write_outputs(out_dir, rows, params):
+    page = os.path.join(out_dir, "bench.html")
+    write_text(os.path.join(out_dir, "bench.json"), tables.json_text({"params": params,
+                                                                      "rows": rows}))
+    write_text(os.path.join(out_dir, "bench.csv"), tables.csv_text(rows, bench_report.ROW_FIELDS))
+    write_text(page, bench_report.render(rows, params))
+    return page
+
+
+def main(argv):
+    args = parse_args(argv)
+    say = Progress("bench")
+    t0 = time.time()
+    api = Api(args.host, args.port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
+    service = Service(api, 1, say)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    started = now_iso()
+    try:
+        ensure_writable(args.results_dir)
+        service.ensure()
+        facts = facts_mod.parse(api.strategies().body)
+        names = claim_instances(api)
+        selected = (facts.first_safe_per_store(len(names)) if args.quick and not args.strategies
+                    else facts.select(args.strategies))
+        check_needs(api, facts, selected)
+        out_dir = make_out_dir(args.results_dir, "bench-", "bench-latest")
+        say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
+            f"concurrencies {args.conns}, {args.duration} s each")
+        rows = Bench(args, api, facts, len(names), out_dir, say).run(selected)
+        params = {"started": started, "finished": now_iso(), "host": args.host,
+                  "port": args.port, "instance_names": names,
+                  "claim": facts_mod.claim_name(len(names)), "conns": args.conns,
+                  "duration_s": args.duration, "warmup_s": args.warmup, "stock": STOCK,
+                  "product": args.product, "strategies": [s.name for s in selected],
+                  "settings": facts.settings, "elapsed_s": round(time.time() - t0),
+                  "driver": "wrk (keep-alive), redis-benchmark, sysbench",
+                  "stockd_started_by_bench": service.started}
+        page = write_outputs(out_dir, rows, params)
+        found = browser.check(page, bench_report.expectations(rows))
+    except SetupError as e:
+        say(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    finally:
+        service.stop()
+    print(tables.text_table(rows, bench_report.TABLE))
+    print()
+    failed = [r for r in rows if r["verdict"] != "pass"]
+    for r in failed:
+        print(f"FAIL {r['label']}: {r['reason']}")
+    for p in found:
+        print(f"FAIL bench.html in Chromium: {p}")
+    elapsed = time.time() - t0
+    print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; bench.html "
+          f"{'checked in Chromium' if not found else 'WRONG'}: {page}")
+    print(f"elapsed {int(elapsed // 60)}m{int(elapsed % 60):02d}s")
+    return 1 if failed or found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

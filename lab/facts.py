@@ -1,0 +1,127 @@
+"""The strategies' facts, as GET /strategies publishes them. The lab learns everything
+it plans and expects from these fields, never from a strategy's name:
+
+    store         where the stock and the ledger live ("mysql", "redis")
+    safe_single   claims oversold = lost = 0 with one instance
+    safe_multi    ... with several instances
+    contention    "waits" (a contended request waits its turn: busy only past
+                  lock_wait_ms), "retries" (optimistic: may answer busy), "none"
+    lease         null, or {"busy_holder", "paused_holder"}: "safe" | "oversells"
+    exposed_by    request parameters that make an unsafe strategy's race show
+    needs         the backends it needs to answer
+
+A field that is missing is an error that says so (the run cannot be made): the lab
+never falls back to a guess."""
+
+from .common import SetupError
+
+REQUIRED = ("store", "safe_single", "safe_multi", "contention", "lease", "exposed_by", "needs")
+CONTENTION = ("waits", "retries", "none")
+LEASE_CASES = ("busy_holder", "paused_holder")
+LEASE_VALUES = ("safe", "oversells")
+REQUEST_PARAMS = ("hold_ms", "ttl_ms", "pause_ms")
+SETTINGS = ("lock_wait_ms",)
+
+
+class Strategy:
+    def __init__(self, doc):
+        self.name = doc["name"]
+        self.store = doc["store"]
+        self.safe_single = doc["safe_single"]
+        self.safe_multi = doc["safe_multi"]
+        self.contention = doc["contention"]
+        self.lease = doc["lease"]
+        self.exposed_by = list(doc["exposed_by"])
+        self.needs = list(doc["needs"])
+        self.caveat = doc.get("caveat")
+        self.summary = doc.get("summary")
+
+    def safe_for(self, instances):
+        """The claim judged for this number of instances."""
+        return self.safe_single if instances <= 1 else self.safe_multi
+
+
+def claim_name(instances):
+    return "safe_single" if instances <= 1 else "safe_multi"
+
+
+class Facts:
+    """The parsed /strategies document."""
+
+    def __init__(self, strategies, settings, instance):
+        self.strategies = strategies        # in the server's order
+        self.settings = settings
+        self.instance = instance
+        self.by_name = {s.name: s for s in strategies}
+
+    def select(self, names):
+        """The named strategies (all of them when `names` is empty), in that order."""
+        if not names:
+            return list(self.strategies)
+        unknown = [n for n in names if n not in self.by_name]
+        if unknown:
+            raise SetupError(f"unknown strategies: {', '.join(unknown)} "
+                             f"(the server has: {', '.join(self.by_name)})")
+        return [self.by_name[n] for n in names]
+
+    def first_safe_per_store(self, instances):
+        """For each store, in order of first appearance, the first strategy that
+        claims safety for this number of instances."""
+        picked = {}
+        for s in self.strategies:
+            if s.safe_for(instances) and s.store not in picked:
+                picked[s.store] = s
+        return list(picked.values())
+
+    def needs(self, strategies):
+        return sorted({b for s in strategies for b in s.needs})
+
+
+def _problem(doc, i):
+    """Why the i-th strategy entry cannot be used, or None."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+        return f"strategy #{i + 1} has no name"
+    name = doc["name"]
+    checks = [
+        ("store", lambda v: isinstance(v, str) and v),
+        ("safe_single", lambda v: isinstance(v, bool)),
+        ("safe_multi", lambda v: isinstance(v, bool)),
+        ("contention", lambda v: v in CONTENTION),
+        ("lease", lambda v: v is None or (isinstance(v, dict) and all(
+            v.get(k) in LEASE_VALUES for k in LEASE_CASES))),
+        ("exposed_by", lambda v: isinstance(v, list) and all(p in REQUEST_PARAMS for p in v)),
+        ("needs", lambda v: isinstance(v, list) and all(isinstance(b, str) for b in v)),
+    ]
+    for field, ok in checks:
+        if not ok(doc[field]):
+            return f"strategy '{name}' has an unusable {field}: {doc[field]!r}"
+    if not (doc["safe_single"] and doc["safe_multi"]) and not doc["exposed_by"]:
+        return (f"strategy '{name}' is not safe everywhere but lists no exposed_by "
+                "parameters to show its race with")
+    return None
+
+
+def parse(doc):
+    """Facts from a GET /strategies document; SetupError (one line) when a field
+    the lab reads is missing or unusable."""
+    entries = doc.get("strategies") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise SetupError("GET /strategies lists no strategies")
+    missing = []
+    for e in entries:
+        for field in REQUIRED:
+            if isinstance(e, dict) and field not in e and field not in missing:
+                missing.append(field)
+    if missing:
+        raise SetupError(f"GET /strategies has no {', '.join(missing)} for some strategies: "
+                         "this stockd does not publish the facts the lab plans and judges "
+                         "from (build stockd from a main that has them)")
+    settings = doc.get("settings")
+    absent = [k for k in SETTINGS if not isinstance((settings or {}).get(k), int)]
+    if absent:
+        raise SetupError(f"GET /strategies has no settings.{', settings.'.join(absent)}")
+    for i, e in enumerate(entries):
+        why = _problem(e, i)
+        if why:
+            raise SetupError(f"GET /strategies: {why}")
+    return Facts([Strategy(e) for e in entries], settings, doc.get("instance"))

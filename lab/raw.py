@@ -1,0 +1,150 @@
+"""The raw limits of the backends, measured with their own tools and the same work
+stockd gives them:
+
+    Redis    redis-benchmark running the `lua` strategy's sale script by EVALSHA,
+             with the keys and arguments stockd sends (stock:{P}, ledger:{P}, qty)
+    MariaDB  sysbench running the `sql` strategy's transaction (bench/sale.lua):
+             START TRANSACTION; SQL_DEDUCT_IF_ENOUGH; SQL_INSERT_ORDER; COMMIT
+
+Both texts come from the C sources (lab.sources)."""
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+
+from .common import REPO, SetupError
+
+SALE_LUA = os.path.join(REPO, "bench", "sale.lua")
+
+
+class Measure:
+    """Throughput and latencies of one raw run (milliseconds)."""
+
+    def __init__(self, requests, rps, p50, p95, p99, top):
+        self.requests, self.rps = requests, rps
+        self.sent = requests      # requests sent to get this measure, probes included
+        self.p50_ms, self.p95_ms, self.p99_ms, self.max_ms = p50, p95, p99, top
+
+
+def tool(name, group="bench"):
+    path = shutil.which(name)
+    if not path:
+        raise SetupError(f"{name} not found (scripts/deps.sh {group})")
+    return path
+
+
+def _run(cmd, timeout, log_path):
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"{os.path.basename(cmd[0])} did not finish in {timeout}s") from None
+    with open(log_path, "a") as f:
+        f.write(" ".join(cmd) + "\n" + proc.stdout + "\n")
+    if proc.returncode != 0 or "Error" in proc.stdout or "FATAL" in proc.stdout:
+        last = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+        raise SetupError(f"{os.path.basename(cmd[0])} failed (exit {proc.returncode}): "
+                         f"{last[0].strip()[:200]}; see {log_path}")
+    return proc.stdout
+
+
+# ----------------------------------------------------------------------------- Redis
+def parse_redis_csv(text):
+    """A Measure from `redis-benchmark --csv` (7.x: rps and latency columns)."""
+    rows = [r for r in csv.DictReader(io.StringIO(text)) if r.get("rps")]
+    if not rows:
+        return None
+    r = rows[-1]
+    return Measure(None, float(r["rps"]), float(r["p50_latency_ms"]), float(r["p95_latency_ms"]),
+                   float(r["p99_latency_ms"]), float(r["max_latency_ms"]))
+
+
+def redis_evalsha(port, sha, keys, args, conns, n, log_path):
+    """n EVALSHA calls of `sha` over `conns` connections."""
+    cmd = [tool("redis-benchmark"), "-h", "127.0.0.1", "-p", str(port), "-c", str(conns),
+           "-n", str(n), "--threads", str(min(2, conns)), "--csv",
+           "EVALSHA", sha, str(len(keys))] + list(keys) + [str(a) for a in args]
+    m = parse_redis_csv(_run(cmd, 120, log_path))
+    if m is None:
+        raise SetupError(f"redis-benchmark gave no result; see {log_path}")
+    m.requests = n
+    return m
+
+
+def redis_for(seconds, port, sha, keys, args, conns, log_path):
+    """EVALSHA for about `seconds`: redis-benchmark counts requests, not time, and
+    its short runs are slow to start, so runs grow until one lasts 80% of `seconds`;
+    that one is the measure (its .sent counts every run)."""
+    n, sent = max(2000, 50 * conns), 0
+    while True:
+        m = redis_evalsha(port, sha, keys, args, conns, n, log_path)
+        sent += n
+        took = n / m.rps
+        if took >= 0.8 * seconds or n >= 10 ** 7:
+            m.sent = sent
+            return m
+        n = int(n * min(8.0, max(1.2, 1.1 * seconds / took)))
+
+
+def redis_call(port, *words):
+    """One redis-cli command's reply text."""
+    cmd = [tool("redis-cli", "bench"), "-h", "127.0.0.1", "-p", str(port)] + list(words)
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=10)
+    return proc.stdout.strip()
+
+
+def script_loaded(port, sha):
+    """Whether Redis has a script of this SHA1 (SCRIPT EXISTS)."""
+    return redis_call(port, "SCRIPT", "EXISTS", sha).split() == ["1"]
+
+
+# --------------------------------------------------------------------------- MariaDB
+_HIST = re.compile(r"^\s*([0-9.]+)\s*\|\**\s+(\d+)\s*$")
+
+
+def histogram_percentiles(text, ps):
+    """Nearest-rank percentiles (ms) from sysbench's --histogram lines."""
+    buckets = [(float(m.group(1)), int(m.group(2)))
+               for m in (_HIST.match(ln) for ln in text.splitlines()) if m]
+    total = sum(n for _, n in buckets)
+    out = {}
+    for p in ps:
+        rank, seen = max(1, -(-p * total // 100)), 0
+        out[p] = None
+        for value, n in buckets:
+            seen += n
+            if seen >= rank:
+                out[p] = value
+                break
+    return out
+
+
+def parse_sysbench(text):
+    """A Measure from sysbench's report (transactions, rate, histogram, max)."""
+    tx = re.search(r"transactions:\s+(\d+)\s+\(([0-9.]+) per sec", text)
+    top = re.search(r"max:\s+([0-9.]+)", text)
+    if not tx:
+        return None
+    pct = histogram_percentiles(text, (50, 95, 99))
+    return Measure(int(tx.group(1)), float(tx.group(2)), pct[50], pct[95], pct[99],
+                   float(top.group(1)) if top else None)
+
+
+def mariadb_sale(db, deduct_sql, insert_sql, product, strategy, conns, seconds, log_path):
+    """The sale transaction at `conns` threads for `seconds`. `db`: the stack's
+    STOCKD_MYSQL_* settings."""
+    cmd = [tool("sysbench"), SALE_LUA, f"--deduct-sql={deduct_sql}", f"--insert-sql={insert_sql}",
+           f"--product={product}", "--qty=1", f"--strategy={strategy}", "--db-driver=mysql",
+           f"--mysql-host={db['STOCKD_MYSQL_HOST']}", f"--mysql-port={db['STOCKD_MYSQL_PORT']}",
+           f"--mysql-user={db['STOCKD_MYSQL_USER']}",
+           f"--mysql-password={db['STOCKD_MYSQL_PASSWORD']}",
+           f"--mysql-db={db['STOCKD_MYSQL_DB']}", f"--threads={conns}", f"--time={seconds}",
+           "--histogram=on", "run"]
+    m = parse_sysbench(_run(cmd, 60 + 3 * seconds, log_path))
+    if m is None:
+        raise SetupError(f"sysbench gave no result; see {log_path}")
+    return m

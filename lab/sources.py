@@ -1,0 +1,78 @@
+"""Texts the raw limits must share with stockd, read from its C sources so that they
+stay the same: the `lua` strategy's sale script (a redis_script's concatenated string
+literals in server/strategy_lua.c), the `sql` strategy's statements (SQL_DEDUCT_IF_ENOUGH
+and SQL_INSERT_ORDER in server/sql.c), and the strategy name a file registers."""
+
+import hashlib
+import os
+import re
+
+from .common import REPO, SetupError
+
+SERVER = os.path.join(REPO, "server")
+LUA_FILE = os.path.join(SERVER, "strategy_lua.c")
+SQL_FILE = os.path.join(SERVER, "sql.c")
+SQL_STRATEGY_FILE = os.path.join(SERVER, "strategy_sql.c")
+
+_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+def unescape(body):
+    """A C string literal's body as the compiler sees it (the simple escapes)."""
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+
+
+def literals(text):
+    """The concatenation of the string literals at the start of `text` (C joins
+    adjacent literals separated by white space only)."""
+    out, pos = [], 0
+    while True:
+        m = re.compile(r'\s*"').match(text, pos)
+        if not m:
+            break
+        lit = _LITERAL.match(text, m.end() - 1)
+        out.append(unescape(lit.group(1)))
+        pos = lit.end()
+    return "".join(out)
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise SetupError(f"cannot read {path}: {e.strerror}") from None
+
+
+def redis_script(path, variable):
+    """The source of `static struct redis_script <variable> = {.source = "..." ...}`."""
+    text = read(path)
+    m = re.search(r"struct\s+redis_script\s+" + re.escape(variable) + r"\s*=\s*\{\s*\.source\s*=",
+                  text)
+    source = literals(text[m.end():]) if m else ""
+    if not source:
+        raise SetupError(f"{os.path.relpath(path, REPO)}: no redis_script '{variable}' source")
+    return source
+
+
+def sql_statement(path, key):
+    """The text of `[KEY] = "..." "..."` in the statement table."""
+    text = read(path)
+    m = re.search(r"\[\s*" + re.escape(key) + r"\s*\]\s*=", text)
+    sql = literals(text[m.end():]) if m else ""
+    if not sql:
+        raise SetupError(f"{os.path.relpath(path, REPO)}: no statement {key}")
+    return sql
+
+
+def strategy_name(path):
+    """The `.name = "..."` a strategy file registers."""
+    m = re.search(r'\.name\s*=\s*"([^"]+)"', read(path))
+    if not m:
+        raise SetupError(f"{os.path.relpath(path, REPO)}: no strategy .name")
+    return m.group(1)
+
+
+def sha1(text):
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,82 @@
+"""The wrk driver: keep-alive HTTP load for a fixed time at a fixed number of
+connections, with bench/count.lua counting every answer by status and error word."""
+
+import json
+import os
+import shutil
+import subprocess
+
+from .common import REPO, SetupError
+from .outcomes import Outcomes
+
+SCRIPT = os.path.join(REPO, "bench", "count.lua")
+MARK = "LAB-RESULT "
+
+
+class Result:
+    def __init__(self):
+        self.outcomes = Outcomes()
+        self.rps = None
+        self.p50_ms = self.p95_ms = self.p99_ms = self.max_ms = None
+        self.instances = {}
+
+    @property
+    def requests(self):
+        return self.outcomes.requests
+
+
+def binary():
+    path = shutil.which("wrk")
+    if not path:
+        raise SetupError("wrk not found (scripts/deps.sh bench)")
+    return path
+
+
+def command(url, conns, seconds, timeout_s):
+    """wrk's command line: at most 2 threads (this is a 2-core machine's load
+    generator), never more threads than connections."""
+    threads = max(1, min(2, conns, os.cpu_count() or 1))
+    return [binary(), f"-t{threads}", f"-c{conns}", f"-d{seconds}s", f"--timeout={timeout_s}s",
+            "-s", SCRIPT, url]
+
+
+def parse(output):
+    """A Result from wrk's output (the script's LAB-RESULT line); None when there is
+    no such line."""
+    line = next((ln[len(MARK):] for ln in output.splitlines() if ln.startswith(MARK)), None)
+    if line is None:
+        return None
+    doc = json.loads(line)
+    res = Result()
+    for key, n in doc["answers"].items():
+        status, _, word = key.partition(" ")
+        res.outcomes.add(status, word, n)
+    sock = doc["socket"]
+    for kind in ("connect", "read", "write", "timeout"):
+        if sock.get(kind):
+            res.outcomes.add("", "", sock[kind], what=f"socket {kind} (wrk)")
+    seconds = doc["duration_us"] / 1e6
+    if seconds > 0:
+        res.rps = round(doc["requests"] / seconds, 1)
+    lat = doc["latency_us"]
+    if doc["requests"]:
+        res.p50_ms, res.p95_ms = lat["p50"] / 1000.0, lat["p95"] / 1000.0
+        res.p99_ms, res.max_ms = lat["p99"] / 1000.0, lat["max"] / 1000.0
+    res.instances = doc["instances"]
+    return res
+
+
+def run(url, conns, seconds, log_path):
+    """Drive `url` for `seconds` with `conns` keep-alive connections; the console
+    goes to log_path. SetupError when wrk gives no result."""
+    cmd = command(url, conns, seconds, max(5, 3 * seconds))
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=seconds + 60)
+    with open(log_path, "a") as f:
+        f.write(" ".join(cmd) + "\n" + proc.stdout + "\n")
+    res = parse(proc.stdout)
+    if res is None:
+        last = proc.stdout.strip().splitlines()[-1:] or ["no output"]
+        raise SetupError(f"wrk gave no result for {url} (exit {proc.returncode}: {last[0][:160]})")
+    return res
