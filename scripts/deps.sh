@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages a part of stockd needs, by group.
 #
-#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose all
+#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose lint fuzz all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose lint"
+GROUPS_ALL="build stack zk jmeter nginx chromium compose lint fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -34,6 +34,11 @@ group_packages() {
         chromium) echo "chromium" ;;
         compose)  echo "docker-compose" ;;
         lint)     echo "clang-format" ;;
+        # fuzz: libFuzzer and clang's sanitizer runtimes are in compiler-rt
+        # (libclang-rt-dev, 14 on Debian 12), which clang only pulls in as a
+        # recommendation; llvm has the llvm-symbolizer that puts function
+        # names and lines in the reports.
+        fuzz)     echo "clang libclang-rt-dev llvm" ;;
         *)        return 1 ;;
     esac
 }
