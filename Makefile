@@ -108,10 +108,10 @@ fuzz: deps
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint
+	@$(DEPS) stack zk jmeter chromium lint fuzz
 	@$(MAKE) --no-print-directory format-check
-	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
-	tests/run $(UNIT_BIN) -- $(IT_BIN)
+	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
+	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
 
 # make demo: the main job. Installs what is missing, starts the private
 # stack and stockd, runs the JMeter comparison of every strategy (100 threads
