@@ -33,8 +33,8 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench stack-up stack-down \
-        stack-status clean format format-check
+.PHONY: all deps build test unit integration gate run demo compare bench fuzz stack-up \
+        stack-down stack-status clean format format-check
 
 all: build
 
@@ -74,16 +74,44 @@ build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
 
 build/test/server/main.o: server/main.c | build/test/server
 
-build/release build/test build/test/server:
+build/release build/test build/test/server build/fuzz/server:
 	mkdir -p $@
+
+# The libFuzzer harnesses (tests/fuzz_*.c), built with clang into build/fuzz:
+# the server objects with coverage and the sanitizers, the harness with
+# libFuzzer's main. fuzz_request wraps params_parse to stop each handler
+# after its parameters (the harness's top comment says why). Unlike gcc,
+# clang's -Wformat-nonliteral also flags a vsnprintf of a va_list in a
+# function without a format attribute (http.c's libmicrohttpd logger).
+FUZZ_CC := clang
+FUZZ_CFLAGS = $(CFLAGS_COMMON) -Wno-format-nonliteral -O1 -g $(SAN) -Iserver
+FUZZ_LIB_OBJ := $(LIB_SRC:server/%.c=build/fuzz/server/%.o)
+FUZZ_BIN := build/fuzz/fuzz_request
+FUZZ_SECONDS ?= 300
+
+build/fuzz/server/%.o: server/%.c | build/fuzz/server
+	@echo "  CC    $< (clang, fuzzing)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build/fuzz/fuzz_request: tests/fuzz_request.c $(FUZZ_LIB_OBJ)
+	@echo "  FUZZ  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Wl,--wrap=params_parse -o $@ $< $(FUZZ_LIB_OBJ) \
+		$(PKG_LIBS)
+
+# make fuzz: run the harness for FUZZ_SECONDS (default 300); a finding is
+# written to run/fuzz/request/findings and fails the target.
+fuzz: deps
+	@$(DEPS) fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	tests/fuzz $(FUZZ_BIN) $(FUZZ_SECONDS)
 
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint bench
+	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus
 	@$(MAKE) --no-print-directory format-check
-	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN)
-	tests/run $(UNIT_BIN) -- $(IT_BIN)
+	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
+	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
 
 # make demo: the main job. Installs what is missing, starts the private
 # stack and stockd, runs the JMeter comparison of every strategy (100 threads
@@ -130,4 +158,4 @@ format-check:
 	@clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h && \
 		echo "  FORMAT ok (.clang-format)"
 
--include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)
+-include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BIN:=.d)

@@ -2,7 +2,7 @@
 # Install the Debian packages a part of stockd needs, by group.
 #
 #   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose
-#                                   prometheus lint bench all
+#                                   prometheus lint bench fuzz all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint bench"
+GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint bench fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -41,6 +41,11 @@ group_packages() {
         # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
         # and the private nginx that serves the HTTP-path limit.
         bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;
+        # fuzz: libFuzzer and clang's sanitizer runtimes are in compiler-rt
+        # (libclang-rt-dev, 14 on Debian 12), which clang only pulls in as a
+        # recommendation; llvm has the llvm-symbolizer that puts function
+        # names and lines in the reports.
+        fuzz)     echo "clang libclang-rt-dev llvm" ;;
         *)        return 1 ;;
     esac
 }
