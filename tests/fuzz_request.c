@@ -245,7 +245,8 @@ static int check_allow(const char *path, const char *allow, const char *method)
 
 /* Routes the request and checks that the answer is one route_find
  * documents, and that it agrees with the path's Allow value. Returns the
- * handler, or NULL for a 404 or 405. */
+ * worker's handler, or NULL for a page answered on the HTTP thread, a 404
+ * or a 405. */
 static handler_fn check_route(const struct http_request *req)
 {
     struct route_match m, other;
@@ -260,8 +261,9 @@ static handler_fn check_route(const struct http_request *req)
         other.result == ST_METHOD_NOT_ALLOWED && check_allow(req->path, other.allow, req->method);
     CHECK(m.result == ST_OK || m.result == ST_NOT_FOUND || m.result == ST_METHOD_NOT_ALLOWED,
           "route_find gave result %d", m.result);
-    CHECK((m.result == ST_OK) == (m.handler != NULL), "result %d with handler %p", m.result,
-          (void *)(uintptr_t)m.handler);
+    CHECK((m.result == ST_OK) == ((m.handler != NULL) != (m.page != NULL)),
+          "result %d with handler %p and page %p", m.result, (void *)(uintptr_t)m.handler,
+          (void *)(uintptr_t)m.page);
     CHECK((m.result == ST_OK) == allowed, "result %d for %s, whose Allow is '%s'", m.result,
           req->method, other.allow);
     if (m.result == ST_METHOD_NOT_ALLOWED)
@@ -385,7 +387,9 @@ static int to_call(handler_fn handler)
 
 static void call_handler(handler_fn handler, const struct http_request *req)
 {
-    struct worker *w = worker_self();
+    static struct worker *w; /* no backend is ever reached: it stays without links */
+    if (!w)
+        w = worker_new();
     w->error[0] = '\0';
     parameters_read = 0;
     json_t *reply = json_object();
