@@ -74,6 +74,10 @@ build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
 
 build/test/server/main.o: server/main.c | build/test/server
 
+# The lab page's files are compiled into assets.o (.incbin).
+WEB := $(wildcard web/*)
+build/release/assets.o build/test/server/assets.o build/fuzz/server/assets.o: $(WEB)
+
 build/release build/test build/test/server build/fuzz/server:
 	mkdir -p $@
 

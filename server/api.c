@@ -3,10 +3,12 @@
  */
 #include "api.h"
 
+#include "assets.h"
 #include "config.h"
 #include "health.h"
 #include "log.h"
 #include "metrics.h"
+#include "pool.h"
 #include "products.h"
 #include "stock.h"
 #include "strategy.h"
@@ -26,7 +28,7 @@ void page_json(struct page *out, unsigned status, json_t *doc)
 {
     out->status = status;
     out->content_type = "application/json";
-    out->owned = json_dumps(doc, JSON_COMPACT);
+    out->owned = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9));
     out->body = out->owned;
     out->len = out->owned ? strlen(out->owned) : 0;
     json_decref(doc);
@@ -79,6 +81,39 @@ void api_health(const struct http_request *req, struct page *out)
         json_object_set_new(doc, "message", json_sprintf("down: %s", down));
     }
     page_json(out, all_up ? 200 : result_status(ST_BACKEND_UNAVAILABLE), doc);
+}
+
+void api_asset(const struct http_request *req, struct page *out)
+{
+    const struct asset *a = asset_find(req->path);
+    if (!a) { /* routed by prefix: a name under /lab/ that is not a file */
+        page_json(out, result_status(ST_NOT_FOUND),
+                  json_pack("{s:b, s:s, s:s}", "ok", 0, "error", result_word(ST_NOT_FOUND),
+                            "message", "no such file of the lab page"));
+        return;
+    }
+    *out = (struct page){.status = 200,
+                         .content_type = a->content_type,
+                         .body = a->bytes,
+                         .len = (size_t)(a->end - a->bytes)};
+}
+
+void api_lab_state(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    struct pool_load load;
+    pool_load(&load);
+    int all_up;
+    char down[256];
+    json_t *health = health_json(&all_up, down, sizeof down);
+    json_t *doc =
+        json_pack("{s:b, s:s, s:I, s:o, s:o, s:{s:i, s:i, s:i, s:i}, s:O}", "ok", 1, "instance",
+                  config.instance_name, "time_ms", (json_int_t)wall_clock_ms(), "products",
+                  products_json(), "strategies", metrics_strategies_json(), "load", "workers",
+                  load.workers, "busy", load.busy, "queued", load.queued, "in_flight",
+                  metrics_in_flight_now(), "backends", json_object_get(health, "backends"));
+    json_decref(health);
+    page_json(out, 200, doc);
 }
 
 void api_metrics(const struct http_request *req, struct page *out)

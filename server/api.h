@@ -51,6 +51,8 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
 void api_strategies(const struct http_request *req, struct page *out);
 void api_health(const struct http_request *req, struct page *out);
 void api_metrics(const struct http_request *req, struct page *out);
+void api_asset(const struct http_request *req, struct page *out);
+void api_lab_state(const struct http_request *req, struct page *out);
 
 /* Builds what the HTTP-thread endpoints serve from memory (the
  * /strategies document); 0 on success. Called once before listening. */

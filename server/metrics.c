@@ -91,6 +91,11 @@ void metrics_in_flight(int delta)
     atomic_fetch_add_explicit(&in_flight, delta, memory_order_relaxed);
 }
 
+int metrics_in_flight_now(void)
+{
+    return atomic_load_explicit(&in_flight, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static void header(FILE *out, const char *name, const char *type, const char *help)
@@ -180,7 +185,7 @@ static void render_load(FILE *out)
     fprintf(out, "stockd_workers_busy %d\n", load.busy);
     header(out, "stockd_in_flight_requests", "gauge",
            "Requests between their first byte and their reply.");
-    fprintf(out, "stockd_in_flight_requests %d\n", atomic_load(&in_flight));
+    fprintf(out, "stockd_in_flight_requests %d\n", metrics_in_flight_now());
 }
 
 static void render_backends(FILE *out)

@@ -33,6 +33,7 @@ void metrics_batch(int sales);
 
 /* Requests between their first byte and their reply (http.c keeps it). */
 void metrics_in_flight(int delta);
+int metrics_in_flight_now(void);
 
 /* The Prometheus text exposition (format 0.0.4), malloc'ed; NULL when out
  * of memory. */

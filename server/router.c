@@ -23,6 +23,9 @@ static const struct route {
     {"/health", 0, GET, 0, NULL, api_health},
     {"/strategies", 0, GET, 0, NULL, api_strategies},
     {"/metrics", 0, GET, 0, NULL, api_metrics},
+    {"/", 0, GET, 0, NULL, api_asset}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state},
+    {"/lab/", 1, GET, 0, NULL, api_asset},
     {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
     {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},

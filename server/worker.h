@@ -69,6 +69,9 @@ long long monotonic_ms(void);
 /* Microseconds on the monotonic clock, for latencies. */
 long long monotonic_us(void);
 
+/* Milliseconds since the epoch, for what a browser shows. */
+long long wall_clock_ms(void);
+
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */
 void random_token(char *out, size_t bytes);
