@@ -36,11 +36,11 @@ void page_json(struct page *out, unsigned status, json_t *doc)
 
 static json_t *settings_json(void)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
                      config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms, "lock_wait_ms",
                      config.lock_wait_ms, "threads", config.threads, "workers", config.workers,
-                     "queue_max", config.queue_max, "request_timeout_ms",
-                     config.request_timeout_ms);
+                     "queue_max", config.queue_max, "request_timeout_ms", config.request_timeout_ms,
+                     "batch_max", config.batch_max);
 }
 
 int api_prepare(void)
@@ -165,6 +165,8 @@ static json_t *sale_json(const struct deduct_request *rq, const struct deduct_re
         json_object_set_new(o, "fence", json_integer(out->fence));
     if (out->lock_lost)
         json_object_set_new(o, "lock_lost", json_true());
+    if (out->batch)
+        json_object_set_new(o, "batch", json_integer(out->batch));
     if (rq->hold_ms)
         json_object_set_new(o, "hold_ms", json_integer(rq->hold_ms));
     return o;
@@ -197,10 +199,10 @@ void api_refused(const struct http_request *req, st_result r)
         metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
 }
 
-/* Runs the sale the request asks for with strategy `s`. */
-static st_result deduct_with(struct worker *w, const struct strategy *s,
-                             const struct http_request *req, json_t *reply,
-                             struct deduct_reply *out)
+/* The sale the request asks for with strategy `s`, checked, into *rq. */
+static st_result sale_asked(struct worker *w, const struct strategy *s,
+                            const struct http_request *req, json_t *reply,
+                            struct deduct_request *rq)
 {
     static const struct param_spec specs[] = {
         {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
@@ -215,7 +217,7 @@ static st_result deduct_with(struct worker *w, const struct strategy *s,
         r = needs_configured(w, s);
     if (r != ST_OK)
         return r;
-    struct deduct_request rq = {
+    *rq = (struct deduct_request){
         .strategy = s,
         .product = (int)v[0],
         .qty = (int)v[1],
@@ -223,13 +225,56 @@ static st_result deduct_with(struct worker *w, const struct strategy *s,
         .ttl_ms = v[3] ? (int)v[3] : config.lock_ttl_ms,
         .pause_ms = (int)v[4],
     };
-    json_object_set_new(reply, "product", json_integer(rq.product));
-    json_object_set_new(reply, "qty", json_integer(rq.qty));
-    products_watch(rq.product);
-    r = strategy_run(s, w, &rq, out);
+    json_object_set_new(reply, "product", json_integer(rq->product));
+    json_object_set_new(reply, "qty", json_integer(rq->qty));
+    products_watch(rq->product);
+    return ST_OK;
+}
+
+/* What every answered sale gets: what it saw in the reply, and counted. */
+static void sale_answered(const struct deduct_request *rq, const struct deduct_reply *out,
+                          st_result r, json_t *reply, long long arrived_us)
+{
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
-        json_object_update_new(reply, sale_json(&rq, out));
-    return r;
+        json_object_update_new(reply, sale_json(rq, out));
+    metrics_deduct(rq->strategy, r, monotonic_us() - arrived_us, out);
+}
+
+/* A sale its strategy answers later: all its answer needs, kept until then. */
+struct later_sale {
+    struct sale_later base; /* first: the strategy hands it back */
+    struct deduct_request rq;
+    struct deduct_reply out;
+    json_t *reply;
+    struct answer_later *http;
+    long long arrived_us;
+};
+
+static void answer_later_sale(struct sale_later *later, st_result r, const char *message)
+{
+    struct later_sale *ls = (struct later_sale *)(void *)later;
+    sale_answered(&ls->rq, &ls->out, r, ls->reply, ls->arrived_us);
+    ls->http->answer(ls->http, r, ls->reply, message);
+    free(ls);
+}
+
+/* Hands the sale to a strategy that answers later, with everything its
+ * answer will need; ST_LATER. */
+static st_result sell_later(struct worker *w, const struct deduct_request *rq,
+                            const struct http_request *req, json_t *reply)
+{
+    struct later_sale *ls = calloc(1, sizeof *ls);
+    if (!ls)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "out of memory");
+    *ls = (struct later_sale){.base = {.answer = answer_later_sale},
+                              .rq = *rq,
+                              .out = {.remaining = REMAINING_UNKNOWN},
+                              .reply = reply,
+                              .http = req->later,
+                              .arrived_us = req->arrived_us};
+    ls->rq.later = &ls->base;
+    strategy_run(rq->strategy, w, &ls->rq, &ls->out); /* answers through ls->base */
+    return ST_LATER;
 }
 
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
@@ -240,8 +285,16 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
         return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
                            name);
     json_object_set_new(reply, "strategy", json_string(s->name));
+    struct deduct_request rq;
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    st_result r = deduct_with(w, s, req, reply, &out);
-    metrics_deduct(s, r, monotonic_us() - req->arrived_us, &out);
+    st_result r = sale_asked(w, s, req, reply, &rq);
+    if (r != ST_OK) {
+        metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
+        return r;
+    }
+    if (s->answers_later)
+        return sell_later(w, &rq, req, reply);
+    r = strategy_run(s, w, &rq, &out);
+    sale_answered(&rq, &out, r, reply, req->arrived_us);
     return r;
 }

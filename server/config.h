@@ -48,6 +48,7 @@ struct config {
     int optimistic_attempts; /* cas and watch: tries before answering busy  */
     int lock_ttl_ms;         /* lock strategies: TTL unless ttl_ms is given */
     int lock_wait_ms;        /* lock strategies: wait before answering busy */
+    int batch_max;           /* sql-batch: sales in one transaction, at most */
 };
 
 /* The configuration in force; filled once by config_load() at startup. */

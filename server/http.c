@@ -68,9 +68,10 @@ struct pending {
     int too_many_args;
     char *body;
     size_t len;
-    int too_large;        /* the body was over config.max_body: answer 413 */
-    int submitted;        /* counted in `outstanding`                     */
-    long long arrived_us; /* the request's deadline counts from here      */
+    int too_large;             /* the body was over config.max_body: answer 413 */
+    int submitted;             /* counted in `outstanding`                     */
+    long long arrived_us;      /* the request's deadline counts from here      */
+    struct answer_later later; /* for a handler that answers after it returns */
     /* the reply */
     struct page page;
     st_result result;
@@ -153,7 +154,7 @@ static enum MHD_Result send_reply(struct pending *p)
     return queued;
 }
 
-static struct http_request request_of(const struct pending *p)
+static struct http_request request_of(struct pending *p)
 {
     return (struct http_request){
         .method = p->method,
@@ -164,7 +165,24 @@ static struct http_request request_of(const struct pending *p)
         .body = p->body ? p->body : "",
         .body_len = p->len,
         .arrived_us = p->arrived_us,
+        .later = &p->later,
     };
+}
+
+/* Builds the reply and hands the connection back to libmicrohttpd to send
+ * it: from the worker that ran the request, or from whichever thread
+ * answered it later. */
+static void answer(struct pending *p, st_result r, json_t *reply, const char *message)
+{
+    finish_reply(p, r, reply, message);
+    MHD_resume_connection(p->connection);
+}
+
+static void answer_later(struct answer_later *later, st_result r, json_t *reply,
+                         const char *message)
+{
+    answer((struct pending *)(void *)((char *)later - offsetof(struct pending, later)), r, reply,
+           message);
 }
 
 /* On a worker: run the handler with this thread's backend connections,
@@ -186,8 +204,8 @@ static void run_request(struct job *job, struct worker *w)
         api_refused(&req, r);
     }
     w->deadline_ms = 0;
-    finish_reply(p, r, reply, w->error);
-    MHD_resume_connection(p->connection);
+    if (r != ST_LATER) /* else `p` may be answered, sent and freed already */
+        answer(p, r, reply, w->error);
 }
 
 /* Refuses on the spot, with no backend and no worker. */
@@ -330,6 +348,7 @@ static struct pending *pending_new(struct MHD_Connection *c, const char *method,
     if (!p)
         return NULL;
     p->job.run = run_request;
+    p->later.answer = answer_later;
     p->connection = c;
     p->method = method;
     p->path = url;

@@ -116,8 +116,10 @@ static void histogram_lines(FILE *out, const char *name, const char *labels, str
         else
             fprintf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, comma, cumulative);
     }
-    fprintf(out, "%s_sum{%s} %.6f\n", name, labels, (double)get(&h->sum) * sum_scale);
-    fprintf(out, "%s_count{%s} %llu\n", name, labels, get(&h->count));
+    const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+    fprintf(out, "%s_sum%s%s%s %.6f\n", name, open, labels, close,
+            (double)get(&h->sum) * sum_scale);
+    fprintf(out, "%s_count%s%s%s %llu\n", name, open, labels, close, get(&h->count));
 }
 
 static void render_requests(FILE *out)

@@ -13,6 +13,7 @@
 
 #include "result.h"
 
+#include <jansson.h>
 #include <limits.h>
 #include <stddef.h>
 
@@ -26,6 +27,17 @@ struct query_arg {
 
 #define HTTP_MAX_ARGS 16
 
+/*
+ * How a handler answers after it has returned, from any thread: it returns
+ * ST_LATER, keeps the reply document it was given, and calls answer()
+ * exactly once with it - possibly before it has even returned. Used by
+ * requests that wait in a queue of their own without holding a worker
+ * (sql-batch's group commit).
+ */
+struct answer_later {
+    void (*answer)(struct answer_later *later, st_result r, json_t *reply, const char *message);
+};
+
 /* What the HTTP layer hands to a handler. */
 struct http_request {
     const char *method;
@@ -35,7 +47,8 @@ struct http_request {
     int too_many_args; /* more than HTTP_MAX_ARGS were given */
     const char *body;
     size_t body_len;
-    long long arrived_us; /* when its first byte came, monotonic clock */
+    long long arrived_us;       /* when its first byte came, monotonic clock */
+    struct answer_later *later; /* on a worker: for a handler that answers later */
 };
 
 /* A required parameter has this as its fallback. */

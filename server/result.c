@@ -27,6 +27,8 @@ static const struct {
     [ST_FORBIDDEN] = {403, "forbidden"},
 };
 
+_Static_assert(sizeof outcomes / sizeof outcomes[0] == ST_RESULT_COUNT, "one row per outcome");
+
 unsigned result_status(st_result r)
 {
     assert((unsigned)r < sizeof outcomes / sizeof outcomes[0]);

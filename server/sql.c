@@ -20,6 +20,11 @@ static const char *const texts[SQL_COUNT] = {
     [SQL_DEDUCT_IF_ENOUGH] = "UPDATE stock SET count = count - ?, version = version + 1"
                              " WHERE product_id = ? AND count >= ?",
     [SQL_INSERT_ORDER] = "INSERT INTO orders (product_id, strategy, qty) VALUES (?, ?, ?)",
+    /* Any number of ledger rows in one statement, prepared once: the qtys
+     * travel as a JSON array that JSON_TABLE turns into rows. */
+    [SQL_INSERT_ORDERS] = "INSERT INTO orders (product_id, strategy, qty)"
+                          " SELECT ?, ?, sold.qty FROM JSON_TABLE(?, '$[*]'"
+                          " COLUMNS (qty INT PATH '$')) AS sold",
     [SQL_ACCOUNT] = "SELECT s.count, s.initial, CAST(COALESCE(SUM(o.qty), 0) AS SIGNED),"
                     " COUNT(o.id) FROM stock s LEFT JOIN orders o ON o.product_id = s.product_id"
                     " WHERE s.product_id = ? GROUP BY s.product_id, s.count, s.initial",

@@ -18,6 +18,7 @@ enum sql_statement {
     SQL_CLAIM_FENCE,           /* (token, product, token): newer token only     */
     SQL_DEDUCT_IF_ENOUGH,      /* (qty, product, qty): the one-statement sale   */
     SQL_INSERT_ORDER,          /* (product, strategy, qty): the ledger          */
+    SQL_INSERT_ORDERS,         /* (product, strategy, "[qty,...]"): one row each */
     SQL_ACCOUNT,               /* (product) -> count, initial, sold, orders     */
     SQL_RESET_STOCK,           /* (product, count, count, count, count)         */
     SQL_RESET_ORDERS,          /* (product)                                     */

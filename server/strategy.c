@@ -31,6 +31,7 @@ extern const struct strategy strategy_mutex_tx;
 extern const struct strategy strategy_zk_lock;
 extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
+extern const struct strategy strategy_sql_batch;
 
 /* One strategy per row, in presentation order. */
 static const struct strategy *const strategies[] = {
@@ -52,6 +53,7 @@ static const struct strategy *const strategies[] = {
     &strategy_zk_lock,        /* ZooKeeper sequential node, Curator recipe   */
     &strategy_mysql_lock,     /* a unique-key row in a lock table            */
     &strategy_get_lock,       /* MySQL GET_LOCK / RELEASE_LOCK               */
+    &strategy_sql_batch,      /* many sales in one transaction: group commit */
 };
 
 _Static_assert(sizeof strategies / sizeof strategies[0] <= STRATEGY_MAX, "raise STRATEGY_MAX");

@@ -25,14 +25,22 @@ struct worker;
 struct lock_kind;
 struct store;
 
+/* How a strategy that answers later (strategy.answers_later) hands back a
+ * sale's outcome: once, from any thread, after filling the deduct_reply it
+ * was given. */
+struct sale_later {
+    void (*answer)(struct sale_later *later, st_result r, const char *message);
+};
+
 /* One sale attempt, validated by the HTTP layer. */
 struct deduct_request {
     const struct strategy *strategy;
-    int product;  /* 1 .. 2^31-1                                          */
-    int qty;      /* 1 .. 1000                                            */
-    int hold_ms;  /* time spent inside the critical section, 0 .. 1000    */
-    int ttl_ms;   /* lock TTL for this request (server default if unset)  */
-    int pause_ms; /* holder frozen after reading, watchdog included       */
+    struct sale_later *later; /* set for a strategy that answers later */
+    int product;              /* 1 .. 2^31-1                                          */
+    int qty;                  /* 1 .. 1000                                            */
+    int hold_ms;              /* time spent inside the critical section, 0 .. 1000    */
+    int ttl_ms;               /* lock TTL for this request (server default if unset)  */
+    int pause_ms;             /* holder frozen after reading, watchdog included       */
 };
 
 /* deduct_reply.remaining when the strategy never saw the count (sql). */
@@ -45,6 +53,7 @@ struct deduct_reply {
     long long fence;        /* fencing token the write carried, 0 if none     */
     int lock_lost;          /* the lock had expired or changed hands by release */
     long long lock_wait_us; /* time spent taking the lock                 */
+    int batch;              /* sales applied in the same transaction, or 0 */
 };
 
 typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq,
@@ -83,6 +92,8 @@ struct strategy {
     const struct lease *lease;    /* NULL: it holds no lease                     */
     unsigned exposed_by;          /* EXPOSED_BY_*: 0 when safe everywhere         */
     int hold_per_batch;           /* hold_ms is spent once per batch, not per sale */
+    int answers_later;            /* it answers through rq->later: the result its
+                                     deduct returns is not the answer             */
     deduct_fn deduct;             /* the strategy's own body, or...                */
     const struct lock_kind *lock; /* ...a lock around the shared read-then-write   */
 };

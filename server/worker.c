@@ -65,12 +65,17 @@ st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
     return r;
 }
 
-long long worker_deadline(const struct worker *w)
+long long effective_deadline(long long own_ms)
 {
     long long stop = atomic_load(&stop_deadline_ms);
-    if (!w->deadline_ms)
+    if (!own_ms)
         return stop;
-    return stop && stop < w->deadline_ms ? stop : w->deadline_ms;
+    return stop && stop < own_ms ? stop : own_ms;
+}
+
+long long worker_deadline(const struct worker *w)
+{
+    return effective_deadline(w->deadline_ms);
 }
 
 st_result worker_check_deadline(struct worker *w)

@@ -45,6 +45,9 @@ st_result worker_fail(struct worker *w, st_result r, const char *fmt, ...)
  * once it is stopping. 0 when there is none. */
 long long worker_deadline(const struct worker *w);
 
+/* The same for a request whose own deadline is `own_ms` (0: none). */
+long long effective_deadline(long long own_ms);
+
 /* ST_TIMEOUT, with a message saying so, once worker_deadline() has passed;
  * ST_OK before. Called before a request starts and before every wait or
  * retry, so that a request nobody waits for any more changes nothing. */

@@ -10,17 +10,22 @@
  *     hold_ms, and its 200 responses add up to exactly its ledger's sold;
  *     a conditional claim (a caveat) is tested under the default settings,
  *     which meet its condition (hold_ms far below the lock TTL);
- *   - the blocking strategies (they wait instead of answering busy) sell
+ *   - the strategies that wait for their turn ("contention": "waits") sell
  *     the whole stock when demand is twice the stock, the rest sold_out;
  *   - every strategy that does not claim safety shows its race (oversold or
  *     lost updates) in every run once hold_ms widens the race window;
  *   - for every strategy: asking more than what remains is sold_out and
  *     changes nothing (no partial sale), and so is a sale on an exhausted
- *     product.
+ *     product;
+ *   - for every safe strategy, requests of mixed quantities that run the
+ *     stock out part-way: the ledger holds exactly the units of the 200s,
+ *     and a strategy that waits for its turn refuses only what did not fit
+ *     (sql-batch's batches straddle the end of stock this way).
  * Each strategy is checked in its own store, the `store` of /strategies.
  */
 #include "harness.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,42 +41,36 @@ enum {
     PRODUCTS_EXPOSED = 8300,
     PRODUCTS_NO_PARTIAL = 8400,
     PRODUCTS_EXHAUSTED = 8500,
+    PRODUCTS_MIXED = 8550,
 };
-
-/* Strategies that wait for their turn rather than answering busy, so all
- * of the stock is sold whatever the contention. */
-static const char *const blocking[] = {"sql", "for-update", "mutex"};
 
 /* hold_ms for the safe runs: none, and a short stay in the critical
  * section that makes requests overlap inside it. */
 static const int safe_holds[] = {0, 5};
 
-/* What makes an unsafe strategy's race show in every run: a long stay
- * between its read and its write, while other threads read the same stock,
- * and for the lock strategies a lease (ttl_ms) that expires inside that
- * stay. A strategy whose race needs other knobs gets its own row below. */
-#define EXPOSE_QUERY "hold_ms=30&ttl_ms=10"
-static const struct {
-    const char *strategy;
-    const char *query;
-} expose_queries[] = {
-    {"nolock", "hold_ms=30"}, /* no lock, no lease: the window alone */
-};
-
-static int is_blocking(const char *name)
+/* Whether the strategy waits for its turn rather than answering busy (its
+ * "contention" in /strategies), so all of the stock is sold whatever the
+ * contention. */
+static int waits(const json_t *s)
 {
-    for (size_t i = 0; i < sizeof blocking / sizeof blocking[0]; i++)
-        if (strcmp(blocking[i], name) == 0)
-            return 1;
-    return 0;
+    return strcmp(json_str_member(s, "contention"), "waits") == 0;
 }
 
-static const char *expose_query(const char *name)
+/* What makes an unsafe strategy's race show in every run, from the
+ * parameters its "exposed_by" names: a long stay between its read and its
+ * write (hold_ms), while other threads read the same stock, and for a
+ * lease a TTL that expires inside that stay (ttl_ms). */
+static const char *expose_query(const json_t *s)
 {
-    for (size_t i = 0; i < sizeof expose_queries / sizeof expose_queries[0]; i++)
-        if (strcmp(expose_queries[i].strategy, name) == 0)
-            return expose_queries[i].query;
-    return EXPOSE_QUERY;
+    const json_t *knobs = json_object_get(s, "exposed_by");
+    size_t i;
+    const json_t *knob;
+    int ttl = 0;
+    json_array_foreach(knobs, i, knob)
+    {
+        ttl |= strcmp(json_string_value(knob), "ttl_ms") == 0;
+    }
+    return ttl ? "hold_ms=30&ttl_ms=10" : "hold_ms=30";
 }
 
 /* One load run on a fresh product: the outcomes, and the strategy's store
@@ -130,7 +129,7 @@ static void expect_safe(const json_t *s, int index)
     if (!json_bool_member(s, "safe_single"))
         return;
     const char *name = json_str_member(s, "name");
-    int blocks = is_blocking(name);
+    int blocks = waits(s);
     struct range ok = {0, 0}, busy = {0, 0};
     int runs = 0;
     for (int run = 0; run < RUNS; run++) {
@@ -165,7 +164,7 @@ static void expect_race(const json_t *s, int index)
 {
     if (json_bool_member(s, "safe_single"))
         return;
-    const char *query = expose_query(json_str_member(s, "name"));
+    const char *query = expose_query(s);
     struct range oversold = {0, 0}, lost = {0, 0};
     for (int run = 0; run < RUNS; run++) {
         struct run r = load_run(s, PRODUCTS_EXPOSED + index, query);
@@ -229,6 +228,84 @@ static void test_exhausted_product(void **state)
     for_each_strategy(expect_exhausted_refuses);
 }
 
+/* ------------------------------------------- mixed quantities at the end */
+
+#define MIXED_STOCK 37 /* runs out part-way through a request of any qty 1..5 */
+#define MIXED_REQUESTS 40
+#define MIXED_THREADS 8
+
+struct mixed {
+    const char *name;
+    int product;
+    atomic_int next;
+    pthread_mutex_t lock; /* guards the figures below */
+    int sold_units, other, smallest_refused;
+};
+
+/* Request i asks for 1 + i % 5 units. */
+static void *sell_mixed(void *arg)
+{
+    struct mixed *m = arg;
+    for (int i; (i = atomic_fetch_add(&m->next, 1)) < MIXED_REQUESTS;) {
+        int qty = 1 + i % 5;
+        char path[128];
+        snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d", m->name, m->product, qty);
+        struct http_reply r;
+        http_call("POST", path, NULL, &r);
+        pthread_mutex_lock(&m->lock);
+        if (r.status == 200)
+            m->sold_units += qty;
+        else if (r.status == 409 && strcmp(reply_word(&r), "sold_out") == 0)
+            m->smallest_refused = qty < m->smallest_refused ? qty : m->smallest_refused;
+        else
+            m->other++;
+        pthread_mutex_unlock(&m->lock);
+        http_reply_free(&r);
+    }
+    http_thread_done();
+    return NULL;
+}
+
+/* Requests of mixed quantities that together ask for more than the stock:
+ * every unit the 200s sold is in the ledger and out of the stock, none
+ * twice; a request is never partly sold; and a request refused as sold out
+ * asked for more than what was left (the stock at the end is smaller than
+ * any refused quantity), so nothing that fitted was turned away. */
+static void expect_exact_at_the_end(const json_t *s, int index)
+{
+    if (!json_bool_member(s, "safe_single"))
+        return;
+    struct mixed m = {.name = json_str_member(s, "name"),
+                      .product = PRODUCTS_MIXED + index,
+                      .smallest_refused = 1000};
+    atomic_init(&m.next, 0);
+    pthread_mutex_init(&m.lock, NULL);
+    reset(m.product, MIXED_STOCK);
+    pthread_t threads[MIXED_THREADS];
+    for (int t = 0; t < MIXED_THREADS; t++)
+        assert_int_equal(pthread_create(&threads[t], NULL, sell_mixed, &m), 0);
+    for (int t = 0; t < MIXED_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    pthread_mutex_destroy(&m.lock);
+    struct account a = account(m.product);
+    const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
+    print_message("%-16s mixed qty: %d units sold of %d, %lld left, smallest refused %d\n", m.name,
+                  m.sold_units, MIXED_STOCK, f->remaining, m.smallest_refused);
+    assert_int_equal(m.other, 0);
+    assert_int_equal(f->sold, m.sold_units);
+    assert_int_equal(f->remaining, MIXED_STOCK - m.sold_units);
+    assert_int_equal(f->oversold, 0);
+    assert_int_equal(f->lost_updates, 0);
+    if (waits(s)) /* nothing answered busy: a refusal means it did not fit */
+        assert_true(f->remaining < m.smallest_refused);
+}
+
+static void test_mixed_quantities_at_the_end_of_stock(void **state)
+{
+    (void)state;
+    for_each_strategy(expect_exact_at_the_end);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_unsafe_strategies_show_their_race),
         cmocka_unit_test(test_no_partial_sale),
         cmocka_unit_test(test_exhausted_product),
+        cmocka_unit_test(test_mixed_quantities_at_the_end_of_stock),
     };
     return cmocka_run_group_tests(tests, stockd_group_setup, stockd_group_teardown);
 }
