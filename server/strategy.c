@@ -90,7 +90,8 @@ const struct strategy *strategy_find(const char *name)
 static int row_is_sound(const struct strategy *s)
 {
     return s->name && s->store && s->summary && !s->lock != !s->deduct &&
-           (!s->lock || s->lock->acquire || s->lock->try_once) && (!s->lock || s->lock->release) &&
+           (!s->lock || s->lock->name) && (!s->lock || s->lock->acquire || s->lock->try_once) &&
+           (!s->lock || s->lock->release) &&
            (!s->lock || !s->lock->fences || s->store->claim_fence) &&
            (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
            (s->safe_multi || s->exposed_by);
@@ -151,6 +152,7 @@ json_t *strategy_json(const struct strategy *s)
                   s->hold_per_batch ? "per_batch" : "per_request");
     if (s->caveat)
         json_object_set_new(o, "caveat", json_string(s->caveat));
+    json_object_set_new(o, "lock", s->lock ? json_string(s->lock->name) : json_null());
     json_object_set_new(
         o, "lease",
         s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),

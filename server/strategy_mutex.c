@@ -37,6 +37,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 }
 
 static const struct lock_kind process_mutex = {
+    .name = "process mutex",
     .backend = BACKEND_COUNT, /* in this process's memory */
     .acquire = acquire,
     .release = release,

@@ -4,18 +4,16 @@
  *
  * Proves:
  *   - /strategies lists the seven with their store and claims;
- *   - lua, reentrant-lock, redlock and fenced sell exactly the stock when
- *     demand is twice the stock, over several runs: no oversell, no lost
- *     update, their 200 responses equal to their ledger's sold;
  *   - redis-nolock oversells and loses updates in every run once hold_ms
  *     widens its GET..SET window, while lua with the same hold_ms does not
  *     (its hold is spent before the script, outside any critical section);
- *   - a critical section longer than the lease (hold_ms > ttl_ms): the
- *     plain leases (redis-lock, setnx-expire, getset, redlock) oversell in
- *     every run; reentrant-lock (its watchdog renews the TTL) and fenced
- *     (MySQL refuses the stale token) never do;
- *   - a pause longer than the lease (pause_ms > ttl_ms, the watchdog frozen
- *     too): only fenced stays safe, the five others oversell in every run;
+ *   - for every strategy that holds a lease, what its "lease" row in
+ *     /strategies says: a critical section longer than the lease
+ *     (hold_ms > ttl_ms, "busy_holder") and a pause longer than it
+ *     (pause_ms > ttl_ms, the watchdog frozen too, "paused_holder") either
+ *     never oversell ("safe": reentrant-lock's watchdog renews a busy
+ *     holder's lease; fenced's store refuses stale tokens) or oversell in
+ *     every run (the plain leases);
  *   - reentrant-lock waiters are woken by the release (pub/sub), not by
  *     the holder's TTL running out;
  *   - reset also clears the product's keys on the redlock servers;
@@ -45,29 +43,14 @@
 
 /* Product ids of this file; no other test touches them. */
 enum {
-    PRODUCTS_SAFE = 8800, /* + index in safe_locks[] */
     PRODUCT_REDIS_NOLOCK = 8810,
     PRODUCT_LUA_HOLD = 8811,
-    PRODUCTS_HOLD = 8820,  /* + index in expiry[] */
-    PRODUCTS_PAUSE = 8830, /* + index in expiry[] */
     PRODUCT_PUBSUB = 8840,
     PRODUCT_REDLOCK_RESET = 8841,
     PRODUCT_REDLOCK_OUTAGE = 8842,
+    PRODUCTS_HOLD = 8850,  /* + index in /strategies */
+    PRODUCTS_PAUSE = 8875, /* + index in /strategies */
 };
-
-static const char *const safe_locks[] = {"lua", "reentrant-lock", "redlock", "fenced"};
-#define SAFE_LOCKS (sizeof safe_locks / sizeof safe_locks[0])
-
-/* How each lock fares when its lease expires under the holder. */
-static const struct {
-    const char *strategy;
-    int safe_hold;  /* never oversells with hold_ms > ttl_ms  */
-    int safe_pause; /* never oversells with pause_ms > ttl_ms */
-} expiry[] = {
-    {"redis-lock", 0, 0},     {"setnx-expire", 0, 0}, {"getset", 0, 0},
-    {"reentrant-lock", 1, 0}, {"redlock", 0, 0},      {"fenced", 1, 1},
-};
-#define EXPIRY (sizeof expiry / sizeof expiry[0])
 
 static void print_run(const char *strategy, const char *query, const struct tally *t,
                       const struct store_figures *f)
@@ -114,23 +97,6 @@ static void test_claims(void **state)
     expect_claims(claims, sizeof claims / sizeof claims[0]);
 }
 
-static void test_safe_locks_never_oversell(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < SAFE_LOCKS; i++)
-        for (int run = 0; run < RUNS; run++) {
-            struct tally t;
-            struct store_figures f = load_run(safe_locks[i], PRODUCTS_SAFE + (int)i, STOCK,
-                                              REQUESTS, THREADS, "hold_ms=5", &t);
-            assert_int_equal(t.busy, 0); /* lock_wait_ms is far longer than the queue */
-            assert_int_equal(t.ok, STOCK);
-            assert_int_equal(t.sold_out, REQUESTS - STOCK);
-            assert_int_equal(f.remaining, 0);
-            assert_int_equal(f.oversold, 0);
-            assert_int_equal(f.lost_updates, 0);
-        }
-}
-
 static void test_redis_nolock_races_every_exposed_run(void **state)
 {
     (void)state;
@@ -151,25 +117,34 @@ static void test_redis_nolock_races_every_exposed_run(void **state)
     assert_int_equal(f.lost_updates, 0);
 }
 
-/* Runs every lock of expiry[] with `query`; `pause` picks the column. */
-static void expiry_runs(int base, const char *query, int pause)
+/* The lease's run being checked: its query, what /strategies says of that
+ * case ("busy_holder" or "paused_holder"), and its products. */
+static const char *expiry_query, *expiry_case;
+static int expiry_base;
+
+/* For a strategy that holds a lease: EXPOSED_RUNS runs with the lease
+ * running out under the holder, each showing what its "lease" row says:
+ * "safe" (nothing oversold, every 200 out of the stock) or "oversells". */
+static void expect_lease_outcome(const json_t *s, int index)
 {
-    for (size_t i = 0; i < EXPIRY; i++) {
-        int safe = pause ? expiry[i].safe_pause : expiry[i].safe_hold;
-        for (int run = 0; run < EXPOSED_RUNS; run++) {
-            struct tally t;
-            struct store_figures f =
-                load_run(expiry[i].strategy, base + (int)i, STOCK, REQUESTS, THREADS, query, &t);
-            if (safe) {
-                assert_true(t.ok >= 1);
-                assert_int_equal(f.oversold, 0);
-                assert_int_equal(f.lost_updates, 0);
-                assert_int_equal(f.remaining, STOCK - t.ok);
-            } else {
-                assert_true(t.ok > STOCK);
-                assert_true(f.oversold > 0);
-                assert_true(f.lost_updates > 0);
-            }
+    const json_t *lease = json_object_get(s, "lease");
+    if (!json_is_object(lease))
+        return;
+    const char *name = json_str_member(s, "name");
+    int safe = strcmp(json_str_member(lease, expiry_case), "safe") == 0;
+    for (int run = 0; run < EXPOSED_RUNS; run++) {
+        struct tally t;
+        struct store_figures f =
+            load_run(name, expiry_base + index, STOCK, REQUESTS, THREADS, expiry_query, &t);
+        if (safe) {
+            assert_true(t.ok >= 1);
+            assert_int_equal(f.oversold, 0);
+            assert_int_equal(f.lost_updates, 0);
+            assert_int_equal(f.remaining, STOCK - t.ok);
+        } else {
+            assert_true(t.ok > STOCK);
+            assert_true(f.oversold > 0);
+            assert_true(f.lost_updates > 0);
         }
     }
 }
@@ -177,13 +152,15 @@ static void expiry_runs(int base, const char *query, int pause)
 static void test_hold_longer_than_ttl(void **state)
 {
     (void)state;
-    expiry_runs(PRODUCTS_HOLD, HOLD_OVER_TTL, 0);
+    expiry_query = HOLD_OVER_TTL, expiry_case = "busy_holder", expiry_base = PRODUCTS_HOLD;
+    for_each_strategy(expect_lease_outcome);
 }
 
 static void test_pause_longer_than_ttl(void **state)
 {
     (void)state;
-    expiry_runs(PRODUCTS_PAUSE, PAUSE_OVER_TTL, 1);
+    expiry_query = PAUSE_OVER_TTL, expiry_case = "paused_holder", expiry_base = PRODUCTS_PAUSE;
+    for_each_strategy(expect_lease_outcome);
 }
 
 static void test_reentrant_waiters_woken_by_release(void **state)
@@ -297,7 +274,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claims),
-        cmocka_unit_test(test_safe_locks_never_oversell),
         cmocka_unit_test(test_redis_nolock_races_every_exposed_run),
         cmocka_unit_test(test_hold_longer_than_ttl),
         cmocka_unit_test(test_pause_longer_than_ttl),

@@ -5,17 +5,12 @@
  *
  * Proves:
  *   - /strategies lists the four with their claims;
- *   - each lock sells exactly the stock when demand is twice the stock,
- *     with hold_ms, over several runs: no oversell, no lost update, its 200
- *     responses equal to its ledger's sold;
  *   - mutex-tx (the mutex released before COMMIT) oversells and loses
  *     updates in every run once hold_ms keeps the commit pending;
- *   - mysql-lock is a lease: a critical section that outlives ttl_ms lets a
- *     second holder in, and updates are lost (its caveat);
- *   - with a short lock_wait_ms, each lock answers busy to those that wait
- *     on a holder longer than that, and leaves nothing behind: the next
- *     sale goes through at once (zk-lock: a waiter that gives up deletes
- *     its node);
+ *   - with a short lock_wait_ms, every strategy that takes a lock answers
+ *     busy to those that wait on a holder longer than that, and leaves
+ *     nothing behind: the next sale goes through at once (zk-lock: a waiter
+ *     that gives up deletes its node);
  *   - ZooKeeper stopped under stockd: zk-lock answers 503
  *     backend_unavailable, /health says zookeeper is down, reset and the
  *     MySQL locks still work; once ZooKeeper is back, zk-lock sells again
@@ -35,16 +30,11 @@
 
 /* Product ids of this file; no other test touches them. */
 enum {
-    PRODUCTS_SAFE = 8700, /* + index in safe_locks[] */
     PRODUCT_MUTEX_TX = 8710,
-    PRODUCT_LEASE = 8711,
-    PRODUCTS_BUSY = 8720, /* + index in safe_locks[] */
     PRODUCT_OUTAGE = 8730,
     PRODUCT_OUTAGE_MYSQL = 8731, /* sold by get-lock while ZooKeeper is down */
+    PRODUCTS_BUSY = 8750,        /* + index in /strategies */
 };
-
-static const char *const safe_locks[] = {"zk-lock", "mysql-lock", "get-lock"};
-#define SAFE_LOCKS (sizeof safe_locks / sizeof safe_locks[0])
 
 /* Asserts that `product` sold `sold` units from MySQL, that its stock moved
  * by exactly that, and that no update was lost. */
@@ -69,28 +59,6 @@ static void test_claims(void **state)
     expect_claims(claims, sizeof claims / sizeof claims[0]);
 }
 
-static void test_locks_never_oversell(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < SAFE_LOCKS; i++) {
-        int product = PRODUCTS_SAFE + (int)i;
-        for (int run = 0; run < RUNS; run++) {
-            reset(product, STOCK);
-            struct tally t = drive(safe_locks[i], product, REQUESTS, THREADS, "hold_ms=2");
-            struct account a = account(product);
-            print_tally(safe_locks[i], &t);
-            assert_int_equal(t.other, 0);
-            assert_int_equal(t.busy, 0); /* lock_wait_ms is far longer than the queue */
-            assert_int_equal(t.ok, STOCK);
-            assert_int_equal(t.sold_out, REQUESTS - STOCK);
-            assert_int_equal(a.mysql.sold, t.ok);
-            assert_int_equal(a.mysql.remaining, 0);
-            assert_int_equal(a.mysql.oversold, 0);
-            assert_int_equal(a.mysql.lost_updates, 0);
-        }
-    }
-}
-
 static void test_mutex_tx_oversells_every_exposed_run(void **state)
 {
     (void)state;
@@ -107,20 +75,6 @@ static void test_mutex_tx_oversells_every_exposed_run(void **state)
         assert_true(a.mysql.oversold > 0);
         assert_true(a.mysql.lost_updates > 0);
     }
-}
-
-static void test_mysql_lock_is_a_lease(void **state)
-{
-    (void)state;
-    reset(PRODUCT_LEASE, STOCK);
-    /* Every holder outlives its 20 ms lease tenfold: waiters delete the
-     * expired row and enter while the holder is still inside. */
-    struct tally t = drive("mysql-lock", PRODUCT_LEASE, 8, 8, "hold_ms=200&ttl_ms=20");
-    struct account a = account(PRODUCT_LEASE);
-    print_tally("mysql-lock hold_ms=200 ttl_ms=20", &t);
-    assert_int_equal(t.other, 0);
-    assert_int_equal(a.mysql.sold, t.ok);
-    assert_true(a.mysql.lost_updates > 0);
 }
 
 /* The second group runs stockd with a short lock_wait_ms. */
@@ -140,27 +94,37 @@ static void *hold(void *arg)
     return NULL;
 }
 
+/* For every strategy that takes a lock (its "lock" in /strategies): one
+ * holder keeps the lock 700 ms; once it surely holds it, three more ask,
+ * and each gives up after 150 ms; then nothing is left behind: the next
+ * sale is not kept waiting. */
+static void expect_busy_and_nothing_left(const json_t *s, int index)
+{
+    if (!json_is_string(json_object_get(s, "lock")))
+        return;
+    const char *name = json_str_member(s, "name");
+    int product = PRODUCTS_BUSY + index;
+    reset(product, STOCK);
+    struct holder h = {name, product, "hold_ms=700", {0}};
+    pthread_t id;
+    assert_int_equal(pthread_create(&id, NULL, hold, &h), 0);
+    sleep_ms(200);
+    struct tally t = drive(name, product, 3, 3, NULL);
+    pthread_join(id, NULL);
+    print_tally(name, &t);
+    assert_int_equal(h.result.ok, 1);
+    assert_int_equal(t.busy, 3);
+    expect_deduct(name, product, NULL, 200, "");
+    struct account a = account(product);
+    const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
+    assert_int_equal(f->sold, 2);
+    assert_int_equal(f->remaining, STOCK - 2);
+}
+
 static void test_locks_answer_busy_and_leave_nothing(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < SAFE_LOCKS; i++) {
-        int product = PRODUCTS_BUSY + (int)i;
-        reset(product, STOCK);
-        /* One holder keeps the lock 700 ms; once it surely holds it, three
-         * more ask, and each gives up after 150 ms. */
-        struct holder h = {safe_locks[i], product, "hold_ms=700", {0}};
-        pthread_t id;
-        assert_int_equal(pthread_create(&id, NULL, hold, &h), 0);
-        sleep_ms(200);
-        struct tally t = drive(safe_locks[i], product, 3, 3, NULL);
-        pthread_join(id, NULL);
-        print_tally(safe_locks[i], &t);
-        assert_int_equal(h.result.ok, 1);
-        assert_int_equal(t.busy, 3);
-        /* Nothing left behind: the next sale is not kept waiting. */
-        expect_deduct(safe_locks[i], product, NULL, 200, "");
-        expect_mysql_sold(product, 2);
-    }
+    for_each_strategy(expect_busy_and_nothing_left);
 }
 
 static void test_zookeeper_outage(void **state)
@@ -230,9 +194,7 @@ int main(void)
 {
     const struct CMUnitTest defaults[] = {
         cmocka_unit_test(test_claims),
-        cmocka_unit_test(test_locks_never_oversell),
         cmocka_unit_test(test_mutex_tx_oversells_every_exposed_run),
-        cmocka_unit_test(test_mysql_lock_is_a_lease),
         cmocka_unit_test(test_zookeeper_outage),
     };
     const struct CMUnitTest short_wait[] = {
