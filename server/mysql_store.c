@@ -29,6 +29,7 @@
 /* One worker's connection, in its BACKEND_MYSQL slot. */
 struct mysql_link {
     MYSQL *conn;                       /* NULL until needed or after a failure */
+    long long used_ms;                 /* when a request last went through it  */
     MYSQL_STMT *statements[SQL_COUNT]; /* prepared on first use per connection */
     int connections;                   /* made so far: every one after the first is a reconnect */
 };
@@ -65,7 +66,7 @@ static void disconnect(struct mysql_link *link)
 static void drop_if_closed(struct worker *w)
 {
     struct mysql_link *link = w->links[BACKEND_MYSQL];
-    if (link && link->conn && socket_peer_closed((int)mysql_get_socket(link->conn))) {
+    if (link && link->conn && idle_link_closed((int)mysql_get_socket(link->conn), link->used_ms)) {
         log_info("mysql: the server closed an idle connection; reconnecting");
         disconnect(link);
     }
@@ -119,6 +120,7 @@ static st_result connected(struct worker *w, MYSQL **out)
 {
     struct mysql_link *link = link_of(w);
     *out = link->conn;
+    link->used_ms = monotonic_ms();
     if (link->conn)
         return ST_OK;
     MYSQL *conn = mysql_init(NULL);

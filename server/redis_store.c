@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Guards the SHA1 fields of every struct redis_script. */
+/* Serializes the first SCRIPT LOADs (see struct redis_script). */
 static pthread_mutex_t script_sha_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One worker's links to the main Redis, in its BACKEND_REDIS slot. */
@@ -72,7 +72,7 @@ void redis_link_close(struct redis_link *link)
 
 void redis_link_drop_if_closed(struct redis_link *link)
 {
-    if (link->ctx && socket_peer_closed(link->ctx->fd)) {
+    if (link->ctx && idle_link_closed(link->ctx->fd, link->used_ms)) {
         log_info("redis %s:%d: the server closed an idle connection; reconnecting", link->host,
                  link->port);
         redis_link_close(link);
@@ -103,6 +103,7 @@ static struct timeval timeval_from_ms(int ms)
 
 static st_result connect_if_needed(struct worker *w, struct redis_link *link)
 {
+    link->used_ms = monotonic_ms();
     if (link->ctx)
         return ST_OK;
     if (link->connections++)
@@ -205,7 +206,10 @@ static st_result script_load(struct worker *w, struct redis_link *link, struct r
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD gave no SHA1");
     }
     pthread_mutex_lock(&script_sha_lock);
-    memcpy(script->sha, reply->str, 41);
+    if (!atomic_load_explicit(&script->known, memory_order_relaxed)) {
+        memcpy(script->sha, reply->str, 41);
+        atomic_store_explicit(&script->known, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&script_sha_lock);
     freeReplyObject(reply);
     return ST_OK;
@@ -217,15 +221,13 @@ static st_result evalsha(struct worker *w, struct redis_link *link, enum request
                          const char **argv, int *noscript)
 {
     const char *full[16];
-    char sha[41], numkeys[12];
+    char numkeys[12];
     if (argc + 3 > 16)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: script has too many arguments");
-    pthread_mutex_lock(&script_sha_lock);
-    memcpy(sha, script->sha, sizeof sha);
-    pthread_mutex_unlock(&script_sha_lock);
     snprintf(numkeys, sizeof numkeys, "%d", nkeys);
     full[0] = "EVALSHA";
-    full[1] = sha;
+    /* Not known yet: Redis answers NOSCRIPT, and the caller loads it. */
+    full[1] = atomic_load_explicit(&script->known, memory_order_acquire) ? script->sha : "0";
     full[2] = numkeys;
     memcpy(full + 3, argv, sizeof *argv * (size_t)argc);
 

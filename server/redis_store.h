@@ -17,16 +17,20 @@
 #include "result.h"
 
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 
 struct worker;
 
 /* A Lua script run by EVALSHA. Define one as
  *   static struct redis_script unlock = {.source = "..."};
- * its SHA1 is learned from SCRIPT LOAD on first use and again whenever a
- * Redis says NOSCRIPT (after a restart or SCRIPT FLUSH). */
+ * its SHA1 is learned from SCRIPT LOAD on first use, and the script loaded
+ * again whenever a Redis says NOSCRIPT (after a restart or SCRIPT FLUSH).
+ * A SHA1 depends on the source only: once known it never changes, so every
+ * request reads it without a lock. */
 struct redis_script {
     const char *source;
-    char sha[41];
+    char sha[41];     /* written once, before `known`       */
+    atomic_int known; /* release/acquire: `sha` is complete */
 };
 
 #define REDIS_KEY_MAX 64
@@ -41,6 +45,7 @@ struct redis_link {
     redisContext *ctx;
     const char *host;
     int port;
+    long long used_ms;       /* when a request last went through it          */
     enum backend_id backend; /* whose server it is, for the metrics          */
     int connections;         /* made so far: every one after the first is a reconnect */
 };

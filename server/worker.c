@@ -93,10 +93,12 @@ void workers_stop_by(long long when_ms)
     atomic_store(&stop_deadline_ms, when_ms);
 }
 
-int socket_peer_closed(int fd)
+int idle_link_closed(int fd, long long used_ms)
 {
     if (fd < 0)
         return 1;
+    if (monotonic_ms() - used_ms < LINK_IDLE_MS)
+        return 0;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     return poll(&p, 1, 0) > 0 && p.revents != 0;
 }

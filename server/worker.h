@@ -56,9 +56,13 @@ st_result worker_check_deadline(struct worker *w);
 /* Brings every request's deadline forward to `when_ms` (a stop's drain). */
 void workers_stop_by(long long when_ms);
 
-/* Whether the peer has closed (or reset) idle socket `fd`: an idle client
- * connection has nothing to read, so readable means EOF or an error. */
-int socket_peer_closed(int fd);
+/* Whether the server has closed (or reset) a link that has been idle since
+ * `used_ms`: an idle client connection has nothing to read, so readable
+ * means EOF or an error. A link used in the last LINK_IDLE_MS is not even
+ * polled: under load a poll per link per request costs more than it saves
+ * (such a link, if it broke, fails on its next use and is dropped then). */
+#define LINK_IDLE_MS 250
+int idle_link_closed(int fd, long long used_ms);
 
 /* A random integer in [0, bound), from the worker's own generator. */
 int worker_random(struct worker *w, int bound);
