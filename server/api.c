@@ -7,6 +7,7 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "exposition.h"
 #include "metrics.h"
 #include "pool.h"
 #include "products.h"
@@ -109,7 +110,7 @@ void api_lab_state(const struct http_request *req, struct page *out)
     json_t *doc =
         json_pack("{s:b, s:s, s:I, s:o, s:o, s:{s:i, s:i, s:i, s:i}, s:O}", "ok", 1, "instance",
                   config.instance_name, "time_ms", (json_int_t)wall_clock_ms(), "products",
-                  products_json(), "strategies", metrics_strategies_json(), "load", "workers",
+                  products_json(), "strategies", exposition_strategies_json(), "load", "workers",
                   load.workers, "busy", load.busy, "queued", load.queued, "in_flight",
                   metrics_in_flight_now(), "backends", json_object_get(health, "backends"));
     json_decref(health);
@@ -120,7 +121,7 @@ void api_metrics(const struct http_request *req, struct page *out)
 {
     (void)req;
     *out = (struct page){.status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8"};
-    out->owned = metrics_render(&out->len);
+    out->owned = exposition_metrics(&out->len);
     out->body = out->owned;
 }
 
@@ -196,7 +197,7 @@ void api_refused(const struct http_request *req, st_result r)
                                    ? strategy_find(strategy_name(req->path))
                                    : NULL;
     if (s)
-        metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
+        metrics_deduct(strategy_index(s), r, monotonic_us() - req->arrived_us);
 }
 
 /* The sale the request asks for with strategy `s`, checked, into *rq. */
@@ -235,9 +236,15 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
 static void sale_answered(const struct deduct_request *rq, const struct deduct_reply *out,
                           st_result r, json_t *reply, long long arrived_us)
 {
+    const struct strategy *s = rq->strategy;
+    size_t i = strategy_index(s);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         json_object_update_new(reply, sale_json(rq, out));
-    metrics_deduct(rq->strategy, r, monotonic_us() - arrived_us, out);
+    metrics_deduct(i, r, monotonic_us() - arrived_us);
+    if (s->lock && out->attempts > 0)
+        metrics_lock(i, out->lock_wait_us, out->lock_lost);
+    if (s->contention == CONTENTION_RETRIES)
+        metrics_attempts(i, out->attempts);
 }
 
 /* A sale its strategy answers later: all its answer needs, kept until then. */
@@ -289,7 +296,7 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     st_result r = sale_asked(w, s, req, reply, &rq);
     if (r != ST_OK) {
-        metrics_deduct(s, r, monotonic_us() - req->arrived_us, NULL);
+        metrics_deduct(strategy_index(s), r, monotonic_us() - req->arrived_us);
         return r;
     }
     if (s->answers_later)

@@ -3,7 +3,11 @@
  */
 #include "backend.h"
 
+#include "metrics.h"
+
 #include <assert.h>
+
+_Static_assert(BACKEND_COUNT <= METRICS_BACKENDS, "raise METRICS_BACKENDS");
 
 extern const struct backend backend_mysql;
 extern const struct backend backend_redis;

@@ -13,6 +13,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,12 +52,21 @@ static st_result poll_until_taken(const struct lock_kind *kind, struct worker *w
     }
 }
 
+/* The body's freeze: the kind's, on the lock the guard belongs to. */
+static void freeze_held(struct guard *g, int frozen)
+{
+    struct held_lock *held =
+        (struct held_lock *)(void *)((char *)g - offsetof(struct held_lock, guard));
+    held->kind->freeze(held, frozen);
+}
+
 st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out)
 {
     struct held_lock held;
     memset(&held, 0, sizeof held);
     held.kind = kind;
+    held.guard.freeze = kind->freeze ? freeze_held : NULL;
     random_token(held.token, 16);
 
     long long asked_us = monotonic_us();
@@ -67,7 +77,7 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     if (r != ST_OK)
         return r;
 
-    r = read_then_write(rq->strategy->store, w, rq, &held, out);
+    r = read_then_write(rq->strategy->store, w, rq, &held.guard, out);
 
     /* Keep the body's failure detail: release may overwrite w->error. */
     char body_error[sizeof w->error];

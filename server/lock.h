@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "redis_store.h"
+#include "sale.h"
 #include "strategy.h"
 
 #include <pthread.h>
@@ -24,11 +25,10 @@ struct worker;
 
 struct held_lock {
     const struct lock_kind *kind;
-    char token[33];         /* this holder's identity, from the OS random source */
-    long long fence;        /* fencing token handed out with the lock, 0 if none */
-    long long newest_fence; /* the store's newest token, when it refused ours    */
-    int attempts;           /* tries it took to acquire                          */
-    void *state;            /* the kind's own bookkeeping (watchdog, node path)  */
+    char token[33];     /* this holder's identity, from the OS random source */
+    struct guard guard; /* what the body sees: the fencing token, the freeze */
+    int attempts;       /* tries it took to acquire                          */
+    void *state;        /* the kind's own bookkeeping (watchdog, node path)  */
 };
 
 /* The most names one lock kind keeps per product. */
@@ -41,7 +41,8 @@ struct lock_kind {
     /* What a reset deletes there, as printf formats of the product id
      * ("lock:{%d}"): keys, lock-table rows or nodes. NULL-terminated. */
     const char *names[LOCK_NAMES_MAX + 1];
-    /* It hands out fencing tokens (held->fence): the store must claim them. */
+    /* It hands out fencing tokens (held->guard.fence): the store must
+     * claim them. */
     int fences;
     /* One attempt to take the lock, setting *taken. deduct_under_lock()
      * repeats it with jittered, growing sleeps for up to lock_wait_ms, then

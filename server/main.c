@@ -16,7 +16,8 @@
  *   backend.c    the backend table: mysql_store.c, redis_store.c,
  *                redlock.c, zk_store.c
  *   health.c     the backends, probed in the background
- *   metrics.c    counters for /metrics; products.c the watched products
+ *   metrics.c    what is counted; exposition.c /metrics and the lab's JSON;
+ *                products.c the watched products, sampled
  *   worker.c     per-thread state: links, deadline, last error
  *   result.c     the one result type and its HTTP meaning
  *

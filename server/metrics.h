@@ -1,48 +1,68 @@
 /*
- * metrics.h - what stockd counts while it runs, for GET /metrics (the
- * Prometheus text format) and the live lab page.
+ * metrics.h - what stockd counts while it runs.
  *
  * Counting is on the request path, so it costs one relaxed atomic add per
  * figure and takes no lock: counters and histogram buckets are atomics in
- * fixed arrays indexed by strategy and result. Gauges (queue depth, workers
- * busy, in flight, backends up) are read when a scrape asks for them. The
- * accounting of the products being watched comes from products.h, which
- * samples the stores in the background: a scrape never queries a store.
+ * fixed arrays indexed by strategy (its place in the strategy table) and
+ * result. This module knows nothing else - no names, no table - so that
+ * anything may count, the stores included; exposition.c renders the
+ * figures for GET /metrics and the lab page.
  */
 #ifndef STOCKD_METRICS_H
 #define STOCKD_METRICS_H
 
-#include "backend.h"
 #include "result.h"
-#include "strategy.h"
 
-#include <jansson.h>
 #include <stddef.h>
 
-/* One deduct request with a known strategy, answered `r` after `elapsed_us`
- * from its arrival; `out` (may be NULL) says what the sale saw. */
-void metrics_deduct(const struct strategy *s, st_result r, long long elapsed_us,
-                    const struct deduct_reply *out);
+/* The most strategies and backends counted (strategy.c and backend.c
+ * check that theirs fit). */
+#define METRICS_STRATEGIES 32
+#define METRICS_BACKENDS 8
 
-/* A worker connected to backend `id` again, after its link had failed or
- * been dropped. */
-void metrics_reconnect(enum backend_id id);
+/* Latency buckets: upper bounds in seconds, from 0.5 ms to 10 s, then +Inf. */
+#define METRICS_LATENCY_BOUNDS 14
+extern const double metrics_latency_le[METRICS_LATENCY_BOUNDS];
+/* Sales per sql-batch transaction: upper bounds, then +Inf. */
+#define METRICS_BATCH_BOUNDS 9
+extern const double metrics_batch_le[METRICS_BATCH_BOUNDS];
+
+/* A histogram as read: buckets not cumulative, the last one +Inf. */
+struct histogram_reading {
+    unsigned long long bucket[METRICS_LATENCY_BOUNDS + 1];
+    unsigned long long count;
+    unsigned long long sum; /* microseconds, or sales for the batch sizes */
+};
+
+/* One deduct request of strategy number `strategy`, answered `r` after
+ * `elapsed_us` from its arrival. */
+void metrics_deduct(size_t strategy, st_result r, long long elapsed_us);
+
+/* A lock strategy's sale took `wait_us` to get its lock, and found it
+ * expired or taken over at release when `lost`. */
+void metrics_lock(size_t strategy, long long wait_us, int lost);
+
+/* An optimistic strategy's sale took `attempts` tries. */
+void metrics_attempts(size_t strategy, int attempts);
+
+/* A worker connected to backend number `backend` again, after its link had
+ * failed or been dropped. */
+void metrics_reconnect(int backend);
 
 /* One sql-batch transaction applied `sales` sales. */
 void metrics_batch(int sales);
 
 /* Requests between their first byte and their reply (http.c keeps it). */
 void metrics_in_flight(int delta);
+
+/* Reading them back. */
+unsigned long long metrics_requests(size_t strategy, st_result r);
+void metrics_latency(size_t strategy, struct histogram_reading *out);
+void metrics_lock_wait(size_t strategy, struct histogram_reading *out);
+unsigned long long metrics_locks_lost(size_t strategy);
+unsigned long long metrics_attempts_of(size_t strategy);
+unsigned long long metrics_reconnects(int backend);
+void metrics_batches(struct histogram_reading *out);
 int metrics_in_flight_now(void);
-
-/* The Prometheus text exposition (format 0.0.4), malloc'ed; NULL when out
- * of memory. */
-char *metrics_render(size_t *len);
-
-/* Per strategy: requests by outcome word, and the latency histogram, as
- * the lab page reads them: {"le": [bucket bounds, seconds], "strategies":
- * {"<strategy>": {"outcomes": {word: n}, "buckets": [n...], "count": n}}}.
- * New reference. */
-json_t *metrics_strategies_json(void);
 
 #endif

@@ -4,23 +4,22 @@
 #include "sale.h"
 
 #include "config.h"
-#include "lock.h"
 #include "store.h"
 #include "worker.h"
 
 #include <assert.h>
 
-void critical_section_wait(const struct deduct_request *rq, struct held_lock *held)
+void critical_section_wait(const struct deduct_request *rq, struct guard *g)
 {
     sleep_ms(rq->hold_ms);
     if (rq->pause_ms <= 0)
         return;
-    int freezable = held && held->kind && held->kind->freeze;
+    int freezable = g && g->freeze;
     if (freezable)
-        held->kind->freeze(held, 1);
+        g->freeze(g, 1);
     sleep_ms(rq->pause_ms);
     if (freezable)
-        held->kind->freeze(held, 0);
+        g->freeze(g, 0);
 }
 
 st_result count_covers(struct worker *w, const struct deduct_request *rq, long long count,
@@ -33,20 +32,20 @@ st_result count_covers(struct worker *w, const struct deduct_request *rq, long l
 }
 
 st_result read_then_write(const struct store *store, struct worker *w,
-                          const struct deduct_request *rq, struct held_lock *held,
+                          const struct deduct_request *rq, struct guard *g,
                           struct deduct_reply *out)
 {
-    long long token = held ? held->fence : 0;
+    long long token = g ? g->fence : 0;
     assert(!token || store->claim_fence); /* strategy.c checks every row */
     out->fence = token;
-    st_result r = token ? store->claim_fence(w, rq, token, &held->newest_fence) : ST_OK;
+    st_result r = token ? store->claim_fence(w, rq, token, &g->newest_fence) : ST_OK;
     struct stock_seen seen;
     if (r == ST_OK)
         r = store->read(w, rq, &seen, out);
     if (r != ST_OK)
         return r;
 
-    critical_section_wait(rq, held);
+    critical_section_wait(rq, g);
 
     out->remaining = seen.count - rq->qty;
     return store->write_if(w, rq, &seen, out->remaining, token);

@@ -9,25 +9,33 @@
 
 #include "strategy.h"
 
-struct held_lock;
 struct store;
+
+/* What a lock hands the body it guards (NULL when there is no lock). */
+struct guard {
+    long long fence;        /* fencing token handed out with the lock, 0 if none */
+    long long newest_fence; /* the store's newest token, when it refused ours    */
+    /* Stops (1) or resumes (0) the lock's background renewal; NULL when
+     * nothing renews it. */
+    void (*freeze)(struct guard *g, int frozen);
+};
 
 /* Waits inside a critical section: hold_ms with the holder busy (a lock's
  * watchdog keeps renewing), then pause_ms with the holder frozen (the
- * watchdog freezes too, as in a GC or VM pause). `held` may be NULL. */
-void critical_section_wait(const struct deduct_request *rq, struct held_lock *held);
+ * watchdog freezes too, as in a GC or VM pause). `g` may be NULL. */
+void critical_section_wait(const struct deduct_request *rq, struct guard *g);
 
 /*
  * Reads the count from `store`; sold out if it is short; waits in the
  * critical section; then writes read-minus-qty and records the sale, in one
  * atomic step - unless the product was reset in between. Safe only when
  * something outside keeps other writers away: the lock strategies wrap
- * exactly this. When `held` carries a fencing token, the read first claims
+ * exactly this. When `g` carries a fencing token, the read first claims
  * the token on the product and the write applies only if no newer token
  * has claimed it since; a stale holder gets ST_BUSY and changes nothing.
  */
 st_result read_then_write(const struct store *store, struct worker *w,
-                          const struct deduct_request *rq, struct held_lock *held,
+                          const struct deduct_request *rq, struct guard *g,
                           struct deduct_reply *out);
 
 /* The body with no lock at all, on the strategy's store: the races. */

@@ -8,6 +8,7 @@
 #include "strategy.h"
 
 #include "lock.h"
+#include "metrics.h"
 #include "store.h"
 
 #include <assert.h>
@@ -56,7 +57,8 @@ static const struct strategy *const strategies[] = {
     &strategy_sql_batch,      /* many sales in one transaction: group commit */
 };
 
-_Static_assert(sizeof strategies / sizeof strategies[0] <= STRATEGY_MAX, "raise STRATEGY_MAX");
+_Static_assert(sizeof strategies / sizeof strategies[0] <= METRICS_STRATEGIES,
+               "raise METRICS_STRATEGIES");
 
 size_t strategy_count(void)
 {

@@ -115,9 +115,6 @@ const struct strategy *strategy_find(const char *name);
 size_t strategy_count(void);
 const struct strategy *strategy_at(size_t i);
 
-/* The most strategies the table may hold (tables indexed by strategy). */
-#define STRATEGY_MAX 32
-
 /* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
 size_t strategy_index(const struct strategy *s);
 

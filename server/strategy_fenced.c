@@ -59,7 +59,7 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     freeReplyObject(reply);
     *taken = r == ST_OK && token > 0;
     if (*taken)
-        held->fence = token;
+        held->guard.fence = token;
     return r;
 }
 
@@ -102,14 +102,14 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, ":fenced");
-    if (held->newest_fence > held->fence)
-        on_counter(w, rq->product, &catch_up, held->newest_fence);
+    if (held->guard.newest_fence > held->guard.fence)
+        on_counter(w, rq->product, &catch_up, held->guard.newest_fence);
     return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 
 static void forget(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
-    on_counter(w, rq->product, &forget_counter, held->fence);
+    on_counter(w, rq->product, &forget_counter, held->guard.fence);
 }
 
 static const struct lock_kind fenced_lock = {

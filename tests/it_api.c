@@ -200,7 +200,7 @@ static const struct bad_request bad_requests[] = {
     {"GET", "/stock/reset?product={P}&count=1", NULL, 405, "method_not_allowed"},
     {"POST", "/stock/{P}", NULL, 405, "method_not_allowed"},
     {"GET", "/nowhere", NULL, 404, "not_found"},
-    {"GET", "/", NULL, 404, "not_found"},
+    {"GET", "/index.html", NULL, 404, "not_found"},
     {"POST", "/stock/deduct/teleport?product={P}", NULL, 404, "unknown_strategy"},
     {"POST", "/stock/deduct?product={P}", NULL, 404, "unknown_strategy"},
     {"DELETE", "/stock/{P}", NULL, 405, "method_not_allowed"},

@@ -53,6 +53,10 @@ static void test_contract_paths(void **state)
     (void)state;
     expect_page("GET", "/health", api_health);
     expect_page("GET", "/strategies", api_strategies);
+    expect_page("GET", "/metrics", api_metrics);
+    expect_page("GET", "/", api_asset); /* the live lab page */
+    expect_page("GET", "/lab/lab.js", api_asset);
+    expect_page("GET", "/lab/state", api_lab_state);
     expect_route("POST", "/stock/reset", api_reset);
     expect_route("GET", "/stock/deduct/nolock", api_deduct);
     expect_route("POST", "/stock/deduct/redis-lock", api_deduct);
@@ -85,7 +89,8 @@ static void test_wrong_method(void **state)
 static void test_not_found(void **state)
 {
     (void)state;
-    expect_refused("GET", "/", ST_NOT_FOUND, "");
+    expect_refused("GET", "/index.html", ST_NOT_FOUND, "");
+    expect_refused("GET", "/lab", ST_NOT_FOUND, "");
     expect_refused("GET", "/stock", ST_NOT_FOUND, "");
     expect_refused("GET", "/stock/", ST_NOT_FOUND, "");
     expect_refused("GET", "/healthz", ST_NOT_FOUND, "");
