@@ -38,10 +38,17 @@ export PORT
 
 all: build
 
+# `make deps` checks (and installs) the build packages every time; a plain
+# `make` checks them once, then again only when scripts/deps.sh changes, so
+# that it stays fast and offline once they are there.
 deps:
 	@$(DEPS) build
 
-build: deps
+build/.deps-build: scripts/deps.sh
+	@$(DEPS) build
+	@mkdir -p build && touch $@
+
+build: build/.deps-build
 	@$(MAKE) --no-print-directory build/stockd
 
 # V=1 shows the full compiler command lines.
@@ -112,7 +119,7 @@ fuzz: deps
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus
+	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus compose nginx
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
 	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)

@@ -2,6 +2,7 @@
  * it_api.c - the contract's HTTP surface, against a running stockd.
  *
  * Proves: /health names every backend and answers 200 while they are up;
+ * /metrics is valid Prometheus text (promtool) and counts the sales;
  * /strategies describes every strategy and the settings in force; reset
  * creates a product and sets its stock in both stores, clearing the
  * ledgers; GET /stock/{product} reports the accounting fields; every
@@ -12,7 +13,9 @@
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Product ids of this file; no other test touches them. */
 enum {
@@ -33,6 +36,37 @@ static void expect_backend_up(const json_t *backends, const char *name)
     const json_t *backend = json_object_get(backends, name);
     assert_non_null(backend);
     assert_string_equal(json_str_member(backend, "state"), "up");
+}
+
+/* GET /metrics: what promtool accepts as the Prometheus text format, with
+ * the series the dashboards read; a sale shows in its counter. */
+static void test_metrics(void **state)
+{
+    (void)state;
+    reset(PRODUCT_RESET, 10);
+    double before = metric("stockd_requests_total{strategy=\"sql\",outcome=\"ok\"}");
+    expect_deduct("sql", PRODUCT_RESET, NULL, 200, "");
+    assert_true(metric("stockd_requests_total{strategy=\"sql\",outcome=\"ok\"}") == before + 1);
+    assert_true(metric("stockd_workers") > 0);
+    assert_true(metric("stockd_backend_up{backend=\"mysql\"}") == 1);
+    assert_true(metric("process_resident_memory_bytes") > 0);
+
+    struct http_reply r;
+    http_call("GET", "/metrics", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    char path[] = "/tmp/stockd-metrics-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(r.text);
+    assert_int_equal(write(fd, r.text, len), (ssize_t)len);
+    close(fd);
+    http_reply_free(&r);
+    char command[128];
+    snprintf(command, sizeof command, "promtool check metrics < %s", path);
+    int status = system(command);
+    unlink(path);
+    assert_int_equal(status, 0);
 }
 
 static void test_health(void **state)
@@ -345,6 +379,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health),
+        cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_strategies),
         cmocka_unit_test(test_reset_and_accounting),
         cmocka_unit_test(test_unknown_product),
