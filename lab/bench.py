@@ -20,6 +20,7 @@ concurrency, one second per row."""
 import os
 import signal
 import sys
+import threading
 import time
 
 from . import bench_report, browser, facts as facts_mod, raw, sources, tables, wrk
@@ -225,17 +226,41 @@ class Bench:
                      res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
                      res.instances)
 
+    def scrape_cost(self):
+        """What /metrics costs: the lua strategy at 64 connections (or the highest
+        concurrency below), alternately scraped every second and not, twice each; the
+        scraped rows' x limit is their throughput over the unscraped ones'."""
+        a = self.args
+        lua = sources.strategy_name(sources.LUA_FILE)
+        conc = max([c for c in a.conns if c <= 64] or [min(a.conns)])
+        url = self.url(a.port, f"/stock/deduct/{lua}?product={a.product}&qty=1")
+        for _ in range(2):
+            for scraped in (False, True):
+                self.reset()
+                scraper = Scraper(self.api) if scraped else None
+                res = self.wrk(url, conc, a.duration)
+                if scraper:
+                    scraper.stop()
+                self.settle()
+                name = f"{lua}, /metrics every 1 s" if scraped else f"{lua}, not scraped"
+                self.add(name, "scrape", "redis", None, conc, res, res.outcomes,
+                         "scraped" if scraped else "unscraped", None, "pass",
+                         f"{scraper.scrapes} scrapes" if scraper else "no scrape")
+
     def run(self, selected):
         self.http_limit()
         self.redis_limit()
         self.mariadb_limit()
         for s in selected:
             self.strategy(s)
+        if not self.args.quick:
+            self.scrape_cost()
         self.mark_limits()
         return self.rows
 
     def mark_limits(self):
-        """limit_rps and x_limit: each row against the best of its limit's own rows."""
+        """limit_rps and x_limit: each row against the best of its limit's own rows; a
+        scraped row against the mean of the unscraped ones."""
         defining = {"nginx static /strategies": "http", "redis EVALSHA sale script": "redis",
                     "mariadb sale transaction": "mariadb"}
         best = {}
@@ -243,9 +268,36 @@ class Bench:
             kind = defining.get(r["name"])
             if kind and r["throughput_rps"]:
                 best[kind] = max(best.get(kind, 0), r["throughput_rps"])
+        unscraped = [r["throughput_rps"] for r in self.rows
+                     if r["limit"] == "unscraped" and r["throughput_rps"]]
+        if unscraped:
+            best["unscraped"] = sum(unscraped) / len(unscraped)
+            best["scraped"] = best["unscraped"]
         for r in self.rows:
             r["limit_rps"] = best.get(r["limit"])
             r["x_limit"] = ratio(r["throughput_rps"], r["limit_rps"])
+
+
+class Scraper:
+    """GET /metrics every second from a thread of its own, as Prometheus would."""
+
+    def __init__(self, api):
+        self.api, self.scrapes = api, 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.done.wait(1.0):
+            try:
+                self.api.call("GET", "/metrics", timeout=5)
+                self.scrapes += 1
+            except OSError:
+                pass
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
 
 
 def claim_instances(api):
