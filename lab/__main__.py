@@ -8,13 +8,14 @@
                                check
     render [DIR]               re-render DIR's report.html or bench.html from its
                                results (default results/latest)
+    readme [--check|--write F] the README's strategy table, from GET /strategies
 """
 
 import json
 import os
 import sys
 
-from . import bench, bench_report, browser, compare, compare_report
+from . import bench, bench_report, browser, compare, compare_report, readme
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -69,7 +70,7 @@ def render(argv):
 
 
 COMMANDS = {"compare": compare.main, "bench": bench.main, "check-report": check_report,
-            "render": render}
+            "render": render, "readme": readme.main}
 
 
 def main(argv):

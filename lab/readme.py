@@ -1,0 +1,121 @@
+"""The README's strategy table, generated from GET /strategies, so that it can never say
+something the server does not:
+
+    python3 -m lab readme [--port P]             print the table
+    python3 -m lab readme --check README.md      exit 1 when README.md's table differs
+    python3 -m lab readme --write README.md      put the table into README.md
+
+The table sits in README.md between the two marker lines below. When nothing answers
+at host:port, a build/stockd (and the stack) is brought up for the time it takes, as
+the comparison does."""
+
+import difflib
+import sys
+
+from . import facts as facts_mod
+from .api import Api
+from .common import Options, Progress, SetupError
+from .service import Service
+
+BEGIN = "<!-- strategies table: generated from GET /strategies by `python3 -m lab readme` -->"
+END = "<!-- end of the strategies table -->"
+
+CONTENTION = {"waits": "waits its turn", "retries": "retries, then busy", "none": "nothing waits"}
+
+
+def yes_no(flag):
+    return "yes" if flag else "no"
+
+
+def claim(s):
+    """yes/no for one and for N instances; a "yes" that rests on a caveat gets a star."""
+    def one(flag):
+        return yes_no(flag) + ("\\*" if flag and s.caveat else "")
+    return f"{one(s.safe_single)} / {one(s.safe_multi)}"
+
+
+def cell(text):
+    """Text as a markdown table cell shows it: no tags, no column breaks."""
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
+        .replace("|", "\\|")
+
+
+def lease(s):
+    if not s.lease:
+        return ""
+    return f"{s.lease['busy_holder']} / {s.lease['paused_holder']}"
+
+
+def table(f):
+    """The markdown table of every strategy, in the server's order."""
+    lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
+             "frozen holder | what it is |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for s in f.strategies:
+        lines.append(f"| `{s.name}` | {s.store} | {claim(s)} | {CONTENTION[s.contention]} "
+                     f"| {lease(s)} | {cell(s.summary)} |")
+    return "\n".join(lines)
+
+
+def block(text):
+    """The generated lines between the markers of `text`, or None."""
+    try:
+        start = text.index(BEGIN) + len(BEGIN)
+        end = text.index(END, start)
+    except ValueError:
+        return None
+    return text[start:end].strip("\n")
+
+
+def replace_block(text, new):
+    start = text.index(BEGIN) + len(BEGIN)
+    end = text.index(END, start)
+    return text[:start] + "\n" + new + "\n" + text[end:]
+
+
+def parse_args(argv):
+    o = Options("python3 -m lab readme", __doc__)
+    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
+    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port")
+    o.add("--check", [], "", str, "README to check")
+    o.add("--write", [], "", str, "README to update")
+    return o.parse(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    say = Progress("readme")
+    api = Api(args.host, args.port)
+    service = Service(api, 1, say)
+    try:
+        service.ensure()
+        generated = table(facts_mod.parse(api.strategies().body))
+    except SetupError as e:
+        say(f"error: {e}")
+        return 2
+    finally:
+        service.stop()
+    path = args.check or args.write
+    if not path:
+        print(generated)
+        return 0
+    with open(path) as f:
+        text = f.read()
+    current = block(text)
+    if current is None:
+        say(f"{path} has no strategies table between its markers:\n{BEGIN}\n{END}")
+        return 2
+    if args.write:
+        with open(path, "w") as f:
+            f.write(replace_block(text, generated))
+        say(f"{path}: strategies table written")
+        return 0
+    if current == generated:
+        say(f"{path}: the strategies table is what GET /strategies says")
+        return 0
+    say(f"{path}: the strategies table differs from GET /strategies "
+        "(python3 -m lab readme --write README.md):")
+    sys.stderr.writelines(difflib.unified_diff(current.splitlines(True),
+                                               generated.splitlines(True), "README.md",
+                                               "GET /strategies"))
+    return 1

@@ -1,0 +1,43 @@
+"""lab.readme: the README's strategy table, generated from a /strategies document and
+kept between its two markers (names here are made up)."""
+
+import unittest
+
+from fakestockd import document, strategy
+from lab import facts, readme
+
+LEASE = {"busy_holder": "safe", "paused_holder": "oversells"}
+
+
+def table_of(*entries):
+    return readme.table(facts.parse(document(list(entries))))
+
+
+class ReadmeTest(unittest.TestCase):
+    def test_one_row_per_strategy_in_the_servers_order(self):
+        rows = table_of(strategy("beta", store="redis"), strategy("alpha")).splitlines()[2:]
+        self.assertEqual([r.split("|")[1].strip() for r in rows], ["`beta`", "`alpha`"])
+
+    def test_the_facts_of_a_row(self):
+        entry = strategy("alpha", lease=LEASE, contention="waits")
+        entry["caveat"] = "while the lease lasts"
+        unsafe = strategy("beta", safe=False, contention="none")
+        unsafe["caveat"] = "never"
+        unsafe["summary"] = "SETNX <expiry> | then GET"
+        alpha, beta = table_of(entry, unsafe).splitlines()[2:]
+        self.assertIn("| yes\\* / yes\\* | waits its turn | safe / oversells |", alpha)
+        # an unsafe claim is not starred; a summary cannot break the table or hide text
+        self.assertIn("| no / no | nothing waits |  |", beta)
+        self.assertIn("SETNX &lt;expiry&gt; \\| then GET |", beta)
+
+    def test_the_block_between_the_markers(self):
+        text = f"intro\n{readme.BEGIN}\nold table\n{readme.END}\nafter\n"
+        self.assertEqual(readme.block(text), "old table")
+        replaced = readme.replace_block(text, "new table")
+        self.assertEqual(readme.block(replaced), "new table")
+        self.assertTrue(replaced.startswith("intro\n") and replaced.endswith("after\n"))
+        self.assertIsNone(readme.block("no markers here"))
+
+
+if __name__ == "__main__":
+    unittest.main()
