@@ -19,6 +19,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -43,7 +44,8 @@ class DevToolsError(Exception):
 class Page:
     def __init__(self, url, size=(1280, 720), timeout=20):
         self.url, self.size, self.timeout = url, size, timeout
-        self.proc, self.profile, self.session = None, None, None
+        self.proc, self.profile, self.log, self.session = None, None, None, None
+        self.commands = self.replies = None  # our ends of the two pipes
         self.next_id = 0
         self.buffer = b""
         self.exceptions, self.requests = [], []
@@ -91,19 +93,22 @@ class Page:
         self.wait_event("Page.loadEventFired")
 
     def close(self):
+        """Closes the browser (or kills the process group it was started in)."""
         if self.proc and self.proc.poll() is None:
             try:
                 self.send("Browser.close", {}, None)
                 self.proc.wait(5)
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        for fd in ("commands", "replies"):
-            if hasattr(self, fd):
-                os.close(getattr(self, fd))
-                delattr(self, fd)
-        if self.profile:
+        for fd in (self.commands, self.replies):
+            if fd is not None:
+                os.close(fd)
+        self.commands = self.replies = None
+        if self.log:
             self.log.close()
+            self.log = None
+        if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = None
 

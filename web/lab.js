@@ -40,6 +40,7 @@
         factsAt: -Infinity,
         factsPending: false,
         samples: new Map(),   /* instance -> [{t, le, strategies}], oldest first */
+        views: new Map(),     /* instance -> {t, products}: its last answer's products */
         series: new Map(),    /* "product/store" -> [{t, stock, remaining}] */
         order: new Map(),     /* product -> when the page first saw it */
         seen: 0,
@@ -138,7 +139,7 @@
             const doc = await getJson("/strategies");
             lab.facts = new Map(doc.strategies.map((s) => [s.name, s]));
             if (lab.lastOk)
-                drawStrategies(lab.lastOk.doc);
+                drawStrategies();
         } catch (e) {
             /* the claims stay blank; the next poll tries again */
         } finally {
@@ -179,16 +180,35 @@
     function draw(doc) {
         drawProducts(doc);
         addSample(doc);
-        drawStrategies(doc);
+        drawStrategies();
         drawLoad(doc);
         loadFacts(Object.keys(doc.strategies.strategies));
     }
 
     /* ----------------------------------------------------------- products */
 
+    /* The products every answering instance watches (each has its own list),
+     * each with the freshest sample any of them has. */
+    function mergedProducts(doc) {
+        lab.views.set(doc.instance, { t: doc.time_ms, products: doc.products });
+        const best = new Map();
+        for (const [instance, view] of lab.views) {
+            if (doc.time_ms - view.t > 3 * WINDOW_MS) {
+                lab.views.delete(instance);
+                continue;
+            }
+            for (const p of view.products) {
+                const at = view.t - p.age_ms;
+                if (!best.has(p.product) || at > best.get(p.product).at)
+                    best.set(p.product, { at, p: Object.assign({}, p, { age_ms: doc.time_ms - at }) });
+            }
+        }
+        return Array.from(best.values(), (b) => b.p);
+    }
+
     function drawProducts(doc) {
         const box = $("#products");
-        const products = doc.products.slice();
+        const products = mergedProducts(doc);
         /* Newest first, and a product keeps its place once shown. stockd lists the
          * seed product, then the others mostly oldest first: at the first poll,
          * the later in that list the higher on the page. */
@@ -321,7 +341,8 @@
                 points.map((p) => x(p.t) + "," + y(p[f])).join(" "));
         const last = points[points.length - 1];
         svg.setAttribute("aria-label", last
-            ? `Over the last minute the stock went from ${num(points[0].stock)} to ${num(last.stock)}, the counter from ${num(points[0].remaining)} to ${num(last.remaining)}`
+            ? `Over the last minute the stock went from ${num(points[0].stock)} to ` +
+              `${num(last.stock)}, the counter from ${num(points[0].remaining)} to ${num(last.remaining)}`
             : "No figures over the last minute");
     }
 
@@ -347,7 +368,7 @@
     }
 
     /* Per strategy over the window, added up over the instances:
-     * {requests, seconds, outcomes: {word: n}, buckets: [n], le}. */
+     * {requests, rate, outcomes: {word: n}, buckets: [n per bucket], le}. */
     function windowed() {
         const out = new Map();
         for (const list of lab.samples.values()) {
@@ -393,9 +414,18 @@
         return { word, text: fact.caveat ? text + "*" : text, caveat: fact.caveat || "" };
     }
 
-    function drawStrategies(doc) {
-        const all = doc.strategies.strategies;
-        const names = Object.keys(all).filter((n) => all[n].count > 0);
+    /* Requests per strategy since each instance started, added up. */
+    function totals() {
+        const out = {};
+        for (const list of lab.samples.values())
+            for (const [name, s] of Object.entries(list[list.length - 1].strategies))
+                out[name] = (out[name] || 0) + s.count;
+        return out;
+    }
+
+    function drawStrategies() {
+        const all = totals();
+        const names = Object.keys(all).filter((n) => all[n] > 0);
         const order = lab.facts ? Array.from(lab.facts.keys()) : [];
         const rank = (n) => (order.includes(n) ? order.indexOf(n) : order.length);
         names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
@@ -449,7 +479,7 @@
         claimCell.className = "claim claim-" + (c.word || "unknown");
         claimCell.title = c.caveat;
         figure(row.querySelector('[data-field="store"]'), fact ? fact.store : null, fact && fact.store);
-        figure(row.querySelector('[data-field="total"]'), total.count);
+        figure(row.querySelector('[data-field="total"]'), total);
         const requests = w ? w.requests : 0;
         row.classList.toggle("idle", requests === 0);
         const rate = w ? +w.rate.toFixed(w.rate < 10 ? 1 : 0) : null;
@@ -499,7 +529,9 @@
         meter.value = l.busy;
         figure($('#load [data-field="queued"]'), l.queued);
         figure($('#load [data-field="in_flight"]'), l.in_flight);
-        figure($('#load [data-field="instance"]'), doc.instance, doc.instance);
+        const n = lab.samples.size; /* behind a balancer, each poll may reach another one */
+        figure($('#load [data-field="instance"]'), doc.instance,
+            doc.instance + (n > 1 ? " (one of " + n + " answering)" : ""));
         const list = $("#backends");
         const names = Object.keys(doc.backends || {});
         for (const [i, name] of names.entries()) {
