@@ -336,10 +336,11 @@
         const below = svg.querySelector(".below");
         below.setAttribute("y", zero);
         below.setAttribute("height", Math.max(0, CH - zero));
+        const last = points[points.length - 1];
+        const drawn = last ? points.concat([Object.assign({}, last, { t: now })]) : []; /* holds till now */
         for (const f of ["stock", "remaining"])
             svg.querySelector(".line-" + f).setAttribute("points",
-                points.map((p) => x(p.t) + "," + y(p[f])).join(" "));
-        const last = points[points.length - 1];
+                drawn.map((p) => x(p.t) + "," + y(p[f])).join(" "));
         svg.setAttribute("aria-label", last
             ? `Over the last minute the stock went from ${num(points[0].stock)} to ` +
               `${num(last.stock)}, the counter from ${num(points[0].remaining)} to ${num(last.remaining)}`
