@@ -127,14 +127,15 @@ test: deps
 # make demo: the main job. Installs what is missing, starts the private
 # stack and stockd, runs the JMeter comparison of every strategy (100 threads
 # x 50 loops against 5000 units, as in the seed article), prints the table
-# and the path of report.html, and what it left running (make stack-down
-# stops it). make compare is the same with knobs:
+# and the path of report.html, the URL of the live lab page (the stockd it
+# started keeps running for it) and what it left running (make stack-down
+# stops it). make compare is the same with knobs, and stops its stockd:
 #   make compare STRATEGIES=nolock,sql THREADS=20 LOOPS=10 STOCK=100 QTY=1 \
 #                HOLD_MS=0 INSTANCES=1
 # (the variables reach jmeter/compare through the environment).
 demo compare: build
 	@$(DEPS) stack zk jmeter
-	@jmeter/compare; status=$$?; \
+	@jmeter/compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
 
 # make bench: what each strategy costs (bench/README.md). Installs what is

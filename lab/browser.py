@@ -22,14 +22,19 @@ def binary():
     raise SetupError("no chromium found (Debian: scripts/deps.sh chromium)")
 
 
+def command(browser, profile, extra, url, size="1280,1600"):
+    """Headless Chromium (as root too: no sandbox) with a throwaway profile and nothing
+    of its own on the network: no updates, sync or background requests."""
+    return [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-quic", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--disable-extensions", "--disable-default-apps", "--no-first-run",
+            "--no-default-browser-check", "--mute-audio", "--hide-scrollbars",
+            f"--user-data-dir={profile}", f"--window-size={size}"] + extra + [url]
+
+
 def chromium(browser, profile, extra, url, timeout=90):
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-extensions", "--disable-default-apps", "--no-first-run",
-           "--no-default-browser-check", "--mute-audio", "--hide-scrollbars",
-           f"--user-data-dir={profile}", "--window-size=1280,1600"] + extra + [url]
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=timeout)
+    return subprocess.run(command(browser, profile, extra, url), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
 
 
 class Dom(html.parser.HTMLParser):

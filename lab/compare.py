@@ -25,8 +25,9 @@ directory not writable, bad arguments).
 
 When nothing answers at host:port (and host is local) it brings the private stack up
 (scripts/stack.sh up), starts build/stockd in the background (log in
-$STOCKD_RUN_DIR/stockd.log, pid in $STOCKD_RUN_DIR/stockd.pid) and stops it at the end;
-the stack is left running. With --instances N >= 2 it starts N instances behind a
+$STOCKD_RUN_DIR/stockd.log, pid in $STOCKD_RUN_DIR/stockd.pid) and stops it at the end
+(with --keep-stockd, as make demo runs it, that stockd stays up for its live page, GET /,
+until make stack-down); the stack is left running. With --instances N >= 2 it starts N instances behind a
 private nginx listening on host:port instead (scripts/stack.sh instances-up N, instance
 ports from STACK_STOCKD_PORT_BASE) and stops them and nginx at the end. With
 STOCKD_ADMIN_TOKEN set, resets carry it (Authorization: Bearer) and so does the plan.
@@ -73,6 +74,8 @@ def parse_args(argv):
     o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
     o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 900, int,
           "seconds before a JMeter run is stopped", 1)
+    o.flag("--keep-stockd", "leave the stockd (or instances) this run started running at the "
+           "end, for the live page (make demo); make stack-down stops them")
     ns = o.parse(argv)
     ns.strategies = comma_list(ns.strategies)
     return ns
@@ -223,6 +226,17 @@ def report(rows, path, peak, ceiling):
     return 1 if failed else 0
 
 
+def kept(api, service):
+    """What --keep-stockd leaves: the live page's URL, and how to stop what serves it."""
+    line = f"The live page: http://{api.where()}/"
+    if service.instances_started:
+        line += (" (the stockd instances and nginx this run started keep running for it; "
+                 "make stack-down stops them)")
+    elif service.started:
+        line += " (the stockd this run started keeps running for it; make stack-down stops it)"
+    return line
+
+
 def main(argv):
     args = parse_args(argv)
     say = Progress("compare")
@@ -237,6 +251,7 @@ def main(argv):
     try:
         ensure_writable(args.results_dir)
         service.ensure()
+        say(f"watch it live: http://{api.where()}/")
         facts = facts_mod.parse(api.strategies().body)
         selected = facts.select(args.strategies)
         check_needs(api, facts, selected)
@@ -256,8 +271,10 @@ def main(argv):
         say("interrupted")
         return 130
     finally:
-        service.stop()
+        service.stop(keep=args.keep_stockd)
     status = report(rows, path, peak, ceiling)
+    if args.keep_stockd:
+        print(kept(api, service))
     if seen and len(seen) != args.instances:
         print(f"told INSTANCES={args.instances}, but the plan's answers came from {len(seen)} "
               f"distinct instances ({', '.join(seen)}): refusing to judge")

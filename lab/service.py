@@ -2,7 +2,9 @@
 (scripts/stack.sh up), one build/stockd in the background, or N instances behind the
 stack's nginx (scripts/stack.sh instances-up N); and a private nginx that serves one
 static file (the bench's HTTP-path limit). Everything started here is stopped by
-stop(); the stack itself is left running."""
+stop() unless it is asked to keep it (make demo leaves its stockd for the live page);
+the stack itself is left running. The one stockd runs in the run directory with its
+pid in run/stockd.pid: that is how scripts/stack.sh down knows it as its own."""
 
 import os
 import shlex
@@ -128,11 +130,12 @@ class Service:
         env.update(stack_env())
         os.makedirs(run_dir(), exist_ok=True)
         listen = "127.0.0.1" if self.api.host == "localhost" else self.api.host
-        cmd = [binary, f"--listen={listen}", f"--port={self.api.port}"]
+        cmd = [os.path.realpath(binary), f"--listen={listen}", f"--port={self.api.port}"]
         self.say(f"starting {' '.join(cmd)} (log {self.log_file})")
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         cwd=os.path.realpath(run_dir()))
         self.started = True
         with open(self.pid_file, "w") as f:
             f.write(f"{self.proc.pid}\n")
@@ -174,7 +177,12 @@ class Service:
         raise SetupError(f"stockd at {self.api.where()} not healthy after {seconds}s"
                          + (f"; see {self.log_file}:\n{tail(self.log_file)}" if proc else ""))
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Stops what this run started; with `keep`, leaves it running (scripts/stack.sh
+        down stops it: the instances and nginx by their pid files in the stack, the one
+        stockd by run/stockd.pid)."""
+        if keep:
+            return
         if self.instances_started:
             self.instances_started = False
             self.say("scripts/stack.sh instances-down (the instances and nginx we started)")

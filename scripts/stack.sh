@@ -6,8 +6,9 @@
 # given different run directories and ports.
 #
 #   scripts/stack.sh up                start what STACK_SERVICES names (idempotent)
-#   scripts/stack.sh down              stop nginx, the instances and every backend this
-#                                      run dir's pid files name
+#   scripts/stack.sh down              stop nginx, the instances, the stockd jmeter/compare
+#                                      left running (make demo: run/stockd.pid) and every
+#                                      backend this run dir's pid files name
 #   scripts/stack.sh status            one line per backend (the wanted ones and any
 #                                      other with a pid file); exit 1 if a wanted one is down
 #   scripts/stack.sh left-running      what is still running here, and how to stop it
@@ -24,6 +25,8 @@
 #   scripts/stack.sh instances-down    stop nginx and every instance (not the backends)
 #
 #   NAME: mysql | redis | zk | redlock (all three) | redlock-PORT | nginx | stockd-PORT
+#   (and, for down, status and left-running, "stockd": the one build/stockd that
+#   jmeter/compare started in the run dir, pid in $STOCKD_RUN_DIR/stockd.pid)
 #
 # `down` also stops nginx and the instances. Each instance logs to
 # stack/stockd-PORT.log; nginx to stack/nginx.log (its console) and
@@ -102,10 +105,21 @@ port_of() {
         redlock-*) echo "${1#redlock-}" ;;
         stockd-*) echo "${1#stockd-}" ;;
         nginx) echo "$NGINX_PORT" ;;
+        stockd) compare_stockd_port ;;
     esac
 }
 
-pidfile_of() { echo "$STACK/$1.pid"; }
+# compare_stockd_port: the --port=N of the stockd in run/stockd.pid (8080 without one).
+compare_stockd_port() {
+    local pid port
+    pid="$(tr -dc '0-9' 2>/dev/null <"$(pidfile_of stockd)")" || true
+    port="$(tr '\0' '\n' 2>/dev/null <"/proc/${pid:-0}/cmdline" | sed -n 's/^--port=//p')" || true
+    echo "${port:-8080}"
+}
+
+pidfile_of() {
+    if [[ "$1" == stockd ]]; then echo "$RUN_DIR/stockd.pid"; else echo "$STACK/$1.pid"; fi
+}
 
 logfile_of() {
     case "$1" in
@@ -120,6 +134,7 @@ logfile_of() {
 workdir_of() {
     case "$1" in
         mysql) echo "$STACK/mysql/data" ;;
+        stockd) (cd "$RUN_DIR" 2>/dev/null && pwd -P) ;; # compare starts it there
         *) echo "$STACK/$1" ;;
     esac
 }
@@ -159,7 +174,7 @@ answers() {
         zk)
             # ruok says imok even while not serving; srvr shows the mode only then
             tcp_ask 127.0.0.1 "$port" srvr | grep -q '^Mode: ' ;;
-        stockd-*|nginx)
+        stockd|stockd-*|nginx)
             # healthy: every backend the instance needs answers (through nginx:
             # whichever instance gets the request)
             [[ "$(http_status 127.0.0.1 "$port" /health)" == 200 ]] ;;
@@ -622,6 +637,7 @@ cmd_down() {
             *) say "leaving unknown pid file $f alone" ;;
         esac
     done
+    if [[ -e "$(pidfile_of stockd)" ]]; then first+=(stockd); fi
     # nginx first, then the instances (they sort after it), then the backends
     for n in "${first[@]+"${first[@]}"}" "${names[@]+"${names[@]}"}" "${last[@]+"${last[@]}"}"; do
         stop_one "$n"
@@ -638,6 +654,7 @@ shown_backends() {
             n="$(basename "$f" .pid)"
             case "$n" in mysql|redis|zk|redlock-[0-9]*|nginx|stockd-[0-9]*) echo "$n" ;; esac
         done
+        if [[ -e "$(pidfile_of stockd)" ]]; then echo stockd; fi
     } | awk '!seen[$0]++'
 }
 
@@ -684,7 +701,7 @@ cmd_left_running() {
         lines+=("$(printf '  %-14s 127.0.0.1:%-5s pid %s' "$n" "$(port_of "$n")" "$pid")")
     done
     (( ${#lines[@]} )) || return 0
-    echo "Still running, as your own processes under $STACK:"
+    echo "Still running, as your own processes under $RUN_DIR:"
     printf '%s\n' "${lines[@]}"
     echo "Stop them all with: make stack-down"
 }
