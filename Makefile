@@ -134,7 +134,7 @@ test: deps
 #                HOLD_MS=0 INSTANCES=1
 # (the variables reach jmeter/compare through the environment).
 demo compare: build
-	@$(DEPS) stack zk jmeter
+	@$(DEPS) stack zk jmeter prometheus
 	@jmeter/compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
 

@@ -38,12 +38,14 @@ an empty value means the default."""
 import os
 import signal
 import sys
+import time
 
 from . import compare_report, facts as facts_mod, jmeter, plan as plan_mod, tables
 from .api import Api
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
                      make_out_dir, now_iso, slug, tail, write_text)
 from .gate import compare_verdict, mark_driver_bound
+from .prometheus import SCRAPE_S, Prometheus
 from .service import Service
 
 
@@ -107,9 +109,10 @@ def check_needs(api, facts, strategies):
 
 
 class Comparison:
-    def __init__(self, args, api, service, facts, selected, out_dir, say):
+    def __init__(self, args, api, service, facts, selected, out_dir, say, prom=None):
         self.args, self.api, self.service, self.facts = args, api, service, facts
         self.selected, self.out_dir, self.say = selected, out_dir, say
+        self.prom = prom
 
     def jmeter_props(self, row):
         a = self.args
@@ -128,6 +131,7 @@ class Comparison:
                                      f"reset product {a.product} to {row.stock}; ")
                  + f"{a.threads} threads x {row.loops} loops{extra}")
         reset_error = None if row.kind == "calibration" else self.api.reset(a.product, row.stock)
+        started = time.time()
         if reset_error:
             # No run on stock in an unknown state; the row fails, the others still run.
             run = jmeter.Run(os.path.join(self.out_dir, slug(row.label) + ".jtl"), 0, 0.0)
@@ -135,6 +139,7 @@ class Comparison:
             run = jmeter.run(a.jmeter, self.out_dir, slug(row.label), self.jmeter_props(row),
                              a.jmeter_timeout, self.api.token)
         res = jmeter.read_jtl(run.jtl)
+        window = (started, time.time())
         acct = self.api.account(a.product, strategy.store) if strategy else None
         verdict, reason = compare_verdict(row, strategy, res, acct, a.qty, self.facts.settings)
         if reset_error:
@@ -147,7 +152,20 @@ class Comparison:
                        f"; see {os.path.basename(run.out)})")
         self.say(f"{row.label}: {verdict.upper()} - {reason} "
                  f"({res.requests} requests in {run.seconds:.1f}s)")
-        return self.result(row, strategy, res, acct or {}, verdict, reason, run)
+        r = self.result(row, strategy, res, acct or {}, verdict, reason, run)
+        r["window"] = window
+        return r
+
+    def inside_figures(self, rows):
+        """What Prometheus saw inside stockd during each row: the peak of requests in
+        flight, and the lock wait p99 of a lock strategy's row."""
+        time.sleep(1.5 * SCRAPE_S)  # the last row's final scrape
+        for r in rows:
+            t0, t1 = r.pop("window")
+            strategy = self.facts.by_name.get(r["strategy"])
+            r["peak_in_flight"] = self.prom.peak_in_flight(t0, t1) if self.prom else None
+            r["lock_wait_p99_ms"] = (self.prom.lock_wait_p99_ms(strategy.name, t0, t1)
+                                     if self.prom and strategy and strategy.lock else None)
 
     def result(self, row, strategy, res, acct, verdict, reason, run):
         a = self.args
@@ -171,6 +189,7 @@ class Comparison:
 
     def run(self):
         rows = [self.run_row(row) for row in plan_mod.plan(self.args, self.selected)]
+        self.inside_figures(rows)
         ceiling = rows[0]["throughput_rps"] if rows and rows[0]["kind"] == "calibration" else None
         mark_driver_bound(rows, ceiling)
         return rows, ceiling
@@ -258,7 +277,8 @@ def main(argv):
         names = check_instances(api, args.instances)
         out_dir = make_out_dir(args.results_dir)
         say(f"results in {out_dir}")
-        rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say).run()
+        prom = Prometheus.up(service.scrape_targets(), say)
+        rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
         peak = peak_memory(service, rows)
         seen = sorted({n for r in rows for n in r["instances_seen"]})
         params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,

@@ -10,7 +10,8 @@ ROW_FIELDS = [
     "qty", "stock", "hold_ms", "ttl_ms", "pause_ms",
     "sold", "sold_out", "busy", "outcome_unknown", "errors", "store_sold", "oversold",
     "lost_updates", "remaining", "throughput_rps", "throughput_vs_ceiling", "driver_bound",
-    "p50_ms", "p95_ms", "p99_ms", "max_ms", "duration_s", "stockd_rss_kib",
+    "p50_ms", "p95_ms", "p99_ms", "max_ms", "duration_s", "peak_in_flight", "lock_wait_p99_ms",
+    "stockd_rss_kib",
     "stockd_rss_by_instance", "instances_seen", "expected_safe", "verdict", "reason",
     "error_detail", "jtl",
 ]
@@ -37,6 +38,7 @@ TABLE = [  # (heading, field, align)
     ("req/s", "throughput_rps", ">"), ("x ceil", "throughput_vs_ceiling", ">"),
     ("driver", lambda r: "bound" if r.get("driver_bound") else None, "<"),
     ("p50", "p50_ms", ">"), ("p95", "p95_ms", ">"), ("p99", "p99_ms", ">"),
+    ("inflight", "peak_in_flight", ">"), ("lock p99", "lock_wait_p99_ms", ">"),
     ("claim", claim_text, "<"), ("verdict", "verdict", "<"),
 ]
 
@@ -49,6 +51,7 @@ COLUMNS = [  # heading, field, left-aligned (threads and instances: in the Run c
     ("remaining", "remaining", False), ("req/s", "throughput_rps", False),
     ("× ceiling", "throughput_vs_ceiling", False), ("driver", "driver_bound", True),
     ("p50 ms", "p50_ms", False), ("p95 ms", "p95_ms", False), ("p99 ms", "p99_ms", False),
+    ("in flight, peak", "peak_in_flight", False), ("lock wait p99 ms", "lock_wait_p99_ms", False),
 ]
 
 

@@ -35,6 +35,7 @@ class Strategy:
         self.needs = list(doc["needs"])
         self.caveat = doc.get("caveat")
         self.summary = doc.get("summary")
+        self.lock = doc.get("lock")  # the lock it takes, or None
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""

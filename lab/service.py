@@ -97,6 +97,14 @@ class Service:
                              "(set STACK_STOCKD_PORT_BASE elsewhere)")
         return env
 
+    def scrape_targets(self):
+        """Where Prometheus reaches each stockd this run drives: the one at host:port,
+        or the N instances behind the balancer there."""
+        if self.instances <= 1:
+            return [self.api.where()]
+        base = int(self.instances_env().get("STACK_STOCKD_PORT_BASE") or 23091)
+        return [f"127.0.0.1:{base + i}" for i in range(self.instances)]
+
     def start_instances(self):
         """N stockd instances on their own ports behind a private nginx on host:port
         (round-robin, keep-alive, never retrying a request on another instance)."""

@@ -23,8 +23,13 @@
 #                                      (round-robin, keep-alive, no retries); stops
 #                                      instances beyond N; waits for /health
 #   scripts/stack.sh instances-down    stop nginx and every instance (not the backends)
+#   scripts/stack.sh scrape HOST:PORT...  point the stack's Prometheus at these stockds
+#                                      (it reads the list again at once)
+#   scripts/stack.sh port-of NAME      the port NAME listens on in this stack
 #
 #   NAME: mysql | redis | zk | redlock (all three) | redlock-PORT | nginx | stockd-PORT
+#         | prometheus (optional: in STACK_SERVICES, or start-one; it scrapes the
+#           stockds `scrape` names every second, for the comparison's figures)
 #   (and, for down, status and left-running, "stockd": the one build/stockd that
 #   jmeter/compare started in the run dir, pid in $STOCKD_RUN_DIR/stockd.pid)
 #
@@ -38,7 +43,8 @@
 #   STACK_REDIS_PORT     23379
 #   STACK_REDLOCK_PORTS  "23381 23382 23383"
 #   STACK_ZK_PORT        23181
-#   STACK_SERVICES       "mysql redis redlock zk"   what `up` starts
+#   STACK_PROMETHEUS_PORT 23909
+#   STACK_SERVICES       "mysql redis redlock zk"   what `up` starts (may add prometheus)
 #   STACK_TIMEOUT        30                seconds to wait for a backend to answer
 #   STACK_SKIP_DEPS      unset             1: `up` and `instances-up` do not run deps.sh
 #   STACK_STOCKD_PORT_BASE 23091           first instance's port
@@ -55,6 +61,7 @@ MYSQL_PORT="${STACK_MYSQL_PORT:-23306}"
 REDIS_PORT="${STACK_REDIS_PORT:-23379}"
 REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
+PROMETHEUS_PORT="${STACK_PROMETHEUS_PORT:-23909}"
 SERVICES="${STACK_SERVICES:-mysql redis redlock zk}"
 TIMEOUT="${STACK_TIMEOUT:-30}"
 STOCKD_PORT_BASE="${STACK_STOCKD_PORT_BASE:-23091}"
@@ -67,7 +74,7 @@ for p in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "$STOCKD_PORT_BASE" "$NGINX_PORT
 done
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 for s in $SERVICES; do
-    case "$s" in mysql|redis|redlock|zk) ;; *) die "unknown service '$s' in STACK_SERVICES (mysql redis redlock zk)" ;; esac
+    case "$s" in mysql|redis|redlock|zk|prometheus) ;; *) die "unknown service '$s' in STACK_SERVICES (mysql redis redlock zk prometheus)" ;; esac
 done
 
 RUN_DIR="${STOCKD_RUN_DIR:-$STOCKD_REPO/run}"
@@ -105,6 +112,7 @@ port_of() {
         redlock-*) echo "${1#redlock-}" ;;
         stockd-*) echo "${1#stockd-}" ;;
         nginx) echo "$NGINX_PORT" ;;
+        prometheus) echo "$PROMETHEUS_PORT" ;;
         stockd) compare_stockd_port ;;
     esac
 }
@@ -174,6 +182,8 @@ answers() {
         zk)
             # ruok says imok even while not serving; srvr shows the mode only then
             tcp_ask 127.0.0.1 "$port" srvr | grep -q '^Mode: ' ;;
+        prometheus)
+            [[ "$(http_status 127.0.0.1 "$port" /-/ready)" == 200 ]] ;;
         stockd|stockd-*|nginx)
             # healthy: every backend the instance needs answers (through nginx:
             # whichever instance gets the request)
@@ -379,6 +389,47 @@ EOF
     wait_ready zk "$pid"
 }
 
+# ------------------------------------------------------------- prometheus
+
+# The stockds it scrapes: a file_sd list that `scrape` rewrites; Prometheus
+# notices the new file at once.
+targets_file() { echo "$(workdir_of prometheus)/targets.json"; }
+
+start_prometheus() {
+    local dir pid prom
+    dir="$(workdir_of prometheus)"
+    prom="$(command -v prometheus || true)"
+    [[ -n "$prom" ]] || die "prometheus not found (scripts/deps.sh prometheus)"
+    mkdir -p "$dir/data" || return 1
+    [[ -s "$(targets_file)" ]] || echo '[]' >"$(targets_file)"
+    printf '%s\n' \
+        "# written by scripts/stack.sh: the private stack's Prometheus, scraping" \
+        "# the stockds that 'scripts/stack.sh scrape' names, every second." \
+        "global:" \
+        "  scrape_interval: 1s" \
+        "  scrape_timeout: 1s" \
+        "scrape_configs:" \
+        "  - job_name: stockd" \
+        "    file_sd_configs:" \
+        "      - files: [\"$(targets_file)\"]" >"$dir/prometheus.yml" || return 1
+    launch prometheus "$prom" --config.file="$dir/prometheus.yml" \
+        --storage.tsdb.path="$dir/data" --storage.tsdb.retention.time=6h \
+        --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --log.level=warn
+    pid="$(tr -dc '0-9' <"$(pidfile_of prometheus)")"
+    wait_ready prometheus "$pid"
+}
+
+cmd_scrape() {
+    local t list=""
+    for t in "$@"; do
+        [[ "$t" =~ ^[A-Za-z0-9.-]+:[0-9]+$ ]] || die "scrape: '$t' is not HOST:PORT"
+        list+="${list:+, }\"$t\""
+    done
+    mkdir -p "$(workdir_of prometheus)"
+    printf '[{"targets": [%s]}]\n' "$list" >"$(targets_file).new"
+    mv -f "$(targets_file).new" "$(targets_file)"
+}
+
 # ------------------------------------------- stockd instances behind nginx
 
 # instance_ports N: the ports of instances 1..N.
@@ -540,6 +591,7 @@ start_one() {
         zk) start_zk ;;
         stockd-*) start_instance "$name" ;;
         nginx) start_nginx ;;
+        prometheus) start_prometheus ;;
     esac || return 1
     say "$name: ready (pid $(pid_of "$name" || echo '?'), $(( SECONDS - t0 ))s)"
 }
@@ -580,7 +632,7 @@ stop_one() {
 # expand_name NAME: expand a user-given backend name (redlock = all three).
 expand_name() {
     case "$1" in
-        mysql|redis|zk) echo "$1" ;;
+        mysql|redis|zk|prometheus) echo "$1" ;;
         redlock) for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do echo "redlock-$p"; done ;;
         redlock-*)
             local p
@@ -594,7 +646,7 @@ expand_name() {
                 die "unknown instance '$1'"
             fi
             echo "$1" ;;
-        *) die "unknown backend '$1' (mysql redis zk redlock redlock-PORT nginx stockd-PORT)" ;;
+        *) die "unknown backend '$1' (mysql redis zk redlock redlock-PORT nginx stockd-PORT prometheus)" ;;
     esac
 }
 
@@ -632,7 +684,7 @@ cmd_down() {
         n="$(basename "$f" .pid)"
         case "$n" in
             mysql) last+=("$n") ;;
-            redis|zk|redlock-[0-9]*) names+=("$n") ;;
+            redis|zk|redlock-[0-9]*|prometheus) names+=("$n") ;;
             nginx|stockd-[0-9]*) first+=("$n") ;;
             *) say "leaving unknown pid file $f alone" ;;
         esac
@@ -652,7 +704,7 @@ shown_backends() {
         for f in "$STACK"/*.pid; do
             [[ -e "$f" ]] || continue
             n="$(basename "$f" .pid)"
-            case "$n" in mysql|redis|zk|redlock-[0-9]*|nginx|stockd-[0-9]*) echo "$n" ;; esac
+            case "$n" in mysql|redis|zk|redlock-[0-9]*|nginx|stockd-[0-9]*|prometheus) echo "$n" ;; esac
         done
         if [[ -e "$(pidfile_of stockd)" ]]; then echo stockd; fi
     } | awk '!seen[$0]++'
@@ -746,6 +798,10 @@ case "$cmd" in
         [[ $# -eq 1 ]] || die "usage: ${0##*/} instances-up N"
         cmd_instances_up "$1" ;;
     instances-down) cmd_instances_down ;;
+    scrape) cmd_scrape "$@" ;;
+    port-of)
+        [[ $# -eq 1 ]] || die "usage: ${0##*/} port-of NAME"
+        port_of "$(expand_name "$1" | head -n 1)" ;;
     clean)
         cmd_down
         if [[ -d "$STACK" ]]; then rm -rf "$STACK"; fi ;;
