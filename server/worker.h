@@ -59,9 +59,10 @@ void workers_stop_by(long long when_ms);
 /* Whether the server has closed (or reset) a link that has been idle since
  * `used_ms`: an idle client connection has nothing to read, so readable
  * means EOF or an error. A link used in the last LINK_IDLE_MS is not even
- * polled: under load a poll per link per request costs more than it saves
- * (such a link, if it broke, fails on its next use and is dropped then). */
-#define LINK_IDLE_MS 250
+ * polled: under load (a request per worker every millisecond or so) a poll
+ * per link per request would cost more than it saves, and no server
+ * restarts within that time. */
+#define LINK_IDLE_MS 10
 int idle_link_closed(int fd, long long used_ms);
 
 /* A random integer in [0, bound), from the worker's own generator. */
