@@ -9,13 +9,17 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t queue_ready = PTHREAD_COND_INITIALIZER;
 /* Guarded by queue_lock: */
 static struct job *head, *tail;
-static int queued, queue_limit, busy, closed, running_threads;
+static int queued, queue_limit, closed, running_threads;
+/* Workers running a job: counted outside the lock, which a finished job
+ * then need not take. */
+static atomic_int busy;
 static pthread_t *threads;
 static int thread_count;
 
@@ -31,17 +35,10 @@ static struct job *next_job(void)
         if (!head)
             tail = NULL;
         queued--;
-        busy++;
+        atomic_fetch_add_explicit(&busy, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&queue_lock);
     return job;
-}
-
-static void job_done(void)
-{
-    pthread_mutex_lock(&queue_lock);
-    busy--;
-    pthread_mutex_unlock(&queue_lock);
 }
 
 static void *worker_main(void *unused)
@@ -50,7 +47,7 @@ static void *worker_main(void *unused)
     struct worker *w = worker_new();
     for (struct job *job; (job = next_job()) != NULL;) {
         job->run(job, w);
-        job_done();
+        atomic_fetch_sub_explicit(&busy, 1, memory_order_relaxed);
     }
     backends_close(w);
     worker_free(w);
@@ -121,6 +118,8 @@ void pool_stop(void)
 void pool_load(struct pool_load *out)
 {
     pthread_mutex_lock(&queue_lock);
-    *out = (struct pool_load){.workers = running_threads, .busy = busy, .queued = queued};
+    *out = (struct pool_load){.workers = running_threads,
+                              .busy = atomic_load_explicit(&busy, memory_order_relaxed),
+                              .queued = queued};
     pthread_mutex_unlock(&queue_lock);
 }
