@@ -35,7 +35,7 @@ from . import facts as facts_mod, faults as faults_mod, tables
 from .api import Api
 from .chaos_gate import RECOVER_S, Timeline, figures, problems
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, write_text)
+                     make_out_dir, now_iso, tail, write_text)
 from .load import Load
 from .service import Service, stack_env
 
@@ -180,8 +180,12 @@ class Chaos:
         self.say(f"{fault.name}: {fault.what}; under load: {', '.join(s.name for s in selected)}")
         load = self.load_for(selected)
         t = self.drive(fault, load)
-        alive = self.service.proc is not None and self.service.proc.poll() is None
-        self.api.wait_idle(SETTLE_S)
+        alive = self.alive()
+        if alive:
+            self.api.wait_idle(SETTLE_S)
+        else:
+            self.say(f"{fault.name}: stockd DIED (exit status {self.service.proc.returncode}); "
+                     f"the end of {self.service.log_file}:\n{tail(self.service.log_file)}")
         gone = t.gone_s()
         self.say(f"{fault.name}: backend gone {gone:.2f} s" if gone is not None else
                  f"{fault.name}: the backend did not answer again")
@@ -202,10 +206,16 @@ class Chaos:
         self.say(f"{fault.name} / {s.name}: {r['verdict'].upper()} - {r['reason']}")
         return r
 
+    def alive(self):
+        return self.service.proc is not None and self.service.proc.poll() is None
+
     def run(self, faults):
+        """The rows of every fault; the faults after one that killed stockd do not run."""
         rows = []
         for fault in faults:
             rows += self.run_fault(fault)
+            if not self.alive():
+                break
         return rows
 
 

@@ -318,7 +318,10 @@ start_redis() {
     # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
     # a request in flight, to make a lost reply happen on demand.
     local aof=(--appendonly no)
-    if [[ "$name" == redis ]]; then aof=(--appendonly yes --appendfsync no); fi
+    # (rewritten past 16 MB, so that a restart after kill-one loads it quickly)
+    if [[ "$name" == redis ]]; then
+        aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
+    fi
     launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
         --save '' "${aof[@]}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
