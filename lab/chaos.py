@@ -15,9 +15,11 @@ and no 503 after that, 0 oversold and 0 lost, and a ledger equal to the 200s plu
 most the outcome_unknown answers.
 
 It starts its own stockd on host:port (refusing a port where something answers), with
-a short deadline and backend timeouts (--request-timeout-ms, --io-timeout-ms) and a
-short lock TTL (--lock-ttl-ms: a lock granted to a request that gave up, e.g. a SET
-queued in a frozen Redis, lives until it expires), brings the private stack up
+a short deadline and backend timeouts (--request-timeout-ms, --io-timeout-ms), and a
+lock TTL and lock wait shorter than the 2 s of recovery (--lock-ttl-ms: a lock granted
+to a request that gave up, e.g. a SET queued in a frozen Redis, lives until it
+expires; --lock-wait-ms: a fair lock's waiter that gave up keeps its place in the
+queue that long), brings the private stack up
 (scripts/stack.sh up) and leaves it running. Writes results/chaos-<timestamp>/
 (chaos.json, chaos.csv) and points results/chaos-latest at it; prints the table.
 Exit status 1 on any violation, 2 when the run cannot be made.
@@ -81,6 +83,8 @@ def parse_args(argv):
           "stockd's request deadline", 100)
     o.add("--io-timeout-ms", ["CHAOS_IO_TIMEOUT_MS"], 1000, int, "stockd's backend timeout", 100)
     o.add("--lock-ttl-ms", ["CHAOS_LOCK_TTL_MS"], 1000, int, "stockd's lock TTL", 10)
+    o.add("--lock-wait-ms", ["CHAOS_LOCK_WAIT_MS"], 1000, int,
+          "stockd's longest wait for a lock", 0)
     o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port (nothing may answer there)", 1)
     o.add("--product", ["CHAOS_PRODUCT"], 7001, int, "first product id (one per strategy)", 1)
@@ -97,7 +101,8 @@ def parse_args(argv):
 
 def stockd_options(args):
     return [f"--request-timeout-ms={args.request_timeout_ms}",
-            f"--io-timeout-ms={args.io_timeout_ms}", f"--lock-ttl-ms={args.lock_ttl_ms}"]
+            f"--io-timeout-ms={args.io_timeout_ms}", f"--lock-ttl-ms={args.lock_ttl_ms}",
+            f"--lock-wait-ms={args.lock_wait_ms}"]
 
 
 def choose_faults(args, env):
@@ -230,7 +235,7 @@ def report(rows, out_dir, params, elapsed):
     print()
     print(f"deadline {params['request_timeout_ms']} ms + margin {params['margin_ms']} ms; "
           f"recovery within {RECOVER_S:g} s; io timeout {params['io_timeout_ms']} ms, "
-          f"lock TTL {params['lock_ttl_ms']} ms")
+          f"lock TTL {params['lock_ttl_ms']} ms, lock wait {params['lock_wait_ms']} ms")
     failed = [r for r in rows if r["verdict"] != "pass"]
     for r in failed:
         print(f"FAIL {r['fault']} / {r['strategy']}: {r['reason']}")
@@ -272,7 +277,8 @@ def main(argv):
                   "conns": args.conns, "probe_rate": args.probe_rate, "before_s": args.before,
                   "hold_s": args.hold, "after_s": args.after, "margin_ms": args.margin_ms,
                   "request_timeout_ms": chaos.deadline_ms, "io_timeout_ms": args.io_timeout_ms,
-                  "lock_ttl_ms": args.lock_ttl_ms, "recover_s": RECOVER_S, "stock": STOCK,
+                  "lock_ttl_ms": args.lock_ttl_ms, "lock_wait_ms": args.lock_wait_ms,
+                  "recover_s": RECOVER_S, "stock": STOCK,
                   "quick": args.quick, "settings": facts.settings}
         write_outputs(out_dir, rows, params)
     except SetupError as e:
