@@ -8,21 +8,21 @@ killed) the run resets one product per strategy to a stock that never runs out a
 drives a safe strategy of each store, plus the lock zoo of the faulted backend, with
 keep-alive connections back to back and a probe every 50 ms (lab.load); after
 --before seconds it injects the fault, keeps it --hold seconds, brings the backend
-back, and goes on for --after seconds. Each (fault, strategy) row is judged by
-lab.chaos_gate: stockd alive (never restarted), no request past the deadline plus
---margin-ms, 503 while the backend was gone, the first 200 within 2 s of its return
-and no 503 after that, 0 oversold and 0 lost, and a ledger equal to the 200s plus at
-most the outcome_unknown answers.
+back, and goes on for --after seconds (up to 15 s while a strategy has not sold
+again). Each (fault, strategy) row is judged by lab.chaos_gate: stockd alive (never
+restarted), no request past the deadline plus --margin-ms, 503 while the backend was
+gone, the first 200 within 2 s of its return and no 503 after that, 0 oversold and 0
+lost, and a ledger equal to the 200s plus at most the outcome_unknown answers.
 
 It starts its own stockd on host:port (refusing a port where something answers), with
 a short deadline and backend timeouts (--request-timeout-ms, --io-timeout-ms), and a
 lock TTL and lock wait shorter than the 2 s of recovery (--lock-ttl-ms: a lock granted
 to a request that gave up, e.g. a SET queued in a frozen Redis, lives until it
 expires; --lock-wait-ms: a fair lock's waiter that gave up keeps its place in the
-queue that long), brings the private stack up
-(scripts/stack.sh up) and leaves it running. Writes results/chaos-<timestamp>/
-(chaos.json, chaos.csv) and points results/chaos-latest at it; prints the table.
-Exit status 1 on any violation, 2 when the run cannot be made.
+queue that long), brings the private stack up (scripts/stack.sh up) and leaves it
+running. Writes results/chaos-<timestamp>/ (chaos.json, chaos.csv) and points
+results/chaos-latest at it; prints the table. Exit status 1 on any violation, 2 when
+the run cannot be made.
 
 --quick (the test gate): Redis killed, Redis frozen for 2 s, one Redlock server
 stopped, with shorter phases, each under a safe strategy of each store and the first
@@ -44,6 +44,7 @@ from .service import Service, stack_env
 STOCK = 1_000_000_000
 SETTLE_S = 15
 HEALTHY_S = 60
+RECOVER_WAIT_S = 15
 CLIENT_EXTRA_S = 5  # the driver gives up this long after the deadline plus margin
 
 ROW_FIELDS = [
@@ -57,7 +58,7 @@ TABLE = [
     ("hit", "hit", "<"), ("200", "ok", ">"), ("409", "conflict", ">"),
     ("unavail", "unavailable", ">"), ("timeout", "timeout", ">"), ("unknown", "unknown", ">"),
     ("other", lambda r: len(r["unexpected"].split("; ")) if r["unexpected"] else 0, ">"),
-    ("max ms", "max_ms", ">"), ("recover s", "recover_s", ">"),
+    ("max ms", "max_ms", ">"), ("gone s", "gone_s", ">"), ("recover s", "recover_s", ">"),
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"),
     ("ledger", lambda r: r["ledger"] if r["ledger"] in ("ok", None) else "WRONG", "<"),
     ("verdict", lambda r: r["verdict"].upper(), "<"),
@@ -170,11 +171,22 @@ class Chaos:
             time.sleep(max(0.0, injected + a.hold - time.monotonic()))
             back = injection.restore()
             time.sleep(max(0.0, (back or time.monotonic()) + a.after - time.monotonic()))
+            self.wait_recovered(load, back)
             stopped = time.monotonic()
         finally:
             load.stop()
             injection.undo()
         return Timeline(started, injected, back, stopped)
+
+    def wait_recovered(self, load, back):
+        """Past --after, go on (up to RECOVER_WAIT_S after the return) while a strategy
+        has not answered 200 since, so that the table shows how late it did."""
+        if back is None:
+            return
+        while time.monotonic() < back + RECOVER_WAIT_S and not all(
+                any(x.status == 200 and x.end >= back for x in load.answers(key))
+                for key in load.streams):
+            time.sleep(0.1)
 
     def run_fault(self, fault):
         selected = faults_mod.strategies_for(self.facts, fault, 1 if self.args.quick else None)
