@@ -315,13 +315,14 @@ start_redis() {
     local name="$1" port pid
     port="$(port_of "$name")"
     command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
-    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
-    # a request in flight, to make a lost reply happen on demand.
+    # The stockd Redis keeps an AOF (see the header), rewritten past 16 MB so
+    # that a restart after kill-one loads it quickly.
     local aof=(--appendonly no)
-    # (rewritten past 16 MB, so that a restart after kill-one loads it quickly)
     if [[ "$name" == redis ]]; then
         aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
     fi
+    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
+    # a request in flight, to make a lost reply happen on demand.
     launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
         --save '' "${aof[@]}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
