@@ -33,8 +33,8 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench fuzz stack-up \
-        stack-down stack-status clean format format-check
+.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos soak \
+        stack-up stack-down stack-status clean format format-check
 
 all: build
 
@@ -147,6 +147,24 @@ demo compare: build
 bench: build
 	@$(DEPS) stack zk bench chromium
 	@bench/bench
+
+# make chaos: faults injected under load (lab/chaos.py): MariaDB, Redis and
+# ZooKeeper killed with -9 and restarted, Redis frozen, one then two Redlock
+# servers stopped, each under a safe strategy of each store and the lock zoo
+# of the faulted backend. Starts its own stockd at PORT with short timeouts
+# (nothing may answer there) and the stack; prints the table, writes
+# results/chaos-<timestamp>/, exits 1 on a violation. Knobs: FAULTS=mysql-kill,... CHAOS_CONNS=4
+chaos: build
+	@$(DEPS) stack zk
+	@bench/chaos
+
+# make soak: SOAK_S seconds (default 600) of a fixed rate (SOAK_RATE, 200/s)
+# over every strategy; stockd's RSS and open fds, sampled every 10 s, must end
+# within 5% of their value after the warm-up (60 s), and no answer may be a
+# 5xx. Writes results/soak-<timestamp>/.
+soak: build
+	@$(DEPS) stack zk
+	@bench/soak
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

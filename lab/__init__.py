@@ -1,5 +1,6 @@
-"""stockd's lab: the one orchestrator behind `make compare` (jmeter/compare) and
-`make bench` (bench/bench). Python standard library only.
+"""stockd's lab: the one orchestrator behind `make compare` (jmeter/compare),
+`make bench` (bench/bench), `make chaos` (bench/chaos) and `make soak` (bench/soak).
+Python standard library only.
 
     common        errors that stop a run (exit 2), progress lines, options read from
                   flags or the environment, the results directory
@@ -24,4 +25,9 @@
     compare_report, bench_report   the two reports
     browser       a report checked in headless Chromium
     compare, bench                 the two runs
+    load          a driver that keeps every answer's timing (closed loop or paced)
+    faults        the faults chaos injects (scripts/stack.sh), the strategies each
+                  one drives, the backends' probes
+    chaos_gate    a chaos row's figures and verdict from its timeline
+    chaos, soak   faults under load (`make chaos`), a long steady load (`make soak`)
 """

@@ -2,6 +2,8 @@
 
     compare [FLAGS]            the comparison (what jmeter/compare runs)
     bench [FLAGS]              the bench (what bench/bench runs)
+    chaos [FLAGS]              faults injected under load (what bench/chaos runs)
+    soak [FLAGS]               the soak (what bench/soak runs)
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
                                in headless Chromium (PATH: the page or its directory;
                                default results/latest); exit 0 fine, 1 wrong, 2 cannot
@@ -15,7 +17,7 @@ import json
 import os
 import sys
 
-from . import bench, bench_report, browser, compare, compare_report, readme
+from . import bench, bench_report, browser, chaos, compare, compare_report, readme, soak
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -69,8 +71,9 @@ def render(argv):
     return 0
 
 
-COMMANDS = {"compare": compare.main, "bench": bench.main, "check-report": check_report,
-            "render": render, "readme": readme.main}
+COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
+            "soak": soak.main, "check-report": check_report, "render": render,
+            "readme": readme.main}
 
 
 def main(argv):

@@ -5,6 +5,7 @@ answered (the X-Stockd-Instance header of every reply)."""
 import http.client
 import json
 import re
+import time
 
 from .common import SetupError
 
@@ -105,6 +106,25 @@ class Api:
         if r.status == 200 and isinstance(r.body, dict) and isinstance(r.body.get(store), dict):
             return r.body[store]
         return None
+
+    def wait_idle(self, seconds):
+        """Wait (at most `seconds`) until stockd has no request in flight but the
+        /metrics request itself (a driver stops with some still queued), so that a
+        ledger read next is final; one second when there is no gauge to ask."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            try:
+                text = self.call("GET", "/metrics", timeout=5).body
+            except OSError:
+                text = ""
+            flying = metric(parse_metrics(text), "stockd_in_flight_requests") if isinstance(
+                text, str) else None
+            if flying is None:
+                time.sleep(1.0)
+                return
+            if flying <= 1:
+                return
+            time.sleep(0.1)
 
     def instance_names(self, probes):
         """The distinct X-Stockd-Instance names of `probes` GET /health replies (each

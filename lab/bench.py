@@ -24,7 +24,7 @@ import threading
 import time
 
 from . import bench_report, browser, facts as facts_mod, raw, sources, tables, wrk
-from .api import Api, metric, parse_metrics
+from .api import Api
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
                      make_out_dir, now_iso, write_text)
 from .compare import check_needs
@@ -190,24 +190,6 @@ class Bench:
                                                   self.args.duration, self.log("sysbench")))
 
     # ------------------------------------------------------------ strategies
-    def settle(self):
-        """Wait until stockd has no request in flight (wrk stops with some still
-        queued), so that the ledger is final and the next row starts idle."""
-        deadline = time.time() + SETTLE_S
-        while time.time() < deadline:
-            try:
-                text = self.api.call("GET", "/metrics", timeout=5).body
-            except OSError:
-                text = ""
-            flying = metric(parse_metrics(text), "stockd_in_flight_requests") if isinstance(
-                text, str) else None
-            if flying is None:
-                time.sleep(1.0)  # no gauge to ask: give the queue a second
-                return
-            if flying <= 1:      # the /metrics request itself may be counted
-                return
-            time.sleep(0.1)
-
     def strategy(self, s):
         a = self.args
         safe = s.safe_for(self.instances)
@@ -215,11 +197,11 @@ class Bench:
         if a.warmup:
             self.reset()
             self.wrk(url, max(a.conns), a.warmup)
-            self.settle()
+            self.api.wait_idle(SETTLE_S)
         for c in a.conns:
             self.reset()
             res = self.wrk(url, c, a.duration)
-            self.settle()
+            self.api.wait_idle(SETTLE_S)
             acct = self.api.account(a.product, s.store)
             verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
             self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,

@@ -43,10 +43,12 @@ def run_dir():
 
 class Service:
     """Makes sure a stockd (or `instances` of them behind a balancer) answers at
-    api's host:port; starts them, and the stack, when nothing answers there."""
+    api's host:port; starts them, and the stack, when nothing answers there.
+    `options`: more command-line options for a stockd it starts itself."""
 
-    def __init__(self, api, instances, say):
+    def __init__(self, api, instances, say, options=()):
         self.api, self.instances, self.say = api, instances, say
+        self.options = list(options)
         self.proc = None
         self.pid_file = os.path.join(run_dir(), "stockd.pid")
         self.log_file = os.path.join(run_dir(), "stockd.log")
@@ -138,7 +140,8 @@ class Service:
         env.update(stack_env())
         os.makedirs(run_dir(), exist_ok=True)
         listen = "127.0.0.1" if self.api.host == "localhost" else self.api.host
-        cmd = [os.path.realpath(binary), f"--listen={listen}", f"--port={self.api.port}"]
+        cmd = [os.path.realpath(binary), f"--listen={listen}", f"--port={self.api.port}"] + \
+            self.options
         self.say(f"starting {' '.join(cmd)} (log {self.log_file})")
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,

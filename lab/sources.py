@@ -1,7 +1,8 @@
 """Texts the raw limits must share with stockd, read from its C sources so that they
 stay the same: the `lua` strategy's sale script (a redis_script's concatenated string
 literals in server/strategy_lua.c), the `sql` strategy's statements (SQL_DEDUCT_IF_ENOUGH
-and SQL_INSERT_ORDER in server/sql.c), and the strategy name a file registers."""
+and SQL_INSERT_ORDER in server/sql.c), the strategy name a file registers, and the name
+of the backend a file defines (a backend may share its name with a strategy)."""
 
 import hashlib
 import os
@@ -71,6 +72,16 @@ def strategy_name(path):
     m = re.search(r'\.name\s*=\s*"([^"]+)"', read(path))
     if not m:
         raise SetupError(f"{os.path.relpath(path, REPO)}: no strategy .name")
+    return m.group(1)
+
+
+def backend_name(filename):
+    """The `.name` of the `struct backend` that server/<filename> defines: the word
+    GET /strategies' needs and GET /health use for that backend."""
+    path = os.path.join(SERVER, filename)
+    m = re.search(r'struct\s+backend\s+\w+\s*=\s*\{\s*\.name\s*=\s*"([^"]+)"', read(path))
+    if not m:
+        raise SetupError(f"{os.path.relpath(path, REPO)}: no struct backend .name")
     return m.group(1)
 
 

@@ -16,6 +16,11 @@
 #   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as root)
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
 #   scripts/stack.sh start-one NAME    start one backend and wait until it answers
+#   scripts/stack.sh kill-one NAME     kill -9 one backend (a crash: its data dir is kept,
+#                                      start-one brings it back)
+#   scripts/stack.sh freeze-one NAME   SIGSTOP one backend (it holds its connections and
+#   scripts/stack.sh thaw-one NAME     answers nothing); SIGCONT it (stop-one and down
+#                                      thaw a frozen backend first)
 #   scripts/stack.sh clean             down, then delete the stack's directory
 #   scripts/stack.sh instances-up N    start N build/stockd instances (ports
 #                                      STACK_STOCKD_PORT_BASE, +1, ...) on this stack,
@@ -36,6 +41,11 @@
 # `down` also stops nginx and the instances. Each instance logs to
 # stack/stockd-PORT.log; nginx to stack/nginx.log (its console) and
 # stack/nginx/error.log, with its generated nginx.conf and temp files beside.
+#
+# The stockd Redis (not the Redlock servers) appends every write to its AOF
+# without fsync, like MariaDB's innodb-flush-log-at-trx-commit=2 here: a crash
+# of the process (kill-one) loses nothing it answered, a crash of the machine
+# may lose the last second.
 #
 # Environment (defaults):
 #   STOCKD_RUN_DIR       <repo>/run        the stack lives in $STOCKD_RUN_DIR/stack
@@ -330,10 +340,16 @@ start_redis() {
     local name="$1" port pid
     port="$(port_of "$name")"
     command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
+    # The stockd Redis keeps an AOF (see the header), rewritten past 16 MB so
+    # that a restart after kill-one loads it quickly.
+    local aof=(--appendonly no)
+    if [[ "$name" == redis ]]; then
+        aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
+    fi
     # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
     # a request in flight, to make a lost reply happen on demand.
     launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
-        --save '' --appendonly no --daemonize no \
+        --save '' "${aof[@]}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")" --maxclients 4000 \
         --enable-debug-command local
@@ -606,12 +622,13 @@ stop_one() {
         return 0
     fi
     say "$name: stopping pid $pid"
+    kill -CONT "$pid" 2>/dev/null || true  # a frozen one (freeze-one) cannot stop
     deadline=$(( SECONDS + TIMEOUT ))
     case "$name" in
         redis|redlock-*)
-            # Redis runs without persistence (--save ''), but a graceful stop
-            # writes a snapshot that the next start loads: stop-one and
-            # start-one keep the data, as they do for MariaDB.
+            # A graceful stop writes a snapshot (and flushes the stockd
+            # Redis's AOF) that the next start loads: stop-one and start-one
+            # keep the data, as they do for MariaDB.
             timeout 5 redis-cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
             while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
             if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi ;;
@@ -627,6 +644,24 @@ stop_one() {
     rm -f "$f"
     [[ "$name" == mysql ]] && rm -f "$(mysql_socket)"
     return 0
+}
+
+# kill_one NAME: SIGKILL, as a crash would; its data dir and pid file stay
+# (start_one cleans a stale pid file). Only ever the pid in our pid file.
+kill_one() {
+    local name="$1" pid
+    pid="$(pid_of "$name")" || die "$name is not running"
+    say "$name: kill -9 pid $pid"
+    kill -KILL "$pid"
+    while alive "$pid"; do sleep 0.05; done
+}
+
+# signal_one NAME SIGNAL: freeze (STOP) or thaw (CONT) our pid of NAME.
+signal_one() {
+    local pid
+    pid="$(pid_of "$1")" || die "$1 is not running"
+    say "$1: SIG$2 pid $pid"
+    kill "-$2" "$pid"
 }
 
 # expand_name NAME: expand a user-given backend name (redlock = all three).
@@ -785,13 +820,19 @@ case "$cmd" in
     env) cmd_env ;;
     left-running) cmd_left_running ;;
     mysql) cmd_mysql "$@" ;;
-    stop-one|start-one)
+    stop-one|start-one|kill-one|freeze-one|thaw-one)
         [[ $# -eq 1 ]] || die "usage: ${0##*/} $cmd NAME"
         targets="$(expand_name "$1")"
         lock_stack
         rc=0
         for n in $targets; do
-            if [[ "$cmd" == stop-one ]]; then stop_one "$n"; else start_one "$n" || rc=1; fi
+            case "$cmd" in
+                stop-one) stop_one "$n" ;;
+                start-one) start_one "$n" || rc=1 ;;
+                kill-one) kill_one "$n" ;;
+                freeze-one) signal_one "$n" STOP ;;
+                thaw-one) signal_one "$n" CONT ;;
+            esac
         done
         exit "$rc" ;;
     instances-up)

@@ -31,8 +31,10 @@ def document(strategies, lock_wait_ms=5000):
 
 
 class FakeStockd:
-    def __init__(self, doc, instances=("fake:1",), token=None, backends=None, rss=(50 << 20)):
+    def __init__(self, doc, instances=("fake:1",), token=None, backends=None, rss=(50 << 20),
+                 fds=40):
         self.doc, self.instances, self.token, self.rss = doc, list(instances), token, rss
+        self.fds = fds
         self.backends = backends or {"mysql": "up", "redis": "up"}
         self.lock = threading.Lock()
         self.turn = 0
@@ -77,6 +79,7 @@ class FakeStockd:
                 elif url.path == "/metrics":
                     text = (f"# TYPE process_resident_memory_bytes gauge\n"
                             f"process_resident_memory_bytes {fake.rss}\n"
+                            f"process_open_fds {fake.fds}\n"
                             f"stockd_in_flight_requests 1\n")
                     self.reply(200, text.encode(), "text/plain; version=0.0.4")
                 elif url.path.startswith("/stock/deduct/"):
