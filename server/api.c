@@ -226,6 +226,10 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
         .ttl_ms = v[3] ? (int)v[3] : config.lock_ttl_ms,
         .pause_ms = (int)v[4],
     };
+    /* The knobs' waits are the experiment, not slowness: they do not count
+     * against the request's deadline. */
+    if (w->deadline_ms)
+        w->deadline_ms += rq->hold_ms + rq->pause_ms;
     json_object_set_new(reply, "product", json_integer(rq->product));
     json_object_set_new(reply, "qty", json_integer(rq->qty));
     products_watch(rq->product);

@@ -12,6 +12,7 @@
 #include "sale.h"
 #include "worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -60,6 +61,37 @@ static void freeze_held(struct guard *g, int frozen)
     held->kind->freeze(held, frozen);
 }
 
+/* One round: take the lock, run the body, give the lock back. */
+static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
+                               const struct deduct_request *rq, struct held_lock *held,
+                               struct deduct_reply *out)
+{
+    long long asked_us = monotonic_us();
+    st_result r = kind->try_once ? poll_until_taken(kind, w, rq, held) : kind->acquire(w, rq, held);
+    out->lock_wait_us += monotonic_us() - asked_us;
+    out->attempts += held->attempts;
+    if (r != ST_OK)
+        return r;
+
+    r = read_then_write(rq->strategy->store, w, rq, &held->guard, out);
+
+    /* Keep the body's failure detail: release may overwrite w->error. */
+    char body_error[sizeof w->error];
+    memcpy(body_error, w->error, sizeof body_error);
+    int lost = 0;
+    st_result released = kind->release(w, rq, held, &lost);
+    if (released != ST_OK) {
+        log_warn("%s: release failed, the lock will expire by its TTL: %s", rq->strategy->name,
+                 w->error);
+        lost = 1;
+    }
+    if (r == ST_UNKNOWN_PRODUCT && kind->forget)
+        kind->forget(w, rq, held);
+    memcpy(w->error, body_error, sizeof body_error);
+    out->lock_lost = lost;
+    return r;
+}
+
 st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out)
 {
@@ -69,30 +101,14 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     held.guard.freeze = kind->freeze ? freeze_held : NULL;
     random_token(held.token, 16);
 
-    long long asked_us = monotonic_us();
-    st_result r =
-        kind->try_once ? poll_until_taken(kind, w, rq, &held) : kind->acquire(w, rq, &held);
-    out->lock_wait_us = monotonic_us() - asked_us;
-    out->attempts = held.attempts;
-    if (r != ST_OK)
-        return r;
-
-    r = read_then_write(rq->strategy->store, w, rq, &held.guard, out);
-
-    /* Keep the body's failure detail: release may overwrite w->error. */
-    char body_error[sizeof w->error];
-    memcpy(body_error, w->error, sizeof body_error);
-    int lost = 0;
-    st_result released = kind->release(w, rq, &held, &lost);
-    if (released != ST_OK) {
-        log_warn("%s: release failed, the lock will expire by its TTL: %s", rq->strategy->name,
-                 w->error);
-        lost = 1;
+    st_result r = lock_and_sell(kind, w, rq, &held, out);
+    if (held.again) {
+        assert(r == ST_BUSY); /* only a refused body asks for another round */
+        held.again = 0;
+        held.attempts = 0;
+        held.guard.fence = held.guard.newest_fence = 0;
+        r = lock_and_sell(kind, w, rq, &held, out);
     }
-    if (r == ST_UNKNOWN_PRODUCT && kind->forget)
-        kind->forget(w, rq, &held);
-    memcpy(w->error, body_error, sizeof body_error);
-    out->lock_lost = lost;
     return r;
 }
 

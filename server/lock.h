@@ -29,6 +29,10 @@ struct held_lock {
     struct guard guard; /* what the body sees: the fencing token, the freeze */
     int attempts;       /* tries it took to acquire                          */
     void *state;        /* the kind's own bookkeeping (watchdog, node path)  */
+    /* Set by release when the body was refused for a reason release has
+     * just removed (fenced: a token counter that had fallen behind the
+     * store's and has caught up): deduct_under_lock() runs one more round. */
+    int again;
 };
 
 /* The most names one lock kind keeps per product. */

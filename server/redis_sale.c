@@ -64,6 +64,8 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
 
 void redis_unwatch(struct worker *w)
 {
+    if (!redis_link_connected(redis_main(w)))
+        return; /* dropped: the WATCH went with the connection */
     redisReply *reply;
     const char *argv[] = {"UNWATCH"};
     if (redis_call(w, &reply, 1, argv) == ST_OK)

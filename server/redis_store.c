@@ -101,20 +101,37 @@ static struct timeval timeval_from_ms(int ms)
     return (struct timeval){ms / 1000, (ms % 1000) * 1000};
 }
 
-static st_result connect_if_needed(struct worker *w, struct redis_link *link)
+/* How long the next request on a link may wait for Redis: io-timeout-ms,
+ * cut short by the running request's deadline; 0 once that has passed. */
+static int wait_allowed_ms(const struct worker *w)
+{
+    long long deadline = worker_deadline(w);
+    if (!deadline)
+        return config.io_timeout_ms;
+    long long left = deadline - monotonic_ms();
+    return left <= 0 ? 0 : left < config.io_timeout_ms ? (int)left : config.io_timeout_ms;
+}
+
+/* Connects if needed, and sets how long the link's reads and writes may
+ * block (`wait_ms`; a setsockopt only when it changes). */
+static st_result connect_if_needed(struct worker *w, struct redis_link *link, int wait_ms)
 {
     link->used_ms = monotonic_ms();
-    if (link->ctx)
-        return ST_OK;
-    if (link->connections++)
-        metrics_reconnect(link->backend);
-    link->ctx =
-        redisConnectWithTimeout(link->host, link->port, timeval_from_ms(config.connect_timeout_ms));
-    if (!link->ctx || link->ctx->err)
-        return link_broken(w, link, "connect");
-    if (redisSetTimeout(link->ctx, timeval_from_ms(config.io_timeout_ms)) != REDIS_OK)
-        return link_broken(w, link, "set timeout");
-    log_debug("redis: connected to %s:%d", link->host, link->port);
+    if (!link->ctx) {
+        if (link->connections++)
+            metrics_reconnect(link->backend);
+        int connect_ms = wait_ms < config.connect_timeout_ms ? wait_ms : config.connect_timeout_ms;
+        link->ctx = redisConnectWithTimeout(link->host, link->port, timeval_from_ms(connect_ms));
+        link->wait_ms = 0;
+        if (!link->ctx || link->ctx->err)
+            return link_broken(w, link, "connect");
+        log_debug("redis: connected to %s:%d", link->host, link->port);
+    }
+    if (link->wait_ms != wait_ms) {
+        if (redisSetTimeout(link->ctx, timeval_from_ms(wait_ms)) != REDIS_OK)
+            return link_broken(w, link, "set timeout");
+        link->wait_ms = wait_ms;
+    }
     return ST_OK;
 }
 
@@ -148,7 +165,10 @@ static st_result round_trip(struct worker *w, struct redis_link *link, enum requ
                             redisReply **replies)
 {
     memset(replies, 0, sizeof *replies * (size_t)count);
-    st_result r = connect_if_needed(w, link);
+    int wait_ms = wait_allowed_ms(w);
+    if (wait_ms == 0) /* nothing sent: nothing changed */
+        return worker_check_deadline(w);
+    st_result r = connect_if_needed(w, link, wait_ms);
     if (r != ST_OK)
         return r;
     for (int i = 0; i < count; i++)
@@ -161,8 +181,11 @@ static st_result round_trip(struct worker *w, struct redis_link *link, enum requ
         void *got;
         if (redisGetReply(link->ctx, &got) != REDIS_OK || !got) {
             redis_free_replies(replies, i);
-            return link_broken_as(w, kind == COMMITS ? ST_OUTCOME_UNKNOWN : ST_BACKEND_UNAVAILABLE,
-                                  link, argvs[i][0]);
+            /* A wait the deadline cut short is the request's timeout. */
+            st_result lost = kind == COMMITS                  ? ST_OUTCOME_UNKNOWN
+                             : wait_ms < config.io_timeout_ms ? ST_TIMEOUT
+                                                              : ST_BACKEND_UNAVAILABLE;
+            return link_broken_as(w, lost, link, argvs[i][0]);
         }
         replies[i] = got;
     }
@@ -191,6 +214,11 @@ st_result redis_link_call(struct worker *w, struct redis_link *link, redisReply 
 st_result redis_call(struct worker *w, redisReply **reply, int argc, const char **argv)
 {
     return one_command(w, redis_main(w), READS, reply, argc, argv);
+}
+
+int redis_link_connected(const struct redis_link *link)
+{
+    return link->ctx != NULL;
 }
 
 /* SCRIPT LOAD on `link`, remembering the SHA1 it answers. */

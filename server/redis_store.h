@@ -46,6 +46,7 @@ struct redis_link {
     const char *host;
     int port;
     long long used_ms;       /* when a request last went through it          */
+    int wait_ms;             /* how long its reads and writes may block now  */
     enum backend_id backend; /* whose server it is, for the metrics          */
     int connections;         /* made so far: every one after the first is a reconnect */
 };
@@ -58,8 +59,11 @@ struct redis_link *redis_subscriber(struct worker *w);
 /*
  * Runs one command given as argv strings on `link`. A NULL reply (the link
  * broke) drops the connection and gives ST_BACKEND_UNAVAILABLE; an error
- * reply gives ST_BACKEND_UNAVAILABLE with Redis's message. On ST_OK the
- * caller owns *reply and frees it with freeReplyObject().
+ * reply gives ST_BACKEND_UNAVAILABLE with Redis's message. No call waits
+ * past the running request's deadline: it is ST_TIMEOUT when that cut the
+ * wait short (the link is dropped: its late reply would come to the next
+ * request). On ST_OK the caller owns *reply and frees it with
+ * freeReplyObject().
  */
 st_result redis_link_call(struct worker *w, struct redis_link *link, redisReply **reply, int argc,
                           const char **argv);
@@ -91,6 +95,10 @@ void redis_free_replies(redisReply **replies, int count);
 
 /* Reads an integer reply or a bulk string that holds one; -1 if neither. */
 int redis_reply_int(const redisReply *reply, long long *out);
+
+/* Whether `link` is connected: a link dropped after a failure has no state
+ * left on the server (no WATCH, no subscription) that would need undoing. */
+int redis_link_connected(const struct redis_link *link);
 
 /* Connects `link` if needed and sends PING. */
 st_result redis_link_ping(struct worker *w, struct redis_link *link);

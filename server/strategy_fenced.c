@@ -17,8 +17,9 @@
  * and changes nothing.
  *
  * Tokens never go back: a reset keeps both the counter and the row's fence,
- * and a counter that Redis lost (a restart) catches up with the row's
- * fence the first time the row refuses a token.
+ * and a counter that Redis lost (a restart without its data, a FLUSHALL)
+ * catches up with the row's fence the first time the row refuses a token;
+ * that request then takes the lock once more, with a token the row accepts.
  *
  * The price: the store has to take part (a fence column and a conditional
  * write), one more statement per sale, and under expiry the lock stops
@@ -64,14 +65,15 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
 }
 
 /* Sets fence:{P} to at least ARGV[1]: a counter that fell behind the
- * store's newest token (Redis restarted and lost it) catches up, instead of
- * handing out tokens the store refuses forever. A counter that is ahead is
- * left alone, so tokens never go back. */
+ * store's newest token (Redis lost it) catches up, instead of handing out
+ * tokens the store refuses forever; 1 if it did. A counter that is ahead
+ * (a newer holder drew from it) is left alone: tokens never go back. */
 static struct redis_script catch_up = {
     .source = "if (tonumber(redis.call('GET', KEYS[1])) or 0) < tonumber(ARGV[1]) then\n"
               "  redis.call('SET', KEYS[1], ARGV[1])\n"
+              "  return 1\n"
               "end\n"
-              "return 1\n",
+              "return 0\n",
 };
 
 /* Deletes fence:{P} if nobody drew a token since ours: only a product that
@@ -83,18 +85,25 @@ static struct redis_script forget_counter = {
               "return 0\n",
 };
 
-/* Runs a one-key script on fence:{P}; best effort (a failure is logged). */
-static void on_counter(struct worker *w, int product, struct redis_script *script, long long value)
+/* Runs a one-key script on fence:{P} and gives its integer answer; best
+ * effort (a failure is logged, and answers 0). */
+static long long on_counter(struct worker *w, int product, struct redis_script *script,
+                            long long value)
 {
     char fence[REDIS_KEY_MAX], text[24];
     redis_key(fence, "fence", product, "");
     snprintf(text, sizeof text, "%lld", value);
     const char *argv[] = {fence, text};
     redisReply *reply;
-    if (redis_eval(w, script, &reply, 1, 2, argv) == ST_OK)
-        freeReplyObject(reply);
-    else
+    long long answer = 0;
+    if (redis_eval(w, script, &reply, 1, 2, argv) != ST_OK) {
         log_warn("fenced: %s: %s", fence, w->error);
+        return 0;
+    }
+    if (redis_reply_int(reply, &answer) != 0)
+        answer = 0;
+    freeReplyObject(reply);
+    return answer;
 }
 
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
@@ -102,8 +111,10 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 {
     char key[REDIS_KEY_MAX];
     redis_key(key, "lock", rq->product, ":fenced");
+    /* Refused although we held the lock, and the counter was behind: the
+     * refusal was Redis's lost counter, not a newer holder. Go again. */
     if (held->guard.newest_fence > held->guard.fence)
-        on_counter(w, rq->product, &catch_up, held->guard.newest_fence);
+        held->again = on_counter(w, rq->product, &catch_up, held->guard.newest_fence) == 1;
     return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 

@@ -249,9 +249,12 @@ static st_result lock_once(struct worker *w, const struct deduct_request *rq, co
 }
 
 /* A waiter that gives up leaves the waiters at once (best effort: if Redis
- * does not answer, its entry drops out by its score). */
+ * does not answer - the link was dropped - its entry drops out by its
+ * score). */
 static void leave_waiters(struct worker *w, const struct names *n, const char *token)
 {
+    if (!redis_link_connected(redis_main(w)))
+        return;
     const char *argv[] = {"ZREM", n->waiters, token};
     redisReply *reply;
     if (redis_call(w, &reply, 3, argv) == ST_OK)
@@ -336,8 +339,10 @@ static void unsubscribe(struct worker *w)
         return;
     const char *argv[] = {"UNSUBSCRIBE"};
     redisReply *reply;
-    if (redis_link_call(w, subscriber, &reply, 1, argv) != ST_OK)
+    if (redis_link_call(w, subscriber, &reply, 1, argv) != ST_OK) {
+        redis_link_close(subscriber); /* still subscribed, maybe: start afresh */
         return;
+    }
     while (!is_push(reply, "unsubscribe")) {
         freeReplyObject(reply);
         void *got;

@@ -29,9 +29,10 @@ struct leftover {
 
 struct zk_session {
     zhandle_t *zh;
-    int refs;      /* requests using it now                               */
-    int abandoned; /* given to no new request; closed when refs reach 0  */
-    int nleft;     /* nodes to delete once connected again                */
+    int refs;                    /* requests using it now                          */
+    int abandoned;               /* given to no new request; closed when refs reach 0 */
+    long long unconnected_since; /* when a request first found it not connected, or 0 */
+    int nleft;                   /* nodes to delete once connected again           */
     struct leftover left[LEFTOVER_MAX];
 };
 
@@ -177,15 +178,27 @@ static void delete_leftovers(struct zk_session *s)
             zk_delete_later(s, todo[i].dir, todo[i].mark);
 }
 
-/* One try: the current session (replacing it if it is dead or abandoned),
- * connected within the wait, or NULL. Called with `guard` held; returns a
- * session to close (after unlocking) in *retired. */
+/* Whether the current session has stayed unconnected for longer than a
+ * connect timeout. The client can hang in a handshake with a ZooKeeper that
+ * opened its port before it serves (it is still loading its data) until
+ * two thirds of the session timeout pass; a new session connects at once. */
+static int stuck(const struct zk_session *s)
+{
+    return s->unconnected_since &&
+           monotonic_ms() - s->unconnected_since > config.connect_timeout_ms;
+}
+
+/* One try: the current session (replacing it if it is dead, abandoned or
+ * stuck), connected within the wait, or NULL. Called with `guard` held;
+ * returns a session to close (after unlocking) in *retired. */
 static struct zk_session *try_session(struct worker *w, int patient, struct zk_session **retired)
 {
-    if (current && (current->abandoned || dead(current->zh))) {
-        current->abandoned = 1;
-        if (current->refs == 0)
-            *retired = current;
+    struct zk_session *old = NULL;
+    if (current && (current->abandoned || dead(current->zh) || stuck(current))) {
+        old = current;
+        old->abandoned = 1;
+        if (old->refs == 0)
+            *retired = old;
         current = NULL;
     }
     int fresh = !current;
@@ -200,6 +213,11 @@ static struct zk_session *try_session(struct worker *w, int patient, struct zk_s
             free(s);
             return NULL;
         }
+        if (old) { /* the nodes it could not delete are the new session's to delete */
+            s->nleft = old->nleft;
+            memcpy(s->left, old->left, sizeof s->left[0] * (size_t)old->nleft);
+            old->nleft = 0;
+        }
         current = s;
     }
     struct zk_session *s = current;
@@ -207,8 +225,12 @@ static struct zk_session *try_session(struct worker *w, int patient, struct zk_s
     long long deadline = monotonic_ms() + (fresh || patient ? config.connect_timeout_ms : 0);
     while (zoo_state(s->zh) != ZOO_CONNECTED_STATE && !dead(s->zh) && monotonic_ms() < deadline)
         wait_changed(deadline);
-    if (zoo_state(s->zh) == ZOO_CONNECTED_STATE)
+    if (zoo_state(s->zh) == ZOO_CONNECTED_STATE) {
+        s->unconnected_since = 0;
         return s;
+    }
+    if (!s->unconnected_since)
+        s->unconnected_since = monotonic_ms();
     if (dead(s->zh))
         worker_fail(w, ST_BACKEND_UNAVAILABLE, "zookeeper at %s: the session has expired",
                     config.zk);

@@ -7,6 +7,9 @@
  *     reset never writes after it, in every family - optimistic (cas),
  *     fenced, a lock around the shared body, and the body on Redis - so
  *     the accounting after it is exact;
+ *   - fencing tokens never go back: when Redis loses the token counter
+ *     (a restart without its data), the next fenced sale still sells, with
+ *     a token larger than any the row has seen;
  *   - a deduct of a product that does not exist leaves nothing behind in
  *     Redis or ZooKeeper, whatever the strategy, 1000 times over;
  *   - with an admin token, reset needs it (401 otherwise); a request a
@@ -30,6 +33,7 @@
 enum {
     PRODUCTS_RESET = 9100, /* + family */
     PRODUCT_GUARDED = 9110,
+    PRODUCT_FENCE_LOST = 9111,
     PRODUCT_UNKNOWN = 900001, /* never reset by any test */
 };
 
@@ -137,6 +141,42 @@ static void test_reset_stops_the_bare_body_on_mysql(void **state)
 {
     (void)state;
     expect_refused_across_a_reset("nolock", PRODUCTS_RESET + 4, "hold_ms");
+}
+
+/* What a fenced sale of `product` answers, as a 200 and its token. */
+static long long fenced_sale(int product)
+{
+    struct http_reply r;
+    char path[96];
+    snprintf(path, sizeof path, "/stock/deduct/fenced?product=%d", product);
+    http_call("POST", path, NULL, &r);
+    if (r.status != 200)
+        fprintf(stderr, "fenced sale: %ld %s\n", r.status, r.text ? r.text : r.failure);
+    assert_int_equal(r.status, 200);
+    long long token = json_int_member(r.json, "fence");
+    http_reply_free(&r);
+    return token;
+}
+
+static void test_lost_fence_counter_catches_up(void **state)
+{
+    (void)state;
+    reset(PRODUCT_FENCE_LOST, 10);
+    long long before = 0;
+    for (int i = 0; i < 3; i++)
+        before = fenced_sale(PRODUCT_FENCE_LOST);
+    char cmd[64], out[64];
+    snprintf(cmd, sizeof cmd, "DEL 'fence:{%d}'", PRODUCT_FENCE_LOST);
+    assert_int_equal(redis_cli(cmd, out, sizeof out), 0);
+    /* The counter restarts at 1, the row has seen `before`: the sale is
+     * refused once, the counter catches up, and the sale goes again. */
+    long long after = fenced_sale(PRODUCT_FENCE_LOST);
+    fprintf(stderr, "fence counter lost at token %lld; the next sale sold with %lld\n", before,
+            after);
+    assert_true(after > before);
+    struct account a = account(PRODUCT_FENCE_LOST);
+    assert_int_equal(a.mysql.sold, 4);
+    assert_int_equal(a.mysql.remaining, 6);
 }
 
 /* ----------------------------------------------- unknown products */
@@ -334,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_reset_stops_a_lock_around_the_body),
         cmocka_unit_test(test_reset_stops_the_body_on_redis),
         cmocka_unit_test(test_reset_stops_the_bare_body_on_mysql),
+        cmocka_unit_test(test_lost_fence_counter_catches_up),
         cmocka_unit_test(test_unknown_products_leave_nothing),
     };
     const struct CMUnitTest guards[] = {
