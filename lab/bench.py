@@ -223,7 +223,7 @@ class Bench:
                 res = self.wrk(url, conc, a.duration)
                 if scraper:
                     scraper.stop()
-                self.settle()
+                self.api.wait_idle(SETTLE_S)
                 name = f"{lua}, /metrics every 1 s" if scraped else f"{lua}, not scraped"
                 self.add(name, "scrape", "redis", None, conc, res, res.outcomes,
                          "scraped" if scraped else "unscraped", None, "pass",

@@ -8,6 +8,7 @@ pid in run/stockd.pid: that is how scripts/stack.sh down knows it as its own."""
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,8 @@ class Service:
 
     def ensure(self):
         where = self.api.where()
+        if self.instances > 1 and self.local() and self.api.answers():
+            self.stop_kept_stockd()
         if self.api.answers():
             if self.api.healthy():
                 self.say(f"stockd answers at {where}")
@@ -77,6 +80,39 @@ class Service:
             self.binary()  # fail before starting anything when there is nothing to run
             self.stack_up()
             self.start_stockd()
+
+    def kept_stockd(self):
+        """The pid of the one stockd a run kept on our port (make demo keeps it for the
+        live page; its pid is in run/stockd.pid), if it is alive; else None."""
+        try:
+            with open(self.pid_file) as f:
+                pid = int(f.read().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        mine = os.path.basename(argv[0]) == b"stockd" and \
+            f"--port={self.api.port}".encode() in argv
+        return pid if mine else None
+
+    def stop_kept_stockd(self):
+        """N instances are to answer where the one stockd make demo left running
+        answers: stop that one first (make demo or make run starts it again)."""
+        pid = self.kept_stockd()
+        if pid is None:
+            return
+        self.say(f"stopping the stockd a run left on {self.api.where()} (pid {pid}) to put "
+                 f"{self.instances} instances there; make demo or make run starts it again")
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + 15
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            time.sleep(0.1)
+        if os.path.exists(f"/proc/{pid}"):
+            raise SetupError(f"the stockd left running (pid {pid}) did not stop within 15 s")
+        try:
+            os.unlink(self.pid_file)
+        except OSError:
+            pass
 
     def binary(self):
         path = os.environ.get("STOCKD_BIN") or os.path.join(REPO, "build", "stockd")
