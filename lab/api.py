@@ -126,6 +126,20 @@ class Api:
                 return
             time.sleep(0.1)
 
+    def batch_totals(self, strategy):
+        """(sales, batches) so far of a strategy that batches its sales (the
+        stockd_batch_size histogram's sum and count), or None when it has none."""
+        try:
+            r = self.call("GET", "/metrics", timeout=5)
+        except OSError:
+            return None
+        if r.status != 200 or not isinstance(r.body, str):
+            return None
+        samples = parse_metrics(r.body)
+        sales = metric(samples, "stockd_batch_size_sum", strategy=strategy)
+        batches = metric(samples, "stockd_batch_size_count", strategy=strategy)
+        return None if sales is None or batches is None else (sales, batches)
+
     def instance_names(self, probes):
         """The distinct X-Stockd-Instance names of `probes` GET /health replies (each
         on a new connection, so a round-robin balancer spreads them); None stands for

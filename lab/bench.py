@@ -70,6 +70,13 @@ def ratio(rps, limit):
     return round(rps / limit, 3) if rps and limit else None
 
 
+def mean_batch(before, after):
+    """Sales per batch between two batch_totals() readings, or None."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 1)
+
+
 class Bench:
     def __init__(self, args, api, facts, claim_instances, out_dir, say):
         self.args, self.api, self.facts, self.say = args, api, facts, say
@@ -89,7 +96,8 @@ class Bench:
              "max_ms": measure.max_ms, "limit": limit, "store_sold": (acct or {}).get("sold"),
              "oversold": (acct or {}).get("oversold"),
              "lost_updates": (acct or {}).get("lost_updates"),
-             "remaining": (acct or {}).get("remaining"), "instances_seen": sorted(instances),
+             "remaining": (acct or {}).get("remaining"), "mean_batch": None,
+             "instances_seen": sorted(instances),
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
         self.rows.append(r)
@@ -200,13 +208,15 @@ class Bench:
             self.api.wait_idle(SETTLE_S)
         for c in a.conns:
             self.reset()
+            before = self.api.batch_totals(s.name)
             res = self.wrk(url, c, a.duration)
             self.api.wait_idle(SETTLE_S)
             acct = self.api.account(a.product, s.store)
             verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
-            self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,
-                     res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
-                     res.instances)
+            row = self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,
+                           res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
+                           res.instances)
+            row["mean_batch"] = mean_batch(before, self.api.batch_totals(s.name))
 
     def scrape_cost(self):
         """What /metrics costs: the lua strategy at 64 connections (or the highest

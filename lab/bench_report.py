@@ -9,7 +9,8 @@ ROW_FIELDS = [
     "label", "name", "kind", "store", "claim", "concurrency", "duration_s", "requests",
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
-    "store_sold", "oversold", "lost_updates", "remaining", "instances_seen", "verdict", "reason",
+    "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "instances_seen",
+    "verdict", "reason",
 ]
 
 TABLE = [  # (heading, field, align)
@@ -19,7 +20,8 @@ TABLE = [  # (heading, field, align)
     ("p50 ms", "p50_ms", ">"), ("p95 ms", "p95_ms", ">"), ("p99 ms", "p99_ms", ">"),
     ("max ms", "max_ms", ">"), ("sold", "sold", ">"), ("sold_out", "sold_out", ">"),
     ("busy", "busy", ">"), ("unknown", "outcome_unknown", ">"), ("err", "errors", ">"),
-    ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"), ("verdict", "verdict", "<"),
+    ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"), ("batch", "mean_batch", ">"),
+    ("verdict", "verdict", "<"),
 ]
 
 COLUMNS = [
@@ -29,7 +31,7 @@ COLUMNS = [
     ("max ms", "max_ms", False), ("sold", "sold", False), ("sold out", "sold_out", False),
     ("busy", "busy", False), ("outcome unknown", "outcome_unknown", False),
     ("errors", "errors", False), ("oversold", "oversold", False),
-    ("lost updates", "lost_updates", False),
+    ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
 ]
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 

@@ -15,6 +15,7 @@
 #include "strategy.h"
 #include "worker.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +287,21 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
     ls->rq.later = &ls->base;
     strategy_run(rq->strategy, w, &ls->rq, &ls->out); /* answers through ls->base */
     return ST_LATER;
+}
+
+st_result api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    assert(w->must_not_block);
+    const struct strategy *s = strategy_find(strategy_name(req->path));
+    if (!s || !s->answers_later)
+        return ST_NEEDS_WORKER;
+    json_object_set_new(reply, "strategy", json_string(s->name));
+    struct deduct_request rq;
+    if (sale_asked(w, s, req, reply, &rq) != ST_OK)
+        return ST_NEEDS_WORKER; /* the worker answers the error, and counts it */
+    if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
+        return ST_NEEDS_WORKER; /* the sale itself waits: not on this thread */
+    return sell_later(w, &rq, req, reply);
 }
 
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)

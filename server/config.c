@@ -83,7 +83,7 @@ static const struct option_spec options[] = {
     INT(lock_wait_ms, "lock-wait-ms", "5000", 0, 600000,
         "lock strategies: how long to wait for a lock before answering busy"),
     INT(batch_max, "batch-max", "128", 1, 4096,
-        "sql-batch: the most sales one transaction applies"),
+        "sql-batch and lua: the most sales one transaction or one pipeline carries"),
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -67,13 +67,30 @@ static int locks(const struct strategy *s)
     return s->lock != NULL;
 }
 
+static int combines(const struct strategy *s)
+{
+    return s->answers_later;
+}
+
 static int optimistic(const struct strategy *s)
 {
     return s->contention == CONTENTION_RETRIES;
 }
 
 /* A per-strategy histogram, for every strategy `wanted` says has one. */
+/* What a histogram's values are: its bucket bounds, and the factor from
+ * what metrics.h sums to the unit shown. */
+struct shape {
+    const double *le;
+    size_t bounds;
+    double sum_scale;
+};
+
+static const struct shape in_seconds = {metrics_latency_le, METRICS_LATENCY_BOUNDS, 1e-6},
+                          in_sales = {metrics_batch_le, METRICS_BATCH_BOUNDS, 1};
+
 static void render_per_strategy(FILE *out, const char *name, const char *help,
+                                const struct shape *shape,
                                 void (*read)(size_t, struct histogram_reading *),
                                 int (*wanted)(const struct strategy *))
 {
@@ -85,7 +102,7 @@ static void render_per_strategy(FILE *out, const char *name, const char *help,
         struct histogram_reading h;
         read(i, &h);
         snprintf(labels, sizeof labels, "strategy=\"%s\"", strategy_at(i)->name);
-        histogram_lines(out, name, labels, &h, metrics_latency_le, METRICS_LATENCY_BOUNDS, 1e-6);
+        histogram_lines(out, name, labels, &h, shape->le, shape->bounds, shape->sum_scale);
     }
 }
 
@@ -165,21 +182,20 @@ char *exposition_metrics(size_t *len)
         return NULL;
     render_requests(out);
     render_per_strategy(out, "stockd_request_duration_seconds",
-                        "Deduct latency by strategy, from arrival to reply.", metrics_latency,
-                        every);
+                        "Deduct latency by strategy, from arrival to reply.", &in_seconds,
+                        metrics_latency, every);
     render_per_strategy(out, "stockd_lock_wait_seconds",
-                        "Time spent taking the lock, by lock strategy.", metrics_lock_wait, locks);
+                        "Time spent taking the lock, by lock strategy.", &in_seconds,
+                        metrics_lock_wait, locks);
     render_counter(out, "stockd_lock_lost_total",
                    "Locks found expired or taken over by the time they were released.",
                    metrics_locks_lost, locks);
     render_counter(out, "stockd_optimistic_attempts_total",
                    "Tries of the optimistic strategies, retries included.", metrics_attempts_of,
                    optimistic);
-    struct histogram_reading batches;
-    metrics_batches(&batches);
-    header(out, "stockd_batch_size", "histogram", "Sales per sql-batch transaction.");
-    histogram_lines(out, "stockd_batch_size", "", &batches, metrics_batch_le, METRICS_BATCH_BOUNDS,
-                    1);
+    render_per_strategy(out, "stockd_batch_size",
+                        "Sales per batch: per sql-batch transaction, per lua pipeline.", &in_sales,
+                        metrics_batches, combines);
     render_load(out);
     render_backends(out);
     products_render(out);

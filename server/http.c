@@ -269,8 +269,24 @@ static enum MHD_Result answer_page(struct pending *p)
     return send_reply(p);
 }
 
-/* Queues the request on the pool; a full queue or a stopping pool answers
- * at once (the connection is resumed to send it). */
+/* The route's on_arrival handler, on this thread: ST_LATER when it took
+ * the request, ST_NEEDS_WORKER when the pool must run it. */
+static st_result try_on_arrival(struct pending *p)
+{
+    struct worker w = {.must_not_block = 1,
+                       .deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms};
+    struct http_request req = request_of(p);
+    json_t *reply = new_reply();
+    st_result r = p->route.on_arrival(&w, &req, reply);
+    if (r != ST_LATER)
+        json_decref(reply);
+    return r;
+}
+
+/* Queues the request on the pool (unless its route's on_arrival handler
+ * took it); a full queue or a stopping pool answers at once (the
+ * connection is resumed to send it). The connection is suspended before
+ * anything can answer it from another thread. */
 static enum MHD_Result run_on_worker(struct pending *p)
 {
     MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
@@ -278,6 +294,8 @@ static enum MHD_Result run_on_worker(struct pending *p)
     p->submitted = 1;
     atomic_fetch_add(&outstanding, 1);
     MHD_suspend_connection(p->connection);
+    if (p->route.on_arrival && try_on_arrival(p) == ST_LATER)
+        return MHD_YES;
     st_result r = pool_submit(&p->job);
     if (r != ST_OK) {
         struct http_request req = request_of(p);

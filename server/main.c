@@ -10,7 +10,8 @@
  *   router.c     the endpoint table; api.c the endpoints
  *   params.c     every parameter checked against its declared bounds
  *   strategy.c   the strategy table; strategy_*.c one strategy each
- *   sale.c       the shared sale body; lock.c a lock around it
+ *   sale.c       the shared sale body; lock.c a lock around it;
+ *                combine.c sales sharing one trip (a transaction, a pipeline)
  *   store.h      where stock and ledger live: mysql_sale.c, redis_sale.c
  *   stock.c      accounting and reset across the stores
  *   backend.c    the backend table: mysql_store.c, redis_store.c,
@@ -25,7 +26,9 @@
  * own epoll loop; they parse requests, answer what needs no backend, and
  * send replies. A request's work runs start to finish on one of
  * config.workers worker threads (pool.c), which owns the backend
- * connections it uses. One thread per configured backend probes it for
+ * connections it uses - except a sale that only joins a queue of sales
+ * sharing one trip (combine.h): it joins on the HTTP thread, and one
+ * worker leads the queue. One thread per configured backend probes it for
  * /health. The main thread only waits for a signal.
  */
 #include "api.h"

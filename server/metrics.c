@@ -18,7 +18,8 @@ struct histogram {
 _Static_assert(METRICS_BATCH_BOUNDS <= METRICS_LATENCY_BOUNDS, "one histogram shape for both");
 
 static atomic_ullong requests[METRICS_STRATEGIES][ST_RESULT_COUNT];
-static struct histogram latency[METRICS_STRATEGIES], lock_wait[METRICS_STRATEGIES], batches;
+static struct histogram latency[METRICS_STRATEGIES], lock_wait[METRICS_STRATEGIES],
+    batches[METRICS_STRATEGIES];
 static atomic_ullong locks_lost[METRICS_STRATEGIES], attempts[METRICS_STRATEGIES];
 static atomic_ullong reconnects[METRICS_BACKENDS];
 static atomic_int in_flight;
@@ -77,9 +78,10 @@ void metrics_reconnect(int backend)
     add(&reconnects[backend], 1);
 }
 
-void metrics_batch(int sales)
+void metrics_batch(size_t strategy, int sales)
 {
-    observe(&batches, metrics_batch_le, METRICS_BATCH_BOUNDS, sales, (unsigned long long)sales);
+    observe(&batches[strategy], metrics_batch_le, METRICS_BATCH_BOUNDS, sales,
+            (unsigned long long)sales);
 }
 
 void metrics_in_flight(int delta)
@@ -117,9 +119,9 @@ unsigned long long metrics_reconnects(int backend)
     return get(&reconnects[backend]);
 }
 
-void metrics_batches(struct histogram_reading *out)
+void metrics_batches(size_t strategy, struct histogram_reading *out)
 {
-    read_histogram(&batches, out);
+    read_histogram(&batches[strategy], out);
 }
 
 int metrics_in_flight_now(void)

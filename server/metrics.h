@@ -23,7 +23,7 @@
 /* Latency buckets: upper bounds in seconds, from 0.5 ms to 10 s, then +Inf. */
 #define METRICS_LATENCY_BOUNDS 14
 extern const double metrics_latency_le[METRICS_LATENCY_BOUNDS];
-/* Sales per sql-batch transaction: upper bounds, then +Inf. */
+/* Sales per batch (combine.h): upper bounds, then +Inf. */
 #define METRICS_BATCH_BOUNDS 9
 extern const double metrics_batch_le[METRICS_BATCH_BOUNDS];
 
@@ -49,8 +49,9 @@ void metrics_attempts(size_t strategy, int attempts);
  * failed or been dropped. */
 void metrics_reconnect(int backend);
 
-/* One sql-batch transaction applied `sales` sales. */
-void metrics_batch(int sales);
+/* One batch of strategy `strategy` (a transaction, a pipeline: combine.h)
+ * carried `sales` sales. */
+void metrics_batch(size_t strategy, int sales);
 
 /* Requests between their first byte and their reply (http.c keeps it). */
 void metrics_in_flight(int delta);
@@ -62,7 +63,7 @@ void metrics_lock_wait(size_t strategy, struct histogram_reading *out);
 unsigned long long metrics_locks_lost(size_t strategy);
 unsigned long long metrics_attempts_of(size_t strategy);
 unsigned long long metrics_reconnects(int backend);
-void metrics_batches(struct histogram_reading *out);
+void metrics_batches(size_t strategy, struct histogram_reading *out);
 int metrics_in_flight_now(void);
 
 #endif

@@ -311,6 +311,79 @@ st_result redis_eval_sale(struct worker *w, struct redis_script *script, redisRe
     return eval(w, redis_main(w), COMMITS, script, reply, nkeys, argc, argv);
 }
 
+static int is_noscript(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/* EVALSHA of `script` for the `n` sales listed in `which`, in one round
+ * trip; each reply goes to replies[which[j]]. */
+static st_result evalsha_each(struct worker *w, struct redis_script *script, int n,
+                              const int *which, int nkeys, int argc,
+                              const char *const *const *argvs, redisReply **replies)
+{
+    int full_argc = argc + 3;
+    const char **args = calloc((size_t)n * (size_t)full_argc, sizeof *args);
+    const char *const **lists = calloc((size_t)n, sizeof *lists);
+    int *argcs = calloc((size_t)n, sizeof *argcs);
+    redisReply **got = calloc((size_t)n, sizeof *got);
+    st_result r = ST_OK;
+    if (!args || !lists || !argcs || !got) {
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
+    } else {
+        char numkeys[12];
+        snprintf(numkeys, sizeof numkeys, "%d", nkeys);
+        /* Not known yet: Redis answers NOSCRIPT, and the caller loads it. */
+        const char *sha =
+            atomic_load_explicit(&script->known, memory_order_acquire) ? script->sha : "0";
+        for (int j = 0; j < n; j++) {
+            const char **full = args + (size_t)j * (size_t)full_argc;
+            full[0] = "EVALSHA";
+            full[1] = sha;
+            full[2] = numkeys;
+            memcpy(full + 3, argvs[which[j]], sizeof *full * (size_t)argc);
+            lists[j] = full;
+            argcs[j] = full_argc;
+        }
+        r = round_trip(w, redis_main(w), COMMITS, n, argcs, lists, got);
+        for (int j = 0; r == ST_OK && j < n; j++)
+            replies[which[j]] = got[j];
+    }
+    free(args);
+    free(lists);
+    free(argcs);
+    free(got);
+    return r;
+}
+
+st_result redis_eval_sales(struct worker *w, struct redis_script *script, int count, int nkeys,
+                           int argc, const char *const *const *argvs, redisReply **replies)
+{
+    memset(replies, 0, sizeof *replies * (size_t)count);
+    int *which = calloc((size_t)count, sizeof *which);
+    if (!which)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
+    for (int i = 0; i < count; i++)
+        which[i] = i;
+    st_result r = evalsha_each(w, script, count, which, nkeys, argc, argvs, replies);
+    /* The ones Redis refused for not knowing the script did nothing: load
+     * it, and send them again. */
+    int again = 0;
+    for (int i = 0; r == ST_OK && i < count; i++)
+        if (is_noscript(replies[i])) {
+            freeReplyObject(replies[i]);
+            replies[i] = NULL;
+            which[again++] = i;
+        }
+    if (again) {
+        r = script_load(w, redis_main(w), script);
+        if (r == ST_OK)
+            r = evalsha_each(w, script, again, which, nkeys, argc, argvs, replies);
+    }
+    free(which);
+    return r;
+}
+
 st_result redis_pipeline(struct worker *w, int count, const int *argcs,
                          const char *const *const *argvs, redisReply **replies)
 {

@@ -93,6 +93,18 @@ st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
 /* Frees `count` replies (NULLs allowed). */
 void redis_free_replies(redisReply **replies, int count);
 
+/*
+ * EVALSHA of `script` once per sale, every one in the same round trip (a
+ * pipeline): argvs[i] holds sale i's `argc` arguments, the first `nkeys` of
+ * them keys. replies[i] gets sale i's answer, an error reply included, or
+ * stays NULL when the sale's fate is the returned failure (for sales that
+ * went out and got no reply, ST_OUTCOME_UNKNOWN). A script Redis did not
+ * know is loaded, and the sales it refused are sent again. The caller frees
+ * every non-NULL reply.
+ */
+st_result redis_eval_sales(struct worker *w, struct redis_script *script, int count, int nkeys,
+                           int argc, const char *const *const *argvs, redisReply **replies);
+
 /* Reads an integer reply or a bulk string that holds one; -1 if neither. */
 int redis_reply_int(const redisReply *reply, long long *out);
 

@@ -37,6 +37,9 @@ typedef enum {
      * answered later, from another thread (params.h, struct
      * answer_later). Never sent, never counted. */
     ST_LATER,
+    /* Not an outcome either: a handler tried on the HTTP thread returns it
+     * when the request needs a worker after all (router.h). */
+    ST_NEEDS_WORKER,
 } st_result;
 
 /* How many outcomes there are, for tables indexed by result. */

@@ -11,18 +11,29 @@
  * in between: the script is the critical section, and the sale and its
  * ledger entry apply together.
  *
+ * The transport: sales in flight at the same moment share one trip to
+ * Redis, as a multiplexing client (Lettuce, ioredis) does it. A sale joins
+ * the pipeline's queue and gives its worker back (combine.h); the leader
+ * writes every waiting sale's EVALSHA at once and reads the answers in
+ * order. Each script still runs alone and whole inside Redis: pipelining
+ * saves round trips and thread hand-offs, it changes nothing in the race.
+ *
  * The price: nothing can wait inside a script (it would stall the whole
  * Redis), so hold_ms and pause_ms are spent before the script, outside any
  * critical section; they cost this request time and never open a race. And
  * every sale of every product on this Redis runs one after the other on its
- * single thread: a slow script slows everyone.
+ * single thread: a slow script slows everyone. A pipeline whose connection
+ * breaks answers outcome_unknown for every sale in it that got no answer.
  */
+#include "combine.h"
+#include "metrics.h"
 #include "redis_store.h"
 #include "sale.h"
 #include "store.h"
 #include "worker.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Returns {1, left} when sold, {0, count} when short, {-1, 0} when the
  * product is not in Redis. */
@@ -37,37 +48,95 @@ static struct redis_script sell = {
               "return {1, left}\n",
 };
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+/* What the script answered for one sale, into *out; the error in w. */
+static st_result sale_result(struct worker *w, const struct deduct_request *rq,
+                             const redisReply *reply, struct deduct_reply *out)
 {
-    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty[16];
-    redis_key(stock, "stock", rq->product, "");
-    redis_key(ledger, "ledger", rq->product, "");
-    snprintf(qty, sizeof qty, "%d", rq->qty);
-    out->attempts = 1;
-
-    /* Not a critical section: the script below is the only one. */
-    critical_section_wait(rq, NULL);
-
-    const char *argv[] = {stock, ledger, qty};
-    redisReply *reply;
-    st_result r = redis_eval_sale(w, &sell, &reply, 2, 3, argv);
-    if (r != ST_OK)
-        return r;
     long long sold, count;
+    if (reply->type == REDIS_REPLY_ERROR)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         redis_reply_int(reply->element[0], &sold) != 0 ||
-        redis_reply_int(reply->element[1], &count) != 0) {
-        freeReplyObject(reply);
+        redis_reply_int(reply->element[1], &count) != 0)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "redis: unexpected reply from the sale script");
-    }
-    freeReplyObject(reply);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
     out->remaining = count;
     if (sold == 0)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;
+}
+
+/* One sale's keys and argument, as the script takes them. */
+struct script_args {
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty[16];
+    const char *argv[3];
+};
+
+static void script_args_of(struct script_args *a, const struct deduct_request *rq)
+{
+    redis_key(a->stock, "stock", rq->product, "");
+    redis_key(a->ledger, "ledger", rq->product, "");
+    snprintf(a->qty, sizeof a->qty, "%d", rq->qty);
+    a->argv[0] = a->stock;
+    a->argv[1] = a->ledger;
+    a->argv[2] = a->qty;
+}
+
+/* Each sale's answer: its own reply, or the pipeline's `failure`. */
+static void answer_each(struct worker *w, struct combined_sale *batch, int n, redisReply **replies,
+                        st_result failure, const char *why)
+{
+    int i = 0;
+    for (struct combined_sale *s = batch; s; s = s->next, i++) {
+        s->out->attempts = 1;
+        s->out->batch = n;
+        if (replies[i]) {
+            s->result = sale_result(w, s->rq, replies[i], s->out);
+            freeReplyObject(replies[i]);
+        } else {
+            s->result = failure;
+            snprintf(w->error, sizeof w->error, "%s", why);
+        }
+        if (s->result != ST_OK)
+            snprintf(s->message, sizeof s->message, "%s", w->error);
+    }
+}
+
+/* Every waiting sale's script in one round trip. */
+static void run_pipeline(struct worker *w, int key, struct combined_sale *batch, int n)
+{
+    (void)key; /* one pipeline for every product */
+    struct script_args *args = calloc((size_t)n, sizeof *args);
+    const char *const **argvs = calloc((size_t)n, sizeof *argvs);
+    redisReply **replies = calloc((size_t)n, sizeof *replies);
+    if (!args || !argvs || !replies) {
+        combined_fail_all(w, batch, worker_fail(w, ST_BACKEND_UNAVAILABLE, "lua: out of memory"));
+    } else {
+        int i = 0;
+        for (struct combined_sale *s = batch; s; s = s->next, i++) {
+            script_args_of(&args[i], s->rq);
+            argvs[i] = args[i].argv;
+        }
+        st_result r = redis_eval_sales(w, &sell, n, 2, 3, argvs, replies);
+        char why[sizeof w->error];
+        snprintf(why, sizeof why, "%s", w->error);
+        metrics_batch(strategy_index(batch->rq->strategy), n);
+        answer_each(w, batch, n, replies, r, why);
+    }
+    free(args);
+    free(argvs);
+    free(replies);
+}
+
+static const struct combiner pipeline = {.run = run_pipeline, .across_products = 1};
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    /* Not a critical section: the script is the only one. */
+    critical_section_wait(rq, NULL);
+    return combine(&pipeline, w, rq, out);
 }
 
 const struct strategy strategy_lua = {
@@ -77,5 +146,6 @@ const struct strategy strategy_lua = {
     .safe_multi = 1,
     .summary = "one Lua script checks, decrements and records the sale inside Redis",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
+    .answers_later = 1,
     .deduct = deduct,
 };

@@ -7,24 +7,23 @@
  * run one after another, as fast as one chain of round trips allows.
  *
  * The fix: apply many sales per transaction. A request for a product joins
- * that product's queue in this process and gives its worker back. The first
- * one to find nobody leading becomes the leader: it takes every sale waiting
- * (up to batch-max), locks the row (SELECT ... FOR UPDATE), serves them in
- * arrival order while they fit - a sale that does not fit whole is sold out,
- * never partly sold - writes the new count once, records one ledger row per
- * sale in one INSERT, commits, and only then answers each of them. Then it
- * leads the batch that gathered meanwhile, until the queue is empty. No
- * timer: while one transaction is in flight the next batch forms by itself,
- * so a lone request pays nothing extra. Exact, because a batch commits whole
- * or not at all; safe across instances, because every instance's batches
- * still take the row lock in turn.
+ * that product's queue in this process and gives its worker back
+ * (combine.h); the leader takes every sale waiting (up to batch-max), locks
+ * the row (SELECT ... FOR UPDATE), serves them in arrival order while they
+ * fit - a sale that does not fit whole is sold out, never partly sold -
+ * writes the new count once, records one ledger row per sale in one INSERT,
+ * commits, and only then answers each of them. No timer: while one
+ * transaction is in flight the next batch forms by itself, so a lone
+ * request pays nothing extra. Exact, because a batch commits whole or not
+ * at all; safe across instances, because every instance's batches still
+ * take the row lock in turn.
  *
  * The price: a sale waits for its whole batch's transaction; one failure
  * fails the whole batch (every sale in it gets the same 503, or
  * outcome_unknown when the COMMIT's reply was lost); and hold_ms / pause_ms
  * are spent once per batch, inside the transaction - the longest asked for.
  */
-#include "config.h"
+#include "combine.h"
 #include "metrics.h"
 #include "mysql_sale.h"
 #include "sale.h"
@@ -32,116 +31,14 @@
 #include "worker.h"
 
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* One sale, waiting for a batch or in one. */
-struct sale {
-    const struct deduct_request *rq; /* rq->later answers it */
-    struct deduct_reply *out;
-    long long deadline_ms;
-    st_result result;
-    char message[256]; /* as long as a worker's error */
-    struct sale *next;
-};
-
-/* The sales of one product waiting for a transaction. */
-struct queue {
-    int product;
-    int led; /* a worker is leading its batches */
-    struct sale *head, *tail;
-    struct queue *next; /* in its shard */
-};
-
-/* Products spread over shards, each with its own lock, so that sales of
- * different products never wait for each other here. */
-#define SHARDS 64
-static struct shard {
-    pthread_mutex_t lock;
-    struct queue *queues; /* guarded by `lock`, as is everything in them */
-} shards[SHARDS] = {[0 ... SHARDS - 1] = {PTHREAD_MUTEX_INITIALIZER, NULL}};
-
-static struct shard *shard_of(int product)
-{
-    return &shards[(unsigned)product % SHARDS];
-}
-
-/* The product's queue in `sh`, made if needed; NULL when out of memory. */
-static struct queue *queue_of(struct shard *sh, int product)
-{
-    for (struct queue *q = sh->queues; q; q = q->next)
-        if (q->product == product)
-            return q;
-    struct queue *q = calloc(1, sizeof *q);
-    if (q) {
-        q->product = product;
-        q->next = sh->queues;
-        sh->queues = q;
-    }
-    return q;
-}
-
-static void drop_queue(struct shard *sh, struct queue *q)
-{
-    struct queue **at = &sh->queues;
-    while (*at != q)
-        at = &(*at)->next;
-    *at = q->next;
-    free(q);
-}
-
-/* Answers `s` and frees it: its request, reply and answer are gone after. */
-static void answer(struct sale *s)
-{
-    s->rq->later->answer(s->rq->later, s->result, s->message);
-    free(s);
-}
-
-static void answer_all(struct sale *chain)
-{
-    for (struct sale *s = chain, *next; s; s = next) {
-        next = s->next;
-        answer(s);
-    }
-}
-
-/*
- * Takes the next batch off `q`: up to batch-max sales in arrival order. Sales
- * whose deadline passed while they waited go to *expired instead (they are
- * answered timeout: nothing was done for them). Call with the shard locked.
- */
-static int take_batch(struct queue *q, struct sale **batch, struct sale **expired)
-{
-    struct sale **batch_end = batch, **expired_end = expired;
-    int n = 0;
-    long long now = monotonic_ms();
-    while (q->head && n < config.batch_max) {
-        struct sale *s = q->head;
-        q->head = s->next;
-        s->next = NULL;
-        long long deadline = effective_deadline(s->deadline_ms);
-        if (deadline && now >= deadline) {
-            s->result = ST_TIMEOUT;
-            snprintf(s->message, sizeof s->message, "the deadline passed in the batch queue");
-            *expired_end = s;
-            expired_end = &s->next;
-            continue;
-        }
-        *batch_end = s;
-        batch_end = &s->next;
-        n++;
-    }
-    if (!q->head)
-        q->tail = NULL;
-    return n;
-}
-
 /* The longest hold and pause any sale of the batch asked for. */
-static struct deduct_request batch_wait(const struct sale *batch)
+static struct deduct_request batch_wait(const struct combined_sale *batch)
 {
     struct deduct_request wait = {0};
-    for (const struct sale *s = batch; s; s = s->next) {
+    for (const struct combined_sale *s = batch; s; s = s->next) {
         if (s->rq->hold_ms > wait.hold_ms)
             wait.hold_ms = s->rq->hold_ms;
         if (s->rq->pause_ms > wait.pause_ms)
@@ -152,11 +49,11 @@ static struct deduct_request batch_wait(const struct sale *batch)
 
 /* Serves the batch from `count` in arrival order, writes what was sold and
  * its ledger rows, and commits (the row is locked, the transaction open). */
-static st_result serve(struct worker *w, int product, struct sale *batch, int n, long long count,
-                       long long epoch)
+static st_result serve(struct worker *w, int product, struct combined_sale *batch, int n,
+                       long long count, long long epoch)
 {
     json_t *sold = json_array();
-    for (struct sale *s = batch; s; s = s->next) {
+    for (struct combined_sale *s = batch; s; s = s->next) {
         *s->out = (struct deduct_reply){.attempts = 1, .batch = n};
         if (s->rq->qty <= count) {
             count -= s->rq->qty;
@@ -194,11 +91,10 @@ static st_result serve(struct worker *w, int product, struct sale *batch, int n,
 /* One transaction for the whole batch. On failure every sale in it gets
  * the same answer: nothing of the batch was applied (or, with
  * ST_OUTCOME_UNKNOWN, all of it may have been). */
-static void run_batch(struct worker *w, int product, struct sale *batch, int n)
+static void run_batch(struct worker *w, int product, struct combined_sale *batch, int n)
 {
     struct deduct_request wait = batch_wait(batch);
     struct sql_outcome row;
-    w->error[0] = '\0';
     st_result r = sql_begin(w);
     if (r == ST_OK)
         r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(product)), &row);
@@ -210,62 +106,17 @@ static void run_batch(struct worker *w, int product, struct sale *batch, int n)
     } else {
         sql_rollback(w);
     }
-    metrics_batch(n);
-    for (struct sale *s = batch; r != ST_OK && s; s = s->next) {
-        s->result = r;
-        snprintf(s->message, sizeof s->message, "%s", w->error);
-    }
+    metrics_batch(strategy_index(batch->rq->strategy), n);
+    if (r != ST_OK)
+        combined_fail_all(w, batch, r);
 }
 
-/* Leads `q`'s batches, one transaction each, until nothing waits. */
-static void lead(struct worker *w, struct shard *sh, struct queue *q)
-{
-    for (;;) {
-        struct sale *batch = NULL, *expired = NULL;
-        pthread_mutex_lock(&sh->lock);
-        int n = take_batch(q, &batch, &expired);
-        int product = q->product;
-        if (n == 0 && !expired) {
-            drop_queue(sh, q); /* the next sale of the product starts a queue afresh */
-            pthread_mutex_unlock(&sh->lock);
-            return;
-        }
-        pthread_mutex_unlock(&sh->lock);
-        answer_all(expired);
-        if (n) {
-            run_batch(w, product, batch, n);
-            answer_all(batch);
-        }
-    }
-}
+static const struct combiner one_transaction = {.run = run_batch};
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
-    struct sale *s = calloc(1, sizeof *s);
-    struct shard *sh = shard_of(rq->product);
-    pthread_mutex_lock(&sh->lock);
-    struct queue *q = s ? queue_of(sh, rq->product) : NULL;
-    int leads = 0;
-    if (q) {
-        *s = (struct sale){.rq = rq, .out = out, .deadline_ms = w->deadline_ms};
-        if (q->tail)
-            q->tail->next = s;
-        else
-            q->head = s;
-        q->tail = s;
-        leads = !q->led;
-        q->led = 1;
-    }
-    pthread_mutex_unlock(&sh->lock);
-    if (!q) {
-        free(s);
-        rq->later->answer(rq->later, ST_BACKEND_UNAVAILABLE, "sql-batch: out of memory");
-    } else if (leads) {
-        lead(w, sh, q);
-    }
-    return ST_LATER;
+    return combine(&one_transaction, w, rq, out);
 }
-
 const struct strategy strategy_sql_batch = {
     .name = "sql-batch",
     .store = &store_mysql,

@@ -26,6 +26,7 @@ struct worker {
     void *links[BACKEND_COUNT]; /* each backend's connections, NULL until used */
     long long deadline_ms;      /* the running request's deadline, 0: none      */
     unsigned int seed;          /* backoff jitter, per thread                   */
+    int must_not_block;         /* an HTTP thread's: it may queue work, never wait */
     char error[256];            /* detail of the last failed result             */
 };
 

@@ -15,7 +15,9 @@
  *   - a request whose deadline passes while it waits for a worker, or for a
  *     lock, answers 503 timeout and changes nothing;
  *   - a sale whose reply Redis never sent in time answers 503
- *     outcome_unknown, and the ledger stays the truth.
+ *     outcome_unknown, and the ledger stays the truth;
+ *   - lua sales that arrive while Redis is busy wait holding no worker and
+ *     go to Redis together, in one pipelined write.
  * Each test starts its own stockd with the settings it needs.
  */
 #include "harness.h"
@@ -33,6 +35,7 @@ enum {
     PRODUCT_QUEUED = 9004,
     PRODUCT_LOCK_WAIT = 9005,
     PRODUCT_UNKNOWN_OUTCOME = 9006,
+    PRODUCT_PIPELINE = 9007,
 };
 
 #define BUSY "stockd_workers_busy"
@@ -318,6 +321,72 @@ static int start_short_io_timeout(void **state)
     return start_with(args);
 }
 
+/* Puts Redis to sleep for `seconds` (redis-cli DEBUG SLEEP, in the
+ * background) and returns once it no longer answers a PING within 200 ms:
+ * asleep, with most of its sleep left. pclose() waits for the sleep's end. */
+static FILE *put_redis_to_sleep(int seconds)
+{
+    char command[128];
+    snprintf(command, sizeof command,
+             "exec redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" DEBUG SLEEP %d", seconds);
+    fflush(NULL);
+    FILE *sleeper = popen(command, "r");
+    assert_non_null(sleeper);
+    long long deadline = now_ms() + SETTLE_MS;
+    while (system("timeout 0.2 redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" PING "
+                  ">/dev/null 2>&1") == 0 &&
+           now_ms() < deadline)
+        ;
+    return sleeper;
+}
+
+static void wait_for_redis_to_wake(FILE *sleeper)
+{
+    char out[256];
+    size_t n = fread(out, 1, sizeof out - 1, sleeper); /* until the sleep is over */
+    out[n] = '\0';
+    assert_int_equal(pclose(sleeper), 0);
+}
+
+/* ------------------------------------------------- the lua pipeline */
+
+#define PIPELINED 8
+
+/* Redis sleeps with one lua sale in its socket. The sales that arrive
+ * meanwhile wait in the pipeline's queue holding no worker (only the
+ * leader's is busy), and go to Redis together once it wakes: every one
+ * sold, each exactly once. */
+static void test_waiting_sales_share_one_pipeline(void **state)
+{
+    (void)state;
+    reset(PRODUCT_PIPELINE, 100);
+    expect_deduct("lua", PRODUCT_PIPELINE, NULL, 200, ""); /* Redis knows the script */
+    FILE *sleeper = put_redis_to_sleep(2);
+    struct background sales[PIPELINED];
+    for (int i = 0; i < PIPELINED; i++)
+        start_background(&sales[i], "lua", PRODUCT_PIPELINE, 0);
+    /* All of them in flight (and this scrape): */
+    assert_int_equal(wait_metric("stockd_in_flight_requests", PIPELINED + 1, SETTLE_MS), 0);
+    double busy = metric(BUSY);
+    wait_for_redis_to_wake(sleeper);
+
+    long long largest = 0;
+    for (int i = 0; i < PIPELINED; i++) {
+        assert_int_equal(finish_background(&sales[i]), 200);
+        long long batch = json_int_member(sales[i].reply.json, "batch");
+        largest = batch > largest ? batch : largest;
+        http_reply_free(&sales[i].reply);
+    }
+    fprintf(stderr, "%d lua sales while Redis slept: %g worker(s) busy, largest batch %lld\n",
+            PIPELINED, busy, largest);
+    assert_true(busy <= 1);
+    /* However the first batch was cut, the rest waited and went together. */
+    assert_true(largest >= PIPELINED / 2);
+    struct account a = account(PRODUCT_PIPELINE);
+    assert_int_equal(a.redis.sold, 1 + PIPELINED);
+    assert_int_equal(a.redis.remaining, 100 - 1 - PIPELINED);
+}
+
 /* Redis sleeps with the sale in its socket; stockd gives up on the reply
  * after 300 ms; Redis wakes and runs the sale. The client was told the
  * outcome is unknown, and the ledger has the sale. */
@@ -329,22 +398,9 @@ static void test_lost_reply_is_outcome_unknown(void **state)
     reset(PRODUCT_UNKNOWN_OUTCOME, 10);
     expect_deduct("lua", PRODUCT_UNKNOWN_OUTCOME, NULL, 200, "");
     reset(PRODUCT_UNKNOWN_OUTCOME, 10);
-    fflush(NULL);
-    FILE *sleeper =
-        popen("exec redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" DEBUG SLEEP 3", "r");
-    assert_non_null(sleeper);
-    /* Until Redis stops answering a PING within 200 ms: it is asleep, with
-     * well over a second of its sleep left. */
-    long long deadline = now_ms() + SETTLE_MS;
-    while (system("timeout 0.2 redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" PING "
-                  ">/dev/null 2>&1") == 0 &&
-           now_ms() < deadline)
-        ;
+    FILE *sleeper = put_redis_to_sleep(3);
     expect_deduct("lua", PRODUCT_UNKNOWN_OUTCOME, NULL, 503, "outcome_unknown");
-    char out[256];
-    size_t n = fread(out, 1, sizeof out - 1, sleeper); /* until the sleep is over */
-    out[n] = '\0';
-    assert_int_equal(pclose(sleeper), 0);
+    wait_for_redis_to_wake(sleeper);
     struct account a = account(PRODUCT_UNKNOWN_OUTCOME);
     assert_int_equal(a.redis.sold, 1);
     assert_int_equal(a.redis.remaining, 9);
@@ -366,6 +422,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadline_passed_waiting_for_a_lock,
                                         start_short_deadline, stop_stockd),
         cmocka_unit_test_setup_teardown(test_lost_reply_is_outcome_unknown, start_short_io_timeout,
+                                        stop_stockd),
+        cmocka_unit_test_setup_teardown(test_waiting_sales_share_one_pipeline, start_plain,
                                         stop_stockd),
     };
     return cmocka_run_group_tests_name("serving", tests, http_group_setup, stockd_group_teardown);

@@ -6,6 +6,7 @@ import unittest
 
 from fakestockd import document, strategy
 from lab import facts, gate, jmeter, plan
+from lab.bench import mean_batch
 from lab.outcomes import Outcomes, classify, ledger_problem
 
 SETTINGS = {"lock_wait_ms": 5000}
@@ -154,6 +155,13 @@ class BenchAndBoundTest(unittest.TestCase):
         gate.mark_driver_bound(rows, 1000.0)
         self.assertEqual([r["driver_bound"] for r in rows], [None, True, True, False, None])
         self.assertEqual(rows[1]["throughput_vs_ceiling"], 0.85)
+
+
+class MeanBatchTest(unittest.TestCase):
+    def test_sales_per_batch_between_two_readings(self):
+        self.assertEqual(mean_batch((100.0, 10.0), (1100.0, 50.0)), 25.0)
+        self.assertIsNone(mean_batch((100.0, 10.0), (100.0, 10.0)))  # no batch meanwhile
+        self.assertIsNone(mean_batch(None, (5.0, 1.0)))  # the strategy does not batch
 
 
 if __name__ == "__main__":
