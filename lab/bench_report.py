@@ -36,17 +36,23 @@ COLUMNS = [
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 
 
+def charted(rows):
+    """The rows the charts draw: not the /metrics cost rows (two runs of one strategy
+    at one concurrency, scraped and not: the table shows them)."""
+    return [r for r in rows if r["kind"] != "scrape"]
+
+
 def series(rows):
-    """The distinct names in order of appearance, raw limits first."""
+    """The distinct names of the charted rows in order of appearance, raw limits first."""
     names = []
-    for r in sorted(rows, key=lambda r: r["kind"] != "raw"):
+    for r in sorted(charted(rows), key=lambda r: r["kind"] != "raw"):
         if r["name"] not in names:
             names.append(r["name"])
     return names
 
 
 def concurrencies(rows):
-    return sorted({r["concurrency"] for r in rows})
+    return sorted({r["concurrency"] for r in charted(rows)})
 
 
 def expectations(rows):
@@ -75,7 +81,7 @@ def cell_html(r, f):
 def render(rows, params):
     failed = [(r["label"], r["reason"]) for r in rows if r.get("verdict") != "pass"]
     names, xs = series(rows), concurrencies(rows)
-    by = {(r["name"], r["concurrency"]): r for r in rows}
+    by = {(r["name"], r["concurrency"]): r for r in charted(rows)}
     colours = {n: h.palette(i, len(names)) for i, n in enumerate(names)}
     raw = {r["name"] for r in rows if r["kind"] == "raw"}
 

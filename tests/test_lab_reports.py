@@ -84,6 +84,15 @@ class ReportsTest(unittest.TestCase):
         self.assertEqual(page.count('<g class="series"'), 4)
         self.assertIn('class="verdict-banner pass"', page)
 
+    def test_bench_report_charts_leave_the_scrape_rows_to_the_table(self):
+        rows = bench_rows()
+        for scraped in ("alpha, not scraped", "alpha, /metrics every 1 s"):
+            rows.append(dict(rows[-1], label=f"{scraped} c=16", name=scraped, kind="scrape",
+                             limit="scraped"))
+        page = bench_report.render(rows, {"conns": [1, 16]})
+        self.assertEqual(self.check(page, bench_report.expectations(rows)), [])
+        self.assertEqual(page.count('<g class="series"'), 4)  # 2 lines x 2 charts
+
     def test_checks_catch_what_is_wrong(self):
         rows = compare_rows()
         page = compare_report.render(rows, {})
