@@ -185,6 +185,27 @@ void http_thread_done(void)
     thread_handle = NULL;
 }
 
+static void *send_in_background(void *arg)
+{
+    struct background *b = arg;
+    http_call("POST", b->path, NULL, &b->reply);
+    http_thread_done();
+    return NULL;
+}
+
+void start_background(struct background *b, const char *strategy, int product, const char *query)
+{
+    snprintf(b->path, sizeof b->path, "/stock/deduct/%s?product=%d%s%s", strategy, product,
+             query ? "&" : "", query ? query : "");
+    assert_int_equal(pthread_create(&b->thread, NULL, send_in_background, b), 0);
+}
+
+long finish_background(struct background *b)
+{
+    pthread_join(b->thread, NULL);
+    return b->reply.status;
+}
+
 /* The asserting core of every helper below: an HTTP answer, JSON, an object. */
 static void call_json(const char *method, const char *path, const char *body, long *status,
                       json_t **json)
@@ -844,6 +865,11 @@ static int stack_command(const char *command, const char *name)
 int stack_stop_one(const char *name)
 {
     return stack_command("stop-one", name);
+}
+
+int stack_kill_one(const char *name)
+{
+    return stack_command("kill-one", name);
 }
 
 int stack_start_one(const char *name)

@@ -34,6 +34,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 /* ------------------------------------------------------------- time */
@@ -118,6 +119,20 @@ void http_reply_free(struct http_reply *reply);
 /* Releases the calling thread's connection (each thread that used
  * http_call() calls this before it ends). */
 void http_thread_done(void);
+
+/* A sale sent from a thread of its own, collected later. */
+struct background {
+    pthread_t thread;
+    char path[192];
+    struct http_reply reply;
+};
+
+/* Sends POST /stock/deduct/{strategy}?product=P[&query] from a new thread. */
+void start_background(struct background *b, const char *strategy, int product, const char *query);
+
+/* Waits for the sale; its status, with the reply kept in b->reply (the
+ * caller frees it). */
+long finish_background(struct background *b);
 
 /*
  * The asserting forms: the request must get an HTTP answer whose
@@ -262,6 +277,8 @@ int wait_metric(const char *series, double at_least, long timeout_ms);
  * 0 on success, else -1 after printing why. start-one returns once the
  * backend answers, and leaves a running backend alone. */
 int stack_stop_one(const char *name);
+/* scripts/stack.sh kill-one NAME: kill -9, a crash (start-one brings it back). */
+int stack_kill_one(const char *name);
 int stack_start_one(const char *name);
 
 /* Runs `redis-cli ARGS` against the stack's main Redis and copies its

@@ -14,6 +14,8 @@
  *   - after a backend restart, no worker answers 503 because of a
  *     connection left over from before the restart: every worker sells
  *     again at once (a 503 means "a backend is down", and it no longer is);
+ *   - a batch of sales that shares one transaction fails whole when MariaDB
+ *     dies under it: every sale in it answers 503, none is in the ledger;
  * and, with a stockd of its own: SIGTERM while a sale is held in its
  * critical section lets that sale finish with 200, and stockd exits 0; the
  * sale is in the ledger after a restart.
@@ -31,6 +33,7 @@ enum {
     PRODUCT_LOCK = 8603,  /* sold by redis-lock: needs both   */
     PRODUCT_WARM = 8604,  /* load that touches every worker   */
     PRODUCT_GRACEFUL = 8605,
+    PRODUCTS_BATCH = 8610, /* + the strategy's index */
 };
 
 /* Requests that reach every stockd worker: the driver keeps as many
@@ -38,6 +41,7 @@ enum {
  * a free worker. */
 #define WARM_THREADS STOCKD_THREADS
 #define WARM_REQUESTS 64
+#define SETTLE_MS 10000
 
 static const char *state_of(const json_t *health, const char *backend)
 {
@@ -224,37 +228,69 @@ static int back_to_normal(void **state)
     return redis == 0 && mysql == 0 && stopped == 0 && started == 0 ? 0 : -1;
 }
 
+/* ------------------------------------------------ a batch that fails */
+
+#define WAITING 3
+
+/*
+ * For every strategy that spends hold_ms once per batch (its "hold" in
+ * /strategies): a first sale holds its batch's transaction open 1 s, three
+ * more join the queue meanwhile and form the next batch, which holds its
+ * transaction open 2 s (hold_ms and pause_ms). MariaDB is killed inside
+ * that window. The first sale sold; every sale of the failed batch gets
+ * the same 503 backend_unavailable, and none of them is in the ledger.
+ */
+static void expect_batch_fails_whole(const json_t *s, int index)
+{
+    if (strcmp(json_str_member(s, "hold"), "per_batch") != 0)
+        return;
+    const char *name = json_str_member(s, "name");
+    int product = PRODUCTS_BATCH + index;
+    reset(product, 100);
+    struct background first, next[WAITING];
+    start_background(&first, name, product, "hold_ms=1000");
+    assert_int_equal(wait_metric("stockd_in_flight_requests", 2, SETTLE_MS), 0);
+    for (int i = 0; i < WAITING; i++)
+        start_background(&next[i], name, product, "hold_ms=1000&pause_ms=1000");
+    assert_int_equal(wait_metric("stockd_in_flight_requests", 2 + WAITING, SETTLE_MS), 0);
+    assert_int_equal(finish_background(&first), 200); /* the next batch starts now */
+    http_reply_free(&first.reply);
+    assert_int_equal(stack_kill_one("mysql"), 0);
+    for (int i = 0; i < WAITING; i++) {
+        assert_int_equal(finish_background(&next[i]), 503);
+        assert_string_equal(reply_word(&next[i].reply), "backend_unavailable");
+        http_reply_free(&next[i].reply);
+    }
+    assert_int_equal(stack_start_one("mysql"), 0);
+    expect_sold(product, "mysql", 1);
+}
+
+static void test_a_failed_batch_fails_every_sale_in_it(void **state)
+{
+    (void)state;
+    for_each_strategy(expect_batch_fails_whole);
+}
+
 /* ------------------------------------------------------- orderly stop */
 
 /* How long the sale stays in its critical section, and when SIGTERM comes. */
 #define HELD_MS 500
 #define SIGNAL_AFTER_MS 200
 
-static void *held_sale(void *arg)
-{
-    struct http_reply *reply = arg;
-    char path[96];
-    snprintf(path, sizeof path, "/stock/deduct/sql?product=%d&hold_ms=%d", PRODUCT_GRACEFUL,
-             HELD_MS);
-    http_call("POST", path, NULL, reply);
-    http_thread_done();
-    return NULL;
-}
-
 static void test_sigterm_finishes_requests_in_flight(void **state)
 {
     (void)state;
     reset(PRODUCT_GRACEFUL, 5);
-    struct http_reply reply;
-    pthread_t sale;
-    assert_int_equal(pthread_create(&sale, NULL, held_sale, &reply), 0);
+    struct background sale;
+    char held[32];
+    snprintf(held, sizeof held, "hold_ms=%d", HELD_MS);
+    start_background(&sale, "sql", PRODUCT_GRACEFUL, held);
     sleep_ms(SIGNAL_AFTER_MS);
     int stopped = stockd_stop(); /* SIGTERM, then the exit status */
-    pthread_join(sale, NULL);
-    long status = reply.status;
+    long status = finish_background(&sale);
     if (status != 200)
-        print_error("the held sale got %ld %s\n", status, reply.failure);
-    http_reply_free(&reply);
+        print_error("the held sale got %ld %s\n", status, sale.reply.failure);
+    http_reply_free(&sale.reply);
     assert_int_equal(status, 200);
     assert_int_equal(stopped, 0);
 
@@ -270,6 +306,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mysql_outage, back_to_normal),
         cmocka_unit_test_teardown(test_workers_survive_redis_restart, back_to_normal),
         cmocka_unit_test_teardown(test_workers_survive_mysql_restart, back_to_normal),
+        cmocka_unit_test_teardown(test_a_failed_batch_fails_every_sale_in_it, back_to_normal),
     };
     const struct CMUnitTest stopping[] = {
         cmocka_unit_test(test_sigterm_finishes_requests_in_flight),

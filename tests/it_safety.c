@@ -52,20 +52,6 @@ static int stop_stockd(void **state)
 
 /* ------------------------------------------------------- reset epochs */
 
-struct held_sale {
-    pthread_t thread;
-    char path[160];
-    struct http_reply reply;
-};
-
-static void *sell(void *arg)
-{
-    struct held_sale *s = arg;
-    http_call("POST", s->path, NULL, &s->reply);
-    http_thread_done();
-    return NULL;
-}
-
 /*
  * Starts a sale of `product` with `strategy` that waits `knob`=WINDOW_MS
  * between its read and its write, resets the product to 10 while it waits,
@@ -75,14 +61,14 @@ static void *sell(void *arg)
 static struct http_reply sale_across_a_reset(const char *strategy, int product, const char *knob)
 {
     reset(product, 100);
-    struct held_sale s;
-    snprintf(s.path, sizeof s.path, "/stock/deduct/%s?product=%d&%s=%d", strategy, product, knob,
-             WINDOW_MS);
-    assert_int_equal(pthread_create(&s.thread, NULL, sell, &s), 0);
+    struct background s;
+    char query[32];
+    snprintf(query, sizeof query, "%s=%d", knob, WINDOW_MS);
+    start_background(&s, strategy, product, query);
     assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
     sleep_ms(RESET_AFTER_MS); /* the sale has read: a few ms of its 1000 ms window */
     reset(product, 10);
-    pthread_join(s.thread, NULL);
+    finish_background(&s);
 
     const json_t *st = find_strategy(strategy);
     struct account a = account(product);

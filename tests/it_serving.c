@@ -45,36 +45,6 @@ enum {
 
 /* ------------------------------------------------------------ helpers */
 
-/* A request sent from a thread of its own, collected later. */
-struct background {
-    pthread_t thread;
-    char path[160];
-    struct http_reply reply;
-};
-
-static void *send_in_background(void *arg)
-{
-    struct background *b = arg;
-    http_call("POST", b->path, NULL, &b->reply);
-    http_thread_done();
-    return NULL;
-}
-
-/* Sends POST /stock/deduct/{strategy}?product=P&hold_ms=H from a thread. */
-static void start_background(struct background *b, const char *strategy, int product, int hold_ms)
-{
-    snprintf(b->path, sizeof b->path, "/stock/deduct/%s?product=%d&hold_ms=%d", strategy, product,
-             hold_ms);
-    assert_int_equal(pthread_create(&b->thread, NULL, send_in_background, b), 0);
-}
-
-/* Waits for the request; its status, with the reply kept in b->reply. */
-static long finish_background(struct background *b)
-{
-    pthread_join(b->thread, NULL);
-    return b->reply.status;
-}
-
 static int start_with(const char *const *args)
 {
     return stockd_start(args) == 0 ? 0 : -1;
@@ -146,7 +116,7 @@ static void test_stopping_refuses_and_closes(void **state)
     http_call("GET", "/strategies", NULL, &warm);
     http_reply_free(&warm);
     struct background held;
-    start_background(&held, "sql", PRODUCT_HELD, 1000);
+    start_background(&held, "sql", PRODUCT_HELD, "hold_ms=1000");
     assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
 
     stockd_signal_stop();
@@ -202,7 +172,7 @@ static void test_introspection_answers_while_workers_are_held(void **state)
     reset(PRODUCT_QUEUE, 100);
     struct background holders[HOLDERS];
     for (int i = 0; i < HOLDERS; i++) /* lua's hold keeps its worker, no lock */
-        start_background(&holders[i], "lua", PRODUCT_QUEUE, 1000);
+        start_background(&holders[i], "lua", PRODUCT_QUEUE, "hold_ms=1000");
     assert_int_equal(wait_metric(BUSY, atoi(FEW_WORKERS), SETTLE_MS), 0);
     assert_int_equal(wait_metric(QUEUED, HOLDERS - atoi(FEW_WORKERS), SETTLE_MS), 0);
 
@@ -241,7 +211,7 @@ static void test_full_queue_answers_overloaded(void **state)
     reset(PRODUCT_QUEUE, 100);
     struct background accepted[4]; /* 2 running, then 2 queued */
     for (int i = 0; i < 4; i++) {
-        start_background(&accepted[i], "lua", PRODUCT_QUEUE, 1000);
+        start_background(&accepted[i], "lua", PRODUCT_QUEUE, "hold_ms=1000");
         assert_int_equal(
             i < 2 ? wait_metric(BUSY, i + 1, SETTLE_MS) : wait_metric(QUEUED, i - 1, SETTLE_MS), 0);
     }
@@ -277,7 +247,7 @@ static void test_deadline_passed_in_the_queue(void **state)
     reset(PRODUCT_QUEUE, 100);
     reset(PRODUCT_QUEUED, 100);
     struct background first;
-    start_background(&first, "lua", PRODUCT_QUEUE, 1000);
+    start_background(&first, "lua", PRODUCT_QUEUE, "hold_ms=1000");
     assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
     /* Waits for the only worker for ~1 s, well past its 400 ms deadline. */
     expect_deduct("lua", PRODUCT_QUEUED, NULL, 503, "timeout");
@@ -300,7 +270,7 @@ static void test_deadline_passed_waiting_for_a_lock(void **state)
     (void)state;
     reset(PRODUCT_LOCK_WAIT, 100);
     struct background holder;
-    start_background(&holder, "redis-lock", PRODUCT_LOCK_WAIT, 1000);
+    start_background(&holder, "redis-lock", PRODUCT_LOCK_WAIT, "hold_ms=1000");
     assert_int_equal(wait_metric(BUSY, 1, SETTLE_MS), 0);
     /* lock-wait-ms is 10 s here: the request's own 500 ms deadline ends
      * its wait for the holder's 1 s, as a timeout, not as busy. */
@@ -364,7 +334,7 @@ static void test_waiting_sales_share_one_pipeline(void **state)
     FILE *sleeper = put_redis_to_sleep(2);
     struct background sales[PIPELINED];
     for (int i = 0; i < PIPELINED; i++)
-        start_background(&sales[i], "lua", PRODUCT_PIPELINE, 0);
+        start_background(&sales[i], "lua", PRODUCT_PIPELINE, NULL);
     /* All of them in flight (and this scrape): */
     assert_int_equal(wait_metric("stockd_in_flight_requests", PIPELINED + 1, SETTLE_MS), 0);
     double busy = metric(BUSY);
