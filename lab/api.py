@@ -4,6 +4,7 @@ answered (the X-Stockd-Instance header of every reply)."""
 
 import http.client
 import json
+import os
 import re
 import time
 
@@ -31,6 +32,11 @@ class Reply:
 class Api:
     def __init__(self, host, port, token=None, timeout=10):
         self.host, self.port, self.token, self.timeout = host, port, token, timeout
+
+    @classmethod
+    def with_admin_token(cls, host, port):
+        """A run's client: its resets carry STOCKD_ADMIN_TOKEN when that is set."""
+        return cls(host, port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
 
     def where(self):
         return f"{self.host}:{self.port}"

@@ -18,7 +18,6 @@ Chromium; prints the table and the elapsed time.
 concurrency, one second per row."""
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -26,11 +25,11 @@ import time
 from . import bench_report, browser, facts as facts_mod, raw, sources, tables, wrk
 from .api import Api
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, write_text)
+                     elapsed_line, make_out_dir, now_iso, write_text)
 from .compare import check_needs
 from .gate import bench_verdict
 from .outcomes import Outcomes
-from .service import Service, StaticServer, run_dir, stack_env
+from .service import Service, StaticServer, run_dir, run_guarded, stack_env
 
 STOCK = 1_000_000_000
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
@@ -313,15 +312,11 @@ def main(argv):
     args = parse_args(argv)
     say = Progress("bench")
     t0 = time.time()
-    api = Api(args.host, args.port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
+    api = Api.with_admin_token(args.host, args.port)
     service = Service(api, 1, say)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
     started = now_iso()
-    try:
+
+    def work():
         ensure_writable(args.results_dir)
         service.ensure()
         facts = facts_mod.parse(api.strategies().body)
@@ -342,15 +337,12 @@ def main(argv):
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",
                   "stockd_started_by_bench": service.started}
         page = write_outputs(out_dir, rows, params)
-        found = browser.check(page, bench_report.expectations(rows))
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        service.stop()
+        return rows, page, browser.check(page, bench_report.expectations(rows))
+
+    status, done = run_guarded(say, service, work)
+    if status is not None:
+        return status
+    rows, page, found = done
     print(tables.text_table(rows, bench_report.TABLE))
     print()
     failed = [r for r in rows if r["verdict"] != "pass"]
@@ -361,7 +353,7 @@ def main(argv):
     elapsed = time.time() - t0
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; bench.html "
           f"{'checked in Chromium' if not found else 'WRONG'}: {page}")
-    print(f"elapsed {int(elapsed // 60)}m{int(elapsed % 60):02d}s")
+    print(elapsed_line(elapsed))
     return 1 if failed or found else 0
 
 

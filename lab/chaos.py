@@ -29,7 +29,6 @@ stopped, with shorter phases, each under a safe strategy of each store and the f
 of the lock zoo."""
 
 import os
-import signal
 import sys
 import time
 
@@ -37,9 +36,9 @@ from . import facts as facts_mod, faults as faults_mod, tables
 from .api import Api
 from .chaos_gate import RECOVER_S, Timeline, figures, problems
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, tail, write_text)
+                     elapsed_line, make_out_dir, now_iso, tail, write_text)
 from .load import Load
-from .service import Service, stack_env
+from .service import Service, run_guarded, stack_env
 
 STOCK = 1_000_000_000
 SETTLE_S = 15
@@ -252,7 +251,7 @@ def report(rows, out_dir, params, elapsed):
     for r in failed:
         print(f"FAIL {r['fault']} / {r['strategy']}: {r['reason']}")
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; results in {out_dir}")
-    print(f"elapsed {int(elapsed // 60)}m{int(elapsed % 60):02d}s")
+    print(elapsed_line(elapsed))
     return 1 if failed or not rows else 0
 
 
@@ -260,15 +259,11 @@ def main(argv):
     args = parse_args(argv)
     say = Progress("chaos")
     t0 = time.time()
-    api = Api(args.host, args.port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
+    api = Api.with_admin_token(args.host, args.port)
     service = Service(api, 1, say, stockd_options(args))
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
     started = now_iso()
-    try:
+
+    def work():
         ensure_writable(args.results_dir)
         if api.answers():
             raise SetupError(f"something answers at {api.where()}: the chaos run starts its own "
@@ -293,15 +288,12 @@ def main(argv):
                   "recover_s": RECOVER_S, "stock": STOCK,
                   "quick": args.quick, "settings": facts.settings}
         write_outputs(out_dir, rows, params)
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        service.stop()
-    return report(rows, out_dir, params, time.time() - t0)
+        return rows, out_dir, params
+
+    status, done = run_guarded(say, service, work)
+    if status is not None:
+        return status
+    return report(*done, time.time() - t0)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,11 @@ def tail(path, n=20):
         return "(no log)"
 
 
+def elapsed_line(seconds):
+    """How long a run took, as its last line says it: "elapsed 4m05s"."""
+    return f"elapsed {int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
 def now_iso():
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 

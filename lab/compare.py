@@ -36,7 +36,6 @@ Every flag also reads an environment variable (so `make compare THREADS=20` work
 an empty value means the default."""
 
 import os
-import signal
 import sys
 import time
 
@@ -46,7 +45,7 @@ from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_wri
                      make_out_dir, now_iso, slug, tail, write_text)
 from .gate import compare_verdict, mark_driver_bound
 from .prometheus import SCRAPE_S, Prometheus
-from .service import Service
+from .service import Service, run_guarded
 
 
 def parse_args(argv):
@@ -259,15 +258,11 @@ def kept(api, service):
 def main(argv):
     args = parse_args(argv)
     say = Progress("compare")
-    api = Api(args.host, args.port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
+    api = Api.with_admin_token(args.host, args.port)
     service = Service(api, args.instances, say)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
     started = now_iso()
-    try:
+
+    def work():
         ensure_writable(args.results_dir)
         service.ensure()
         say(f"watch it live: http://{api.where()}/")
@@ -283,15 +278,12 @@ def main(argv):
         seen = sorted({n for r in rows for n in r["instances_seen"]})
         params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
                             started)
-        path = write_outputs(out_dir, rows, params)
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        service.stop(keep=args.keep_stockd)
+        return rows, write_outputs(out_dir, rows, params), peak, ceiling, seen
+
+    status, done = run_guarded(say, service, work, keep=args.keep_stockd)
+    if status is not None:
+        return status
+    rows, path, peak, ceiling, seen = done
     status = report(rows, path, peak, ceiling)
     if args.keep_stockd:
         print(kept(api, service))

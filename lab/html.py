@@ -6,6 +6,8 @@ g.series per line, table#<id> with one tr.row per row."""
 import html
 import math
 
+from . import tables
+
 CSS = """
 :root { --ink:#1d2433; --muted:#5b6478; --line:#d9dee8; --bg:#f6f7fb; --card:#fff;
         --pass:#1f8a4c; --pass-bg:#e3f5ea; --fail:#c62828; --fail-bg:#fde7e7;
@@ -70,15 +72,7 @@ def esc(v):
 
 
 def fmt(v):
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
+    return tables.cell(v, grouped=True, missing="–")
 
 
 def palette(i, n):

@@ -14,18 +14,17 @@ cannot be made. Writes results/soak-<timestamp>/ (soak.json, soak.csv: the sampl
 and points results/soak-latest at it; prints the samples and the verdict."""
 
 import os
-import signal
 import sys
 import time
 
 from . import facts as facts_mod, tables
 from .api import metric, parse_metrics, Api
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, write_text)
+                     elapsed_line, make_out_dir, now_iso, write_text)
 from .compare import check_needs
 from .load import NO_ANSWER, Load
 from .outcomes import Outcomes
-from .service import Service
+from .service import Service, run_guarded
 
 STOCK = 1_000_000_000
 SETTLE_S = 15
@@ -192,7 +191,7 @@ def report(samples, rows, figures, problems, out_dir, elapsed):
     for p in problems:
         print(f"FAIL {p}")
     print(f"soak {'FAILED' if problems else 'passed'}; results in {out_dir}")
-    print(f"elapsed {int(elapsed // 60)}m{int(elapsed % 60):02d}s")
+    print(elapsed_line(elapsed))
     return 1 if problems else 0
 
 
@@ -200,15 +199,11 @@ def main(argv):
     args = parse_args(argv)
     say = Progress("soak")
     t0 = time.time()
-    api = Api(args.host, args.port, os.environ.get("STOCKD_ADMIN_TOKEN") or None)
+    api = Api.with_admin_token(args.host, args.port)
     service = Service(api, 1, say)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
     started = now_iso()
-    try:
+
+    def work():
         ensure_writable(args.results_dir)
         service.ensure()
         out_dir = make_out_dir(args.results_dir, "soak-", "soak-latest")
@@ -225,15 +220,12 @@ def main(argv):
             {"params": params, "samples": samples, "strategies": rows, "figures": figures,
              "problems": problems, "verdict": "fail" if problems else "pass"}))
         write_text(os.path.join(out_dir, "soak.csv"), tables.csv_text(samples, SAMPLE_FIELDS))
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        service.stop()
-    return report(samples, rows, figures, problems, out_dir, time.time() - t0)
+        return samples, rows, figures, problems, out_dir
+
+    status, done = run_guarded(say, service, work)
+    if status is not None:
+        return status
+    return report(*done, time.time() - t0)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,18 @@ import io
 import json
 
 
-def cell(v):
+def cell(v, grouped=False, missing="-"):
+    """A value as a table shows it: floats to a sensible precision, booleans as
+    yes/no; `grouped` puts thousands separators in numbers of 100 and over."""
     if v is None:
-        return "-"
+        return missing
     if isinstance(v, bool):
         return "yes" if v else "no"
+    sep = "," if grouped else ""
     if isinstance(v, float):
-        return f"{v:.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+        return f"{v:{sep}.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+    if isinstance(v, int):
+        return f"{v:{sep}}"
     return str(v)
 
 

@@ -36,14 +36,7 @@ struct mysql_link {
 
 static struct mysql_link *link_of(struct worker *w)
 {
-    struct mysql_link *link = w->links[BACKEND_MYSQL];
-    if (!link) {
-        link = calloc(1, sizeof *link);
-        if (!link)
-            abort(); /* a few hundred bytes: out of memory is fatal */
-        w->links[BACKEND_MYSQL] = link;
-    }
-    return link;
+    return worker_links(w, BACKEND_MYSQL, sizeof(struct mysql_link), NULL);
 }
 
 static unsigned seconds_from_ms(int ms)

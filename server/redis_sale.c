@@ -22,9 +22,10 @@ void redis_stock_keys(struct redis_stock *k, int product)
     redis_key(k->ledger, "ledger", product, "");
 }
 
-st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
-                            const struct redis_stock *k, const redisReply *reply,
-                            struct deduct_reply *out)
+/* Reads the count out of the reply to GET stock:{P}. */
+static st_result count_reply(struct worker *w, const struct deduct_request *rq,
+                             const struct redis_stock *k, const redisReply *reply,
+                             struct deduct_reply *out)
 {
     long long count;
     if (reply->type == REDIS_REPLY_NIL)
@@ -33,6 +34,36 @@ st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s does not hold an integer",
                            k->stock);
     return count_covers(w, rq, count, out);
+}
+
+/* UNWATCH, best effort: a connection that fails is dropped anyway. */
+static void unwatch(struct worker *w)
+{
+    if (!redis_link_connected(redis_main(w)))
+        return; /* dropped: the WATCH went with the connection */
+    redisReply *reply;
+    const char *argv[] = {"UNWATCH"};
+    if (redis_call(w, &reply, 1, argv) == ST_OK)
+        freeReplyObject(reply);
+}
+
+st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
+                               const struct redis_stock *k, const char *watched,
+                               struct deduct_reply *out)
+{
+    const char *watch[] = {"WATCH", watched};
+    const char *get[] = {"GET", k->stock};
+    const char *const *argvs[] = {watch, get};
+    const int argcs[] = {2, 2};
+    redisReply *replies[2];
+    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    r = count_reply(w, rq, k, replies[1], out);
+    redis_free_replies(replies, 2);
+    if (r != ST_OK)
+        unwatch(w);
+    return r;
 }
 
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
@@ -62,40 +93,18 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
-void redis_unwatch(struct worker *w)
-{
-    if (!redis_link_connected(redis_main(w)))
-        return; /* dropped: the WATCH went with the connection */
-    redisReply *reply;
-    const char *argv[] = {"UNWATCH"};
-    if (redis_call(w, &reply, 1, argv) == ST_OK)
-        freeReplyObject(reply);
-}
-
 /* ------------------------------------------------------------ the store */
 
-/* WATCH stock:{P}:initial, then GET stock:{P}, in one round trip. */
+/* WATCH stock:{P}:initial (the reset epoch), then GET stock:{P}. */
 static st_result read(struct worker *w, const struct deduct_request *rq, struct stock_seen *seen,
                       struct deduct_reply *out)
 {
     struct redis_stock k;
     redis_stock_keys(&k, rq->product);
-    const char *watch[] = {"WATCH", k.initial};
-    const char *get[] = {"GET", k.stock};
-    const char *const *argvs[] = {watch, get};
-    const int argcs[] = {2, 2};
-    redisReply *replies[2];
-    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
-    if (r != ST_OK)
-        return r;
-    r = redis_count_reply(w, rq, &k, replies[1], out);
-    redis_free_replies(replies, 2);
-    if (r != ST_OK) {
-        redis_unwatch(w);
-        return r;
-    }
-    *seen = (struct stock_seen){.count = out->remaining};
-    return ST_OK;
+    st_result r = redis_watch_and_read(w, rq, &k, k.initial, out);
+    if (r == ST_OK)
+        *seen = (struct stock_seen){.count = out->remaining};
+    return r;
 }
 
 static st_result write_if(struct worker *w, const struct deduct_request *rq,

@@ -20,11 +20,12 @@ struct redis_stock {
 
 void redis_stock_keys(struct redis_stock *k, int product);
 
-/* Reads the count out of the reply to GET stock:{P}: ST_UNKNOWN_PRODUCT
- * when the key is absent, ST_SOLD_OUT when it cannot cover qty. */
-st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
-                            const struct redis_stock *k, const redisReply *reply,
-                            struct deduct_reply *out);
+/* WATCH `watched`, then GET stock:{P}, in one round trip; the count into
+ * out->remaining. ST_UNKNOWN_PRODUCT when the key is absent, ST_SOLD_OUT
+ * when the count cannot cover qty; on any failure nothing stays watched. */
+st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
+                               const struct redis_stock *k, const char *watched,
+                               struct deduct_reply *out);
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
  * orders 1; EXEC - in one round trip, applied together or not at all.
@@ -32,8 +33,5 @@ st_result redis_count_reply(struct worker *w, const struct deduct_request *rq,
  * WATCHed key changed; ST_OUTCOME_UNKNOWN when EXEC's reply was lost. */
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
                           const struct redis_stock *k, long long left, const char *aborted);
-
-/* UNWATCH, best effort: a connection that fails is dropped anyway. */
-void redis_unwatch(struct worker *w);
 
 #endif

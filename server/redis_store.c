@@ -35,15 +35,12 @@ struct redis_links {
 
 static struct redis_links *links_of(struct worker *w)
 {
-    struct redis_links *l = w->links[BACKEND_REDIS];
-    if (!l) {
-        l = calloc(1, sizeof *l);
-        if (!l)
-            abort(); /* a few dozen bytes: out of memory is fatal */
+    int fresh;
+    struct redis_links *l = worker_links(w, BACKEND_REDIS, sizeof *l, &fresh);
+    if (fresh) {
         l->main = (struct redis_link){
             .host = config.redis_host, .port = config.redis_port, .backend = BACKEND_REDIS};
         l->subscriber = l->main;
-        w->links[BACKEND_REDIS] = l;
     }
     return l;
 }

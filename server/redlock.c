@@ -76,16 +76,11 @@ struct redlock_links {
 struct redis_link *redlock_link(struct worker *w, int i)
 {
     assert(i >= 0 && i < server_count);
-    struct redlock_links *l = w->links[BACKEND_REDLOCK];
-    if (!l) {
-        l = calloc(1, sizeof *l);
-        if (!l)
-            abort(); /* a few hundred bytes: out of memory is fatal */
-        for (int k = 0; k < server_count; k++)
-            l->server[k] = (struct redis_link){
-                .host = servers[k].host, .port = servers[k].port, .backend = BACKEND_REDLOCK};
-        w->links[BACKEND_REDLOCK] = l;
-    }
+    int fresh;
+    struct redlock_links *l = worker_links(w, BACKEND_REDLOCK, sizeof *l, &fresh);
+    for (int k = 0; fresh && k < server_count; k++)
+        l->server[k] = (struct redis_link){
+            .host = servers[k].host, .port = servers[k].port, .backend = BACKEND_REDLOCK};
     return &l->server[i];
 }
 

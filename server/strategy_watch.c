@@ -18,33 +18,14 @@
 #include "store.h"
 #include "worker.h"
 
-/* WATCH then GET in one round trip; the count checked into out->remaining. */
-static st_result watch_and_read(struct worker *w, const struct deduct_request *rq,
-                                const struct redis_stock *k, struct deduct_reply *out)
-{
-    const char *watch[] = {"WATCH", k->stock};
-    const char *get[] = {"GET", k->stock};
-    const char *const *argvs[] = {watch, get};
-    const int argcs[] = {2, 2};
-    redisReply *replies[2];
-    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
-    if (r != ST_OK)
-        return r;
-    r = redis_count_reply(w, rq, k, replies[1], out);
-    redis_free_replies(replies, 2);
-    return r;
-}
-
 static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
                               struct deduct_reply *out)
 {
     struct redis_stock k;
     redis_stock_keys(&k, rq->product);
-    st_result r = watch_and_read(w, rq, &k, out);
-    if (r != ST_OK) {
-        redis_unwatch(w);
+    st_result r = redis_watch_and_read(w, rq, &k, k.stock, out);
+    if (r != ST_OK)
         return r;
-    }
     critical_section_wait(rq, NULL);
     out->remaining -= rq->qty;
     return redis_sale_exec(w, rq, &k, out->remaining,

@@ -39,6 +39,16 @@ void worker_free(struct worker *w)
     free(w);
 }
 
+void *worker_links(struct worker *w, enum backend_id id, size_t size, int *fresh)
+{
+    int made = !w->links[id];
+    if (made && (w->links[id] = calloc(1, size)) == NULL)
+        abort();
+    if (fresh)
+        *fresh = made;
+    return w->links[id];
+}
+
 /* A message quotes what the client sent, possibly cut in the middle of a
  * character: JSON would refuse it (jansson drops a string that is not
  * UTF-8), and the reply would lose its message. Bytes of a broken or
