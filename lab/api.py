@@ -102,6 +102,12 @@ class Api:
         hint = " (set STOCKD_ADMIN_TOKEN)" if r.status == 401 else ""
         return f"reset answered {r.status}: {str(r.body)[:160]}{hint}"
 
+    def must_reset(self, product, count):
+        """reset(), raising why not as a SetupError."""
+        err = self.reset(product, count)
+        if err:
+            raise SetupError(err)
+
     def account(self, product, store):
         """The store's accounting of the product ({remaining, sold, oversold,
         lost_updates}), or None when it cannot be read."""
@@ -113,18 +119,24 @@ class Api:
             return r.body[store]
         return None
 
+    def metrics(self):
+        """GET /metrics, parsed: (reply, samples); (None, []) when it does not answer
+        200 with text."""
+        try:
+            r = self.call("GET", "/metrics", timeout=5)
+        except OSError:
+            return None, []
+        if r.status != 200 or not isinstance(r.body, str):
+            return None, []
+        return r, parse_metrics(r.body)
+
     def wait_idle(self, seconds):
         """Wait (at most `seconds`) until stockd has no request in flight but the
         /metrics request itself (a driver stops with some still queued), so that a
         ledger read next is final; one second when there is no gauge to ask."""
         deadline = time.time() + seconds
         while time.time() < deadline:
-            try:
-                text = self.call("GET", "/metrics", timeout=5).body
-            except OSError:
-                text = ""
-            flying = metric(parse_metrics(text), "stockd_in_flight_requests") if isinstance(
-                text, str) else None
+            flying = metric(self.metrics()[1], "stockd_in_flight_requests")
             if flying is None:
                 time.sleep(1.0)
                 return
@@ -135,13 +147,7 @@ class Api:
     def batch_totals(self, strategy):
         """(sales, batches) so far of a strategy that batches its sales (the
         stockd_batch_size histogram's sum and count), or None when it has none."""
-        try:
-            r = self.call("GET", "/metrics", timeout=5)
-        except OSError:
-            return None
-        if r.status != 200 or not isinstance(r.body, str):
-            return None
-        samples = parse_metrics(r.body)
+        samples = self.metrics()[1]
         sales = metric(samples, "stockd_batch_size_sum", strategy=strategy)
         batches = metric(samples, "stockd_batch_size_count", strategy=strategy)
         return None if sales is None or batches is None else (sales, batches)
@@ -163,13 +169,8 @@ class Api:
         /metrics, asking until every one of `instances` answered (or 4x as often)."""
         found = {}
         for _ in range(max(2, 4 * instances)):
-            try:
-                r = self.call("GET", "/metrics", timeout=5)
-            except OSError:
-                continue
-            if r.status != 200 or not isinstance(r.body, str):
-                continue
-            rss = metric(parse_metrics(r.body), "process_resident_memory_bytes")
+            r, samples = self.metrics()
+            rss = metric(samples, "process_resident_memory_bytes")
             if rss is not None:
                 found[r.instance or "?"] = int(rss // 1024)
             if len(found) >= instances:

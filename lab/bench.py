@@ -24,16 +24,14 @@ import time
 
 from . import bench_report, browser, facts as facts_mod, raw, sources, tables, wrk
 from .api import Api
-from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     elapsed_line, make_out_dir, now_iso, write_text)
+from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
+                     elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
 from .compare import check_needs
 from .gate import bench_verdict
 from .outcomes import Outcomes
 from .service import Service, StaticServer, run_dir, run_guarded, stack_env
 
-STOCK = 1_000_000_000
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
-SETTLE_S = 15
 
 
 def parse_args(argv):
@@ -105,9 +103,7 @@ class Bench:
         return r
 
     def reset(self):
-        err = self.api.reset(self.args.product, STOCK)
-        if err:
-            raise SetupError(err)
+        self.api.must_reset(self.args.product, ENDLESS_STOCK)
 
     def url(self, port, path):
         return f"http://{self.args.host}:{port}{path}"
@@ -331,7 +327,7 @@ def main(argv):
         params = {"started": started, "finished": now_iso(), "host": args.host,
                   "port": args.port, "instance_names": names,
                   "claim": facts_mod.claim_name(len(names)), "conns": args.conns,
-                  "duration_s": args.duration, "warmup_s": args.warmup, "stock": STOCK,
+                  "duration_s": args.duration, "warmup_s": args.warmup, "stock": ENDLESS_STOCK,
                   "product": args.product, "strategies": [s.name for s in selected],
                   "settings": facts.settings, "elapsed_s": round(time.time() - t0),
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",

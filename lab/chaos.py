@@ -35,13 +35,11 @@ import time
 from . import facts as facts_mod, faults as faults_mod, tables
 from .api import Api
 from .chaos_gate import RECOVER_S, Timeline, figures, problems
-from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     elapsed_line, make_out_dir, now_iso, tail, write_text)
+from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
+                     elapsed_line, ensure_writable, make_out_dir, now_iso, tail, write_text)
 from .load import Load
 from .service import Service, run_guarded, stack_env
 
-STOCK = 1_000_000_000
-SETTLE_S = 15
 HEALTHY_S = 60
 RECOVER_WAIT_S = 15
 CLIENT_EXTRA_S = 5  # the driver gives up this long after the deadline plus margin
@@ -152,9 +150,7 @@ class Chaos:
         a = self.args
         load = Load(a.host, a.port, self.bound_ms / 1000 + CLIENT_EXTRA_S)
         for s in selected:
-            err = self.api.reset(self.product(s), STOCK)
-            if err:
-                raise SetupError(err)
+            self.api.must_reset(self.product(s), ENDLESS_STOCK)
             load.add(s.name, self.path(s), a.conns)
             load.add(s.name, self.path(s), 1, rate=a.probe_rate)
         return load
@@ -285,7 +281,7 @@ def main(argv):
                   "hold_s": args.hold, "after_s": args.after, "margin_ms": args.margin_ms,
                   "request_timeout_ms": chaos.deadline_ms, "io_timeout_ms": args.io_timeout_ms,
                   "lock_ttl_ms": args.lock_ttl_ms, "lock_wait_ms": args.lock_wait_ms,
-                  "recover_s": RECOVER_S, "stock": STOCK,
+                  "recover_s": RECOVER_S, "stock": ENDLESS_STOCK,
                   "quick": args.quick, "settings": facts.settings}
         write_outputs(out_dir, rows, params)
         return rows, out_dir, params

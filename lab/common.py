@@ -10,6 +10,10 @@ import re
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+# The stock of runs that measure rather than sell out (bench, chaos, soak).
+ENDLESS_STOCK = 1_000_000_000
+# The longest wait for stockd to go idle before a ledger is read.
+SETTLE_S = 15
 
 
 class SetupError(Exception):

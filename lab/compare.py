@@ -168,7 +168,7 @@ class Comparison:
 
     def result(self, row, strategy, res, acct, verdict, reason, run):
         a = self.args
-        rss, by_instance, _ = self.service.memory()
+        rss, by_instance = self.service.memory()
         r = {"label": row.label, "strategy": row.strategy, "kind": row.kind,
              "store": strategy.store if strategy else None, "instances": a.instances,
              "threads": a.threads, "loops": row.loops, "requests": res.requests, "qty": a.qty,
@@ -214,7 +214,7 @@ def run_params(args, selected, service, names, ceiling, peak, out_dir, started):
         "product": args.product, "strategies": [s.name for s in selected],
         "claim": facts_mod.claim_name(args.instances), "driver_ceiling_rps": ceiling,
         "stockd_started_by_compare": service.started, "jmeter": jmeter.version(out_dir),
-        "stockd_memory_source": service.memory()[2], "stockd_peak_rss_kib": peak,
+        "stockd_memory_source": service.memory_source(), "stockd_peak_rss_kib": peak,
     }
 
 

@@ -49,10 +49,9 @@ def claim_name(instances):
 class Facts:
     """The parsed /strategies document."""
 
-    def __init__(self, strategies, settings, instance):
+    def __init__(self, strategies, settings):
         self.strategies = strategies        # in the server's order
         self.settings = settings
-        self.instance = instance
         self.by_name = {s.name: s for s in strategies}
 
     def select(self, names):
@@ -125,4 +124,4 @@ def parse(doc):
         why = _problem(e, i)
         if why:
             raise SetupError(f"GET /strategies: {why}")
-    return Facts([Strategy(e) for e in entries], settings, doc.get("instance"))
+    return Facts([Strategy(e) for e in entries], settings)

@@ -125,7 +125,7 @@ def _svg_open(chart_id, title, width, height):
             f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>')
 
 
-def bar_chart(chart_id, title, bars, unit="", zero_note="", ceiling=None):
+def bar_chart(chart_id, title, bars, zero_note="", ceiling=None):
     """Horizontal bars: [(label, value or None, colour)], one g.bar each; `ceiling`
     (a value) draws a dashed line across."""
     label_w, bar_w, value_w, bar_h, gap, top = 170, 190, 72, 20, 8, 6
@@ -145,9 +145,8 @@ def bar_chart(chart_id, title, bars, unit="", zero_note="", ceiling=None):
         if w:
             out.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" rx="3" '
                        f'fill="{colour}" />')
-        text = "–" if raw is None else fmt(raw) + unit
         out.append(f'<text class="{"value" if v > 0 else "value zero"}" x="{label_w + w + 6:.1f}" '
-                   f'y="{y + bar_h * 0.72:.1f}">{esc(text)}</text></g>')
+                   f'y="{y + bar_h * 0.72:.1f}">{esc(fmt(raw))}</text></g>')
     if ceiling:
         x = label_w + bar_w * ceiling / vmax
         out.append(f'<line class="ceiling" x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height}" />')
@@ -230,7 +229,7 @@ def badge(kind, text):
     return f'<span class="badge {esc(kind)}">{esc(text)}</span>'
 
 
-def grouped_bar_chart(chart_id, title, groups, keys, colours, note=""):
+def grouped_bar_chart(chart_id, title, groups, keys, colours):
     """Horizontal bar groups: [(label, {key: value})], one g.bar per group holding one
     bar per key (e.g. p50, p95, p99), on a common scale; a legend of the keys."""
     label_w, bar_w, value_w, bar_h, gap, top = 170, 190, 72, 9, 10, 6
@@ -258,4 +257,4 @@ def grouped_bar_chart(chart_id, title, groups, keys, colours, note=""):
     out.append("</svg>")
     legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{esc(k.split("_")[0])}'
                      '</span>' for k, c in zip(keys, colours))
-    return card(title, "".join(out) + f'<p class="note legend">{legend}</p>', esc(note))
+    return card(title, "".join(out) + f'<p class="note legend">{legend}</p>')

@@ -14,8 +14,8 @@ import sys
 
 from . import facts as facts_mod
 from .api import Api
-from .common import Options, Progress, SetupError
-from .service import Service
+from .common import Options, Progress
+from .service import Service, run_guarded
 
 BEGIN = "<!-- strategies table: generated from GET /strategies by `python3 -m lab readme` -->"
 END = "<!-- end of the strategies table -->"
@@ -87,14 +87,14 @@ def main(argv):
     say = Progress("readme")
     api = Api(args.host, args.port)
     service = Service(api, 1, say)
-    try:
+
+    def work():
         service.ensure()
-        generated = table(facts_mod.parse(api.strategies().body))
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    finally:
-        service.stop()
+        return table(facts_mod.parse(api.strategies().body))
+
+    status, generated = run_guarded(say, service, work)
+    if status is not None:
+        return status
     path = args.check or args.write
     if not path:
         print(generated)

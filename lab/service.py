@@ -53,7 +53,6 @@ class Service:
         self.proc = None
         self.pid_file = os.path.join(run_dir(), "stockd.pid")
         self.log_file = os.path.join(run_dir(), "stockd.log")
-        self.started = False
         self.instances_started = False
 
     def local(self):
@@ -156,13 +155,17 @@ class Service:
         self.stack_up()
         self.say(f"scripts/stack.sh instances-up {n} (nginx on 127.0.0.1:{self.api.port})")
         self.instances_started = True  # also after a partial start: stop() cleans up
-        self.started = True
         r = subprocess.run([stack_script(), "instances-up", str(n)], env=env,
                            stdout=sys.stderr, stderr=sys.stderr)
         if r.returncode != 0:
             raise SetupError(f"scripts/stack.sh instances-up {n} failed (exit {r.returncode}); "
                              "logs in $STOCKD_RUN_DIR/stack/")
         self.wait_healthy(30, None)
+
+    @property
+    def started(self):
+        """Whether this run started stockd (one, or instances behind nginx)."""
+        return self.proc is not None or self.instances_started
 
     def stack_up(self):
         self.say("scripts/stack.sh up")
@@ -183,7 +186,6 @@ class Service:
             self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True,
                                          cwd=os.path.realpath(run_dir()))
-        self.started = True
         with open(self.pid_file, "w") as f:
             f.write(f"{self.proc.pid}\n")
         self.wait_healthy(30, self.proc)
@@ -202,14 +204,18 @@ class Service:
             return None
         return None
 
+    def memory_source(self):
+        """Where memory() reads: /proc for the stockd this run started, else /metrics."""
+        return "/proc" if self.own_memory_kib("VmRSS") is not None else "/metrics"
+
     def memory(self):
-        """(total resident KiB, {instance: KiB}, source): from /proc for the stockd
-        this run started, else from each instance's /metrics."""
+        """(total resident KiB, {instance: KiB}): from /proc for the stockd this run
+        started, else from each instance's /metrics."""
         own = self.own_memory_kib("VmRSS")
         if own is not None:
-            return own, {}, "/proc"
+            return own, {}
         by = self.api.memory_by_instance(self.instances)
-        return (sum(by.values()) if by else None), by, "/metrics"
+        return (sum(by.values()) if by else None), by
 
     def wait_healthy(self, seconds, proc):
         deadline = time.time() + seconds

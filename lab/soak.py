@@ -18,16 +18,14 @@ import sys
 import time
 
 from . import facts as facts_mod, tables
-from .api import metric, parse_metrics, Api
-from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     elapsed_line, make_out_dir, now_iso, write_text)
+from .api import metric, Api
+from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, comma_list, elapsed_line,
+                     ensure_writable, make_out_dir, now_iso, write_text)
 from .compare import check_needs
 from .load import NO_ANSWER, Load
 from .outcomes import Outcomes
 from .service import Service, run_guarded
 
-STOCK = 1_000_000_000
-SETTLE_S = 15
 CLIENT_TIMEOUT_S = 60
 
 SAMPLE_FIELDS = ["t_s", "rss_kib", "open_fds", "requests", "rate_rps", "failed"]
@@ -79,11 +77,7 @@ class Gauges:
                 return self.service.own_memory_kib("VmRSS"), len(os.listdir(f"/proc/{proc.pid}/fd"))
             except OSError:
                 return None, None
-        try:
-            text = self.api.call("GET", "/metrics", timeout=5).body
-        except OSError:
-            return None, None
-        samples = parse_metrics(text) if isinstance(text, str) else []
+        samples = self.api.metrics()[1]
         rss = metric(samples, "process_resident_memory_bytes")
         fds = metric(samples, "process_open_fds")
         return (None if rss is None else int(rss // 1024)), (None if fds is None else int(fds))
@@ -162,9 +156,7 @@ def soak(args, api, service, say):
     check_needs(api, facts, selected)
     load = Load(args.host, args.port, CLIENT_TIMEOUT_S)
     for i, s in enumerate(selected):
-        err = api.reset(args.product + i, STOCK)
-        if err:
-            raise SetupError(err)
+        api.must_reset(args.product + i, ENDLESS_STOCK)
         load.add(s.name, f"/stock/deduct/{s.name}?product={args.product + i}&qty=1",
                  args.conns, rate=args.rate / len(selected))
     gauges = Gauges(api, service)
