@@ -15,11 +15,9 @@
 #include "strategy.h"
 #include "worker.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_PRODUCT 1001
 #define PRODUCT_MAX 2147483647LL
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -48,8 +46,14 @@ static json_t *settings_json(void)
 int api_prepare(void)
 {
     json_t *list = json_array();
-    for (size_t i = 0; i < strategy_count(); i++)
+    for (size_t i = 0; i < strategy_count(); i++) {
+        if (!strategy_row_sound(strategy_at(i))) {
+            log_error("the strategy table's row '%s' is malformed", strategy_at(i)->name);
+            json_decref(list);
+            return -1;
+        }
         json_array_append_new(list, strategy_json(strategy_at(i)));
+    }
     json_t *doc = json_pack("{s:b, s:s, s:o, s:o}", "ok", 1, "instance", config.instance_name,
                             "strategies", list, "settings", settings_json());
     strategies_text = json_dumps(doc, JSON_COMPACT);
@@ -192,13 +196,19 @@ static const char *strategy_name(const char *path)
     return name + (*name == '/');
 }
 
+/* Counts a deduct of `s` answered `r`. */
+static void count_answer(const struct strategy *s, st_result r, long long arrived_us)
+{
+    metrics_deduct(strategy_index(s), r, monotonic_us() - arrived_us);
+}
+
 void api_refused(const struct http_request *req, st_result r)
 {
     const struct strategy *s = strncmp(req->path, "/stock/deduct", strlen("/stock/deduct")) == 0
                                    ? strategy_find(strategy_name(req->path))
                                    : NULL;
     if (s)
-        metrics_deduct(strategy_index(s), r, monotonic_us() - req->arrived_us);
+        count_answer(s, r, req->arrived_us);
 }
 
 /* The sale the request asks for with strategy `s`, checked, into *rq. */
@@ -245,7 +255,7 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
     size_t i = strategy_index(s);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         json_object_update_new(reply, sale_json(rq, out));
-    metrics_deduct(i, r, monotonic_us() - arrived_us);
+    count_answer(s, r, arrived_us);
     if (s->lock && out->attempts > 0)
         metrics_lock(i, out->lock_wait_us, out->lock_lost);
     if (s->contention == CONTENTION_RETRIES)
@@ -289,25 +299,15 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
     return ST_LATER;
 }
 
-st_result api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)
-{
-    assert(w->must_not_block);
-    const struct strategy *s = strategy_find(strategy_name(req->path));
-    if (!s || !s->answers_later)
-        return ST_NEEDS_WORKER;
-    json_object_set_new(reply, "strategy", json_string(s->name));
-    struct deduct_request rq;
-    if (sale_asked(w, s, req, reply, &rq) != ST_OK)
-        return ST_NEEDS_WORKER; /* the worker answers the error, and counts it */
-    if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
-        return ST_NEEDS_WORKER; /* the sale itself waits: not on this thread */
-    return sell_later(w, &rq, req, reply);
-}
-
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const char *name = strategy_name(req->path);
     const struct strategy *s = strategy_find(name);
+    /* On an HTTP thread (ROUTE_ON_ARRIVAL) only a sale that joins a queue
+     * is taken; anything else, errors included, goes to a worker. */
+    int here = w->must_not_block;
+    if (here && (!s || !s->answers_later))
+        return ST_NEEDS_WORKER;
     if (!s)
         return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
                            name);
@@ -316,9 +316,13 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     st_result r = sale_asked(w, s, req, reply, &rq);
     if (r != ST_OK) {
-        metrics_deduct(strategy_index(s), r, monotonic_us() - req->arrived_us);
+        if (here)
+            return ST_NEEDS_WORKER; /* the worker answers the error, and counts it */
+        count_answer(s, r, req->arrived_us);
         return r;
     }
+    if (here && (rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
+        return ST_NEEDS_WORKER; /* the sale itself waits: not on this thread */
     if (s->answers_later)
         return sell_later(w, &rq, req, reply);
     r = strategy_run(s, w, &rq, &out);

@@ -45,13 +45,12 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
  * queue, a stop, a deadline passed in the queue): counted like the others. */
 void api_refused(const struct http_request *req, st_result r);
 st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply);
-st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
 
-/* Tried on the HTTP thread, with a worker that must not block, before a
- * request goes to the pool: a sale that only has to join a queue
- * (combine.h) joins it right there and answers ST_LATER; anything else is
- * ST_NEEDS_WORKER, and api_deduct() runs it (and answers its errors). */
-st_result api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply);
+/* On a worker; first tried on the HTTP thread, with a worker that must not
+ * block (ROUTE_ON_ARRIVAL): there a sale that only has to join a queue
+ * (combine.h) joins it and answers ST_LATER; anything else is
+ * ST_NEEDS_WORKER, and the worker runs it (and answers its errors). */
+st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On the HTTP thread. */
 void api_strategies(const struct http_request *req, struct page *out);

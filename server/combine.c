@@ -157,9 +157,7 @@ static void refuse_queue(struct worker *w, struct shard *sh, struct queue *q, st
     struct combined_sale *all = q->head;
     drop_queue(sh, q);
     pthread_mutex_unlock(&sh->lock);
-    worker_fail(w, r,
-                r == ST_OVERLOADED ? "every worker is busy and the queue is full"
-                                   : "stockd is stopping");
+    worker_fail(w, r, "%s", pool_refusal(r));
     combined_fail_all(w, all, r);
     answer_all(all);
 }

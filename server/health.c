@@ -26,14 +26,11 @@ static struct probe probes[BACKEND_COUNT];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed; /* on CLOCK_MONOTONIC, see health_start() */
 static int stopping;
+static int started; /* `changed` is made: health_stop() has something to stop */
 
 static void wait_ms_unless_stopping(long long ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    long long ns = until.tv_nsec + ms % 1000 * 1000000LL;
-    until.tv_sec += (time_t)(ms / 1000 + ns / 1000000000LL);
-    until.tv_nsec = (long)(ns % 1000000000LL);
+    struct timespec until = time_in_ms(CLOCK_MONOTONIC, ms);
     pthread_mutex_lock(&lock);
     while (!stopping && pthread_cond_timedwait(&changed, &lock, &until) == 0)
         ;
@@ -88,11 +85,8 @@ static int all_answered(void)
 
 int health_start(void)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&changed, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&changed);
+    started = 1;
     stopping = 0;
     for (int id = 0; id < BACKEND_COUNT; id++) {
         probes[id] = (struct probe){.id = (enum backend_id)id};
@@ -100,8 +94,7 @@ int health_start(void)
             continue;
         if (pthread_create(&probes[id].thread, NULL, probe_main, &probes[id]) != 0) {
             log_error("cannot start the %s health probe", backend_at((enum backend_id)id)->name);
-            health_stop();
-            return -1;
+            return -1; /* health_stop() stops the probes already started */
         }
         probes[id].running = 1;
     }
@@ -115,6 +108,8 @@ int health_start(void)
 
 void health_stop(void)
 {
+    if (!started)
+        return;
     pthread_mutex_lock(&lock);
     stopping = 1;
     pthread_cond_broadcast(&changed);
@@ -125,6 +120,7 @@ void health_stop(void)
         probes[id].running = 0;
     }
     pthread_cond_destroy(&changed);
+    started = 0;
 }
 
 json_t *health_json(int *all_up, char *down, size_t down_size)

@@ -72,10 +72,10 @@ struct pending {
     int submitted;             /* counted in `outstanding`                     */
     long long arrived_us;      /* the request's deadline counts from here      */
     struct answer_later later; /* for a handler that answers after it returns */
+    json_t *arrival_reply;     /* begun on the HTTP thread, for the worker to go on with */
     /* the reply */
     struct page page;
     st_result result;
-    char allow[32];
 };
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -123,8 +123,8 @@ static void add_headers(struct MHD_Response *response, const struct pending *p)
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, p->page.content_type);
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     MHD_add_response_header(response, "X-Stockd-Instance", config.instance_name);
-    if (p->allow[0])
-        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->allow);
+    if (p->route.allow[0])
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->route.allow);
     if (p->result == ST_OVERLOADED)
         MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (p->result == ST_SHUTTING_DOWN)
@@ -193,7 +193,8 @@ static void run_request(struct job *job, struct worker *w)
     struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
     w->error[0] = '\0';
     w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
-    json_t *reply = new_reply();
+    json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
+    p->arrival_reply = NULL;
     struct http_request req = request_of(p);
     st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
                                          : worker_check_deadline(w);
@@ -269,22 +270,23 @@ static enum MHD_Result answer_page(struct pending *p)
     return send_reply(p);
 }
 
-/* The route's on_arrival handler, on this thread: ST_LATER when it took
- * the request, ST_NEEDS_WORKER when the pool must run it. */
+/* A ROUTE_ON_ARRIVAL handler, on this thread: ST_LATER when it took the
+ * request, ST_NEEDS_WORKER when the pool must run it (with the reply it
+ * began). */
 static st_result try_on_arrival(struct pending *p)
 {
     struct worker w = {.must_not_block = 1,
                        .deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms};
     struct http_request req = request_of(p);
     json_t *reply = new_reply();
-    st_result r = p->route.on_arrival(&w, &req, reply);
-    if (r != ST_LATER)
-        json_decref(reply);
+    st_result r = p->route.handler(&w, &req, reply);
+    if (r != ST_LATER) /* else `p` is the handler's to answer: hands off */
+        p->arrival_reply = reply;
     return r;
 }
 
-/* Queues the request on the pool (unless its route's on_arrival handler
- * took it); a full queue or a stopping pool answers at once (the
+/* Queues the request on the pool (unless its route's handler took it on
+ * arrival); a full queue or a stopping pool answers at once (the
  * connection is resumed to send it). The connection is suspended before
  * anything can answer it from another thread. */
 static enum MHD_Result run_on_worker(struct pending *p)
@@ -294,15 +296,13 @@ static enum MHD_Result run_on_worker(struct pending *p)
     p->submitted = 1;
     atomic_fetch_add(&outstanding, 1);
     MHD_suspend_connection(p->connection);
-    if (p->route.on_arrival && try_on_arrival(p) == ST_LATER)
+    if ((p->route.flags & ROUTE_ON_ARRIVAL) && try_on_arrival(p) == ST_LATER)
         return MHD_YES;
     st_result r = pool_submit(&p->job);
     if (r != ST_OK) {
         struct http_request req = request_of(p);
         api_refused(&req, r);
-        finish_reply(p, r, new_reply(),
-                     r == ST_OVERLOADED ? "every worker is busy and the queue is full"
-                                        : "stockd is stopping");
+        finish_reply(p, r, new_reply(), pool_refusal(r));
         MHD_resume_connection(p->connection);
     }
     return MHD_YES;
@@ -318,11 +318,9 @@ static enum MHD_Result dispatch(struct pending *p)
     route_find(p->method, p->path, &p->route);
     if (p->route.result == ST_NOT_FOUND)
         return refuse(p, ST_NOT_FOUND, "no such path; see /strategies");
-    if (p->route.result != ST_OK) {
-        snprintf(p->allow, sizeof p->allow, "%s", p->route.allow);
+    if (p->route.result != ST_OK)
         return refuse(p, p->route.result, "%.16s is not allowed here; use %s", p->method,
                       p->route.allow);
-    }
     if ((p->route.flags & ROUTE_CHANGES_STATE) && cross_site(p->connection))
         return refuse(p, ST_FORBIDDEN, "a request from another site cannot change state");
     if ((p->route.flags & ROUTE_ADMIN) && !authorized(p->connection))
@@ -417,6 +415,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     if (p->submitted)
         atomic_fetch_sub(&outstanding, 1);
     metrics_in_flight(-1);
+    json_decref(p->arrival_reply); /* the pool refused it: nobody went on with it */
     free(p->body);
     free(p->page.owned);
     free(p);

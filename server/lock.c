@@ -112,15 +112,21 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     return r;
 }
 
+void lock_state_name(char out[LOCK_NAME_MAX], const struct lock_kind *kind, int which, int product)
+{
+    assert(which >= 0 && which < LOCK_NAMES_MAX && kind->names[which]);
+/* The formats are the lock kinds' own constant "...%d..." rows. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(out, LOCK_NAME_MAX, kind->names[which], product);
+#pragma GCC diagnostic pop
+}
+
 st_result mutex_lock_within_wait(struct worker *w, pthread_mutex_t *mutex)
 {
     /* pthread_mutex_timedlock() counts on CLOCK_REALTIME: convert. */
     long long left = lock_wait_deadline(w) - monotonic_ms();
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (left > 0 ? left : 0) % 1000 * 1000000LL;
-    deadline.tv_sec += (time_t)((left > 0 ? left : 0) / 1000 + ns / 1000000000LL);
-    deadline.tv_nsec = (long)(ns % 1000000000LL);
+    struct timespec deadline = time_in_ms(CLOCK_REALTIME, left > 0 ? left : 0);
     int rc = pthread_mutex_timedlock(mutex, &deadline);
     if (rc == ETIMEDOUT)
         return lock_wait_expired(w, "mutex");

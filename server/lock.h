@@ -35,8 +35,9 @@ struct held_lock {
     int again;
 };
 
-/* The most names one lock kind keeps per product. */
+/* The most names one lock kind keeps per product, and their longest text. */
 #define LOCK_NAMES_MAX 4
+#define LOCK_NAME_MAX 64
 
 struct lock_kind {
     const char *name; /* for messages: "redis lock not acquired within 5000 ms" */
@@ -88,5 +89,9 @@ st_result mutex_lock_within_wait(struct worker *w, pthread_mutex_t *mutex);
  * cannot delete the next holder's. *lost says it was no longer ours. */
 st_result redis_lease_release(struct worker *w, struct redis_link *link, const char *key,
                               const char *token, int *lost);
+
+/* The `which`-th name of `kind`'s state for `product` (kind->names[which]
+ * filled in): the one text the lock uses and a reset deletes. */
+void lock_state_name(char out[LOCK_NAME_MAX], const struct lock_kind *kind, int which, int product);
 
 #endif

@@ -76,6 +76,11 @@ int pool_start(int workers, int queue_max)
     return 0;
 }
 
+const char *pool_refusal(st_result r)
+{
+    return r == ST_OVERLOADED ? "every worker is busy and the queue is full" : "stockd is stopping";
+}
+
 st_result pool_submit(struct job *job)
 {
     job->next = NULL;

@@ -35,6 +35,9 @@ int pool_start(int workers, int queue_max);
  * ST_SHUTTING_DOWN once pool_close() was called. */
 st_result pool_submit(struct job *job);
 
+/* Why pool_submit() refused with `r`, for the reply's message. */
+const char *pool_refusal(st_result r);
+
 /* Refuses every later pool_submit(); queued jobs still run. */
 void pool_close(void);
 

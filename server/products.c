@@ -12,8 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#define SEED_PRODUCT 1001
-
 /* The watched products, most recently added in slot next - 1; 0 = empty. */
 static atomic_int watched[PRODUCTS_WATCHED];
 static atomic_uint next_slot;
@@ -35,7 +33,7 @@ static int running;
 
 void products_watch(int product)
 {
-    if (product == SEED_PRODUCT)
+    if (product == DEFAULT_PRODUCT)
         return; /* always watched */
     for (int i = 0; i < PRODUCTS_WATCHED; i++)
         if (atomic_load_explicit(&watched[i], memory_order_relaxed) == product)
@@ -48,7 +46,7 @@ void products_watch(int product)
 static int products_now(int out[PRODUCTS_WATCHED + 1])
 {
     int n = 0;
-    out[n++] = SEED_PRODUCT;
+    out[n++] = DEFAULT_PRODUCT;
     for (int i = 0; i < PRODUCTS_WATCHED; i++) {
         int p = atomic_load_explicit(&watched[i], memory_order_relaxed);
         int seen = 0;
@@ -70,11 +68,7 @@ static void sample_one(struct worker *w, int product, struct sample *s)
 /* Waits for PRODUCTS_PERIOD_MS or a stop; returns 0 once stopping. */
 static int pause_unless_stopping(void)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += PRODUCTS_PERIOD_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = time_in_ms(CLOCK_MONOTONIC, PRODUCTS_PERIOD_MS);
     pthread_mutex_lock(&lock);
     while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) == 0)
         ;
@@ -108,11 +102,7 @@ static void *sampler_main(void *unused)
 
 int products_start(void)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wake, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&wake);
     stopping = 0;
     if (pthread_create(&thread, NULL, sampler_main, NULL) != 0) {
         log_error("cannot start the products sampler");

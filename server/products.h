@@ -16,6 +16,9 @@
 
 #define PRODUCTS_WATCHED 8
 #define PRODUCTS_PERIOD_MS 500
+/* The product a request means when it names none (the seed product):
+ * always watched. */
+#define DEFAULT_PRODUCT 1001
 
 /* Marks `product` as watched: a few relaxed atomics, no lock. */
 void products_watch(int product);

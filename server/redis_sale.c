@@ -36,17 +36,6 @@ static st_result count_reply(struct worker *w, const struct deduct_request *rq,
     return count_covers(w, rq, count, out);
 }
 
-/* UNWATCH, best effort: a connection that fails is dropped anyway. */
-static void unwatch(struct worker *w)
-{
-    if (!redis_link_connected(redis_main(w)))
-        return; /* dropped: the WATCH went with the connection */
-    redisReply *reply;
-    const char *argv[] = {"UNWATCH"};
-    if (redis_call(w, &reply, 1, argv) == ST_OK)
-        freeReplyObject(reply);
-}
-
 st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
                                const struct redis_stock *k, const char *watched,
                                struct deduct_reply *out)
@@ -62,12 +51,12 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
     r = count_reply(w, rq, k, replies[1], out);
     redis_free_replies(replies, 2);
     if (r != ST_OK)
-        unwatch(w);
+        redis_undo(w, 1, (const char *[]){"UNWATCH"});
     return r;
 }
 
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
-                          const struct redis_stock *k, long long left, const char *aborted)
+                          const struct redis_stock *k, long long left)
 {
     char left_text[24], qty_text[16];
     snprintf(left_text, sizeof left_text, "%lld", left);
@@ -85,7 +74,7 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
         return r;
     redisReply *result = replies[4];
     if (result->type == REDIS_REPLY_NIL)
-        r = worker_fail(w, ST_BUSY, "%s", aborted);
+        r = ST_BUSY; /* the caller says which watched key changed */
     else if (result->type != REDIS_REPLY_ARRAY || result->elements != 3)
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
                         result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
@@ -113,9 +102,10 @@ static st_result write_if(struct worker *w, const struct deduct_request *rq,
     (void)seen, (void)fence; /* the epoch is the WATCH; the store does not fence */
     struct redis_stock k;
     redis_stock_keys(&k, rq->product);
-    char aborted[96];
-    snprintf(aborted, sizeof aborted, "product %d was reset during the sale", rq->product);
-    return redis_sale_exec(w, rq, &k, left, aborted);
+    st_result r = redis_sale_exec(w, rq, &k, left);
+    if (r == ST_BUSY)
+        worker_fail(w, r, "product %d was reset during the sale", rq->product);
+    return r;
 }
 
 static st_result account(struct worker *w, int product, struct store_account *out)

@@ -29,9 +29,10 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
  * orders 1; EXEC - in one round trip, applied together or not at all.
- * ST_BUSY, with `aborted` as the message, when EXEC was aborted because a
- * WATCHed key changed; ST_OUTCOME_UNKNOWN when EXEC's reply was lost. */
+ * ST_BUSY (with no message: the caller knows what it watched) when EXEC
+ * was aborted because a WATCHed key changed; ST_OUTCOME_UNKNOWN when
+ * EXEC's reply was lost. */
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
-                          const struct redis_stock *k, long long left, const char *aborted);
+                          const struct redis_stock *k, long long left);
 
 #endif

@@ -213,9 +213,11 @@ st_result redis_call(struct worker *w, redisReply **reply, int argc, const char 
     return one_command(w, redis_main(w), READS, reply, argc, argv);
 }
 
-int redis_link_connected(const struct redis_link *link)
+void redis_undo(struct worker *w, int argc, const char **argv)
 {
-    return link->ctx != NULL;
+    redisReply *reply;
+    if (redis_main(w)->ctx && redis_call(w, &reply, argc, argv) == ST_OK)
+        freeReplyObject(reply);
 }
 
 /* SCRIPT LOAD on `link`, remembering the SHA1 it answers. */
@@ -240,29 +242,43 @@ static st_result script_load(struct worker *w, struct redis_link *link, struct r
     return ST_OK;
 }
 
+static int is_noscript(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/* The words an EVALSHA of `script` starts with, into full[0..2]: the
+ * script's SHA - or "0" while it is not known to be loaded, so that Redis
+ * answers NOSCRIPT and the caller loads it - and the number of keys, which
+ * is written into `numkeys`. */
+#define EVALSHA_HEAD 3
+static void evalsha_head(const char **full, const struct redis_script *script, int nkeys,
+                         char numkeys[static 12])
+{
+    snprintf(numkeys, 12, "%d", nkeys);
+    full[0] = "EVALSHA";
+    full[1] = atomic_load_explicit(&script->known, memory_order_acquire) ? script->sha : "0";
+    full[2] = numkeys;
+}
+
 /* EVALSHA once; *noscript tells whether Redis did not know the script. */
-static st_result evalsha(struct worker *w, struct redis_link *link, enum request_kind kind,
-                         struct redis_script *script, redisReply **reply, int nkeys, int argc,
-                         const char **argv, int *noscript)
+static st_result evalsha(struct worker *w, struct redis_link *link, struct redis_script *script,
+                         redisReply **reply, int nkeys, int argc, const char **argv, int *noscript)
 {
     const char *full[16];
     char numkeys[12];
-    if (argc + 3 > 16)
+    if (argc + EVALSHA_HEAD > 16)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: script has too many arguments");
-    snprintf(numkeys, sizeof numkeys, "%d", nkeys);
-    full[0] = "EVALSHA";
-    /* Not known yet: Redis answers NOSCRIPT, and the caller loads it. */
-    full[1] = atomic_load_explicit(&script->known, memory_order_acquire) ? script->sha : "0";
-    full[2] = numkeys;
-    memcpy(full + 3, argv, sizeof *argv * (size_t)argc);
+    evalsha_head(full, script, nkeys, numkeys);
+    memcpy(full + EVALSHA_HEAD, argv, sizeof *argv * (size_t)argc);
 
     *noscript = 0;
-    int full_argc = argc + 3;
+    int full_argc = argc + EVALSHA_HEAD;
     const char *const *argvs[] = {full};
-    st_result r = round_trip(w, link, kind, 1, &full_argc, argvs, reply);
+    st_result r = round_trip(w, link, READS, 1, &full_argc, argvs, reply);
     if (r != ST_OK)
         return r;
-    if ((*reply)->type == REDIS_REPLY_ERROR && strncmp((*reply)->str, "NOSCRIPT", 8) == 0) {
+    if (is_noscript(*reply)) {
         freeReplyObject(*reply);
         *reply = NULL;
         *noscript = 1;
@@ -273,18 +289,17 @@ static st_result evalsha(struct worker *w, struct redis_link *link, enum request
     return r;
 }
 
-static st_result eval(struct worker *w, struct redis_link *link, enum request_kind kind,
-                      struct redis_script *script, redisReply **reply, int nkeys, int argc,
-                      const char **argv)
+static st_result eval(struct worker *w, struct redis_link *link, struct redis_script *script,
+                      redisReply **reply, int nkeys, int argc, const char **argv)
 {
     int noscript;
-    st_result r = evalsha(w, link, kind, script, reply, nkeys, argc, argv, &noscript);
+    st_result r = evalsha(w, link, script, reply, nkeys, argc, argv, &noscript);
     if (r != ST_OK || !noscript)
         return r;
     r = script_load(w, link, script);
     if (r != ST_OK)
         return r;
-    r = evalsha(w, link, kind, script, reply, nkeys, argc, argv, &noscript);
+    r = evalsha(w, link, script, reply, nkeys, argc, argv, &noscript);
     if (r == ST_OK && noscript)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: script vanished right after load");
     return r;
@@ -293,24 +308,13 @@ static st_result eval(struct worker *w, struct redis_link *link, enum request_ki
 st_result redis_link_eval(struct worker *w, struct redis_link *link, struct redis_script *script,
                           redisReply **reply, int nkeys, int argc, const char **argv)
 {
-    return eval(w, link, READS, script, reply, nkeys, argc, argv);
+    return eval(w, link, script, reply, nkeys, argc, argv);
 }
 
 st_result redis_eval(struct worker *w, struct redis_script *script, redisReply **reply, int nkeys,
                      int argc, const char **argv)
 {
-    return eval(w, redis_main(w), READS, script, reply, nkeys, argc, argv);
-}
-
-st_result redis_eval_sale(struct worker *w, struct redis_script *script, redisReply **reply,
-                          int nkeys, int argc, const char **argv)
-{
-    return eval(w, redis_main(w), COMMITS, script, reply, nkeys, argc, argv);
-}
-
-static int is_noscript(const redisReply *reply)
-{
-    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+    return eval(w, redis_main(w), script, reply, nkeys, argc, argv);
 }
 
 /* EVALSHA of `script` for the `n` sales listed in `which`, in one round
@@ -319,7 +323,7 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
                               const int *which, int nkeys, int argc,
                               const char *const *const *argvs, redisReply **replies)
 {
-    int full_argc = argc + 3;
+    int full_argc = argc + EVALSHA_HEAD;
     const char **args = calloc((size_t)n * (size_t)full_argc, sizeof *args);
     const char *const **lists = calloc((size_t)n, sizeof *lists);
     int *argcs = calloc((size_t)n, sizeof *argcs);
@@ -329,16 +333,10 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
     } else {
         char numkeys[12];
-        snprintf(numkeys, sizeof numkeys, "%d", nkeys);
-        /* Not known yet: Redis answers NOSCRIPT, and the caller loads it. */
-        const char *sha =
-            atomic_load_explicit(&script->known, memory_order_acquire) ? script->sha : "0";
         for (int j = 0; j < n; j++) {
             const char **full = args + (size_t)j * (size_t)full_argc;
-            full[0] = "EVALSHA";
-            full[1] = sha;
-            full[2] = numkeys;
-            memcpy(full + 3, argvs[which[j]], sizeof *full * (size_t)argc);
+            evalsha_head(full, script, nkeys, numkeys);
+            memcpy(full + EVALSHA_HEAD, argvs[which[j]], sizeof *full * (size_t)argc);
             lists[j] = full;
             argcs[j] = full_argc;
         }

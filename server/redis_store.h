@@ -83,10 +83,8 @@ st_result redis_eval(struct worker *w, struct redis_script *script, redisReply *
 st_result redis_pipeline(struct worker *w, int count, const int *argcs,
                          const char *const *const *argvs, redisReply **replies);
 
-/* redis_eval() and redis_pipeline() for a request that commits a sale: a
- * reply lost after the request went out is ST_OUTCOME_UNKNOWN. */
-st_result redis_eval_sale(struct worker *w, struct redis_script *script, redisReply **reply,
-                          int nkeys, int argc, const char **argv);
+/* redis_pipeline() for a request that commits a sale: a reply lost after
+ * the request went out is ST_OUTCOME_UNKNOWN. */
 st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
                               const char *const *const *argvs, redisReply **replies);
 
@@ -108,9 +106,11 @@ st_result redis_eval_sales(struct worker *w, struct redis_script *script, int co
 /* Reads an integer reply or a bulk string that holds one; -1 if neither. */
 int redis_reply_int(const redisReply *reply, long long *out);
 
-/* Whether `link` is connected: a link dropped after a failure has no state
- * left on the server (no WATCH, no subscription) that would need undoing. */
-int redis_link_connected(const struct redis_link *link);
+/* Sends a command that undoes what this worker left on its main Redis (an
+ * UNWATCH, a waiter's ZREM), best effort, and only on a live link: a link
+ * dropped after a failure took its WATCH with it, and a waiter's entry
+ * drops out by its score, so nothing is worth reconnecting for. */
+void redis_undo(struct worker *w, int argc, const char **argv);
 
 /* Connects `link` if needed and sends PING. */
 st_result redis_link_ping(struct worker *w, struct redis_link *link);

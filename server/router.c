@@ -17,22 +17,21 @@ static const struct route {
     int prefix;
     unsigned methods;
     unsigned flags;
-    handler_fn handler;    /* runs on a worker, or... */
-    page_fn page;          /* ...is answered on the HTTP thread */
-    handler_fn on_arrival; /* tried on the HTTP thread before `handler` */
+    handler_fn handler; /* runs on a worker, or... */
+    page_fn page;       /* ...is answered on the HTTP thread */
 } routes[] = {
-    {"/health", 0, GET, 0, NULL, api_health, NULL},
-    {"/strategies", 0, GET, 0, NULL, api_strategies, NULL},
-    {"/metrics", 0, GET, 0, NULL, api_metrics, NULL},
-    {"/", 0, GET, 0, NULL, api_asset, NULL}, /* the live lab page */
-    {"/lab/state", 0, GET, 0, NULL, api_lab_state, NULL},
-    {"/lab/", 1, GET, 0, NULL, api_asset, NULL},
-    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, NULL},
+    {"/health", 0, GET, 0, NULL, api_health},
+    {"/strategies", 0, GET, 0, NULL, api_strategies},
+    {"/metrics", 0, GET, 0, NULL, api_metrics},
+    {"/", 0, GET, 0, NULL, api_asset}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state},
+    {"/lab/", 1, GET, 0, NULL, api_asset},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
-    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, NULL},
-    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, NULL},
-    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, api_deduct_on_arrival},
-    {"/stock/", 1, GET, 0, api_stock, NULL, NULL},
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE | ROUTE_ON_ARRIVAL, api_deduct, NULL},
+    {"/stock/", 1, GET, 0, api_stock, NULL},
 };
 
 static int path_matches(const struct route *r, const char *path)
@@ -62,7 +61,6 @@ void route_find(const char *method, const char *path, struct route_match *out)
         if (method_bit(method) & r->methods) {
             out->handler = r->handler;
             out->page = r->page;
-            out->on_arrival = r->on_arrival;
             out->flags = r->flags;
             out->result = ST_OK;
             return;

@@ -61,20 +61,15 @@ st_result stock_accounting(struct worker *w, int product, json_t *reply)
 
 /* The names of `product`'s lock state on `backend`, from every lock kind
  * living there; their text goes into `text`. */
-static int lock_names(enum backend_id backend, int product, char text[][64], int max)
+static int lock_names(enum backend_id backend, int product, char text[][LOCK_NAME_MAX], int max)
 {
     int n = 0;
     for (size_t i = 0; i < strategy_count(); i++) {
         const struct lock_kind *kind = strategy_at(i)->lock;
         if (!kind || kind->backend != backend)
             continue;
-        for (const char *const *f = kind->names; *f && n < max; f++) {
-/* The formats are the lock kinds' own constant "...%d..." rows. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-            snprintf(text[n++], 64, *f, product);
-#pragma GCC diagnostic pop
-        }
+        for (int k = 0; kind->names[k] && n < max; k++)
+            lock_state_name(text[n++], kind, k, product);
     }
     return n;
 }
@@ -86,7 +81,7 @@ static st_result clear_locks(struct worker *w, int product)
         const struct backend *b = backend_at((enum backend_id)id);
         if (!b->clear || !backend_configured((enum backend_id)id))
             continue;
-        char text[REDIS_DELETE_MAX][64];
+        char text[REDIS_DELETE_MAX][LOCK_NAME_MAX];
         const char *names[REDIS_DELETE_MAX];
         int n = lock_names((enum backend_id)id, product, text, REDIS_DELETE_MAX);
         for (int k = 0; k < n; k++)

@@ -35,6 +35,8 @@ extern const struct strategy strategy_get_lock;
 extern const struct strategy strategy_sql_batch;
 
 /* One strategy per row, in presentation order. */
+const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
+
 static const struct strategy *const strategies[] = {
     &strategy_nolock,         /* SELECT then UPDATE: the race itself         */
     &strategy_mutex,          /* a process mutex: one instance only          */
@@ -87,9 +89,7 @@ const struct strategy *strategy_find(const char *name)
     return NULL;
 }
 
-/* What every row must be: checked by strategy_run(), so a malformed row
- * fails the first request (and the tests) rather than selling wrongly. */
-static int row_is_sound(const struct strategy *s)
+int strategy_row_sound(const struct strategy *s)
 {
     return s->name && s->store && s->summary && !s->lock != !s->deduct &&
            (!s->lock || s->lock->name) && (!s->lock || s->lock->acquire || s->lock->try_once) &&
@@ -102,7 +102,7 @@ static int row_is_sound(const struct strategy *s)
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
                        struct deduct_reply *out)
 {
-    assert(row_is_sound(s));
+    assert(!s->lock != !s->deduct); /* every row: strategy_row_sound() */
     return s->lock ? deduct_under_lock(s->lock, w, rq, out) : s->deduct(w, rq, out);
 }
 

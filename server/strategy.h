@@ -75,6 +75,10 @@ struct lease {
     enum lease_outcome paused_holder; /* pause_ms > ttl_ms: the holder is frozen */
 };
 
+/* The lease of a lock that nothing guards after it runs out (no fencing):
+ * the holder goes on, or wakes, and writes over a later holder's sale. */
+extern const struct lease lease_expires_under_holder;
+
 /* Request parameters that make an unsafe strategy's race show every run. */
 enum {
     EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
@@ -114,6 +118,11 @@ json_t *strategy_json(const struct strategy *s);
 const struct strategy *strategy_find(const char *name);
 size_t strategy_count(void);
 const struct strategy *strategy_at(size_t i);
+
+/* Whether `s` is a row that can run: its own body or a lock (whole), a
+ * store, claims that agree with each other. stockd refuses to start with a
+ * row that is not (api_prepare()), rather than sell wrongly. */
+int strategy_row_sound(const struct strategy *s);
 
 /* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
 size_t strategy_index(const struct strategy *s);

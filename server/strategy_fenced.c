@@ -45,8 +45,8 @@ static struct redis_script lock_and_fence = {
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
-    char key[REDIS_KEY_MAX], fence[REDIS_KEY_MAX], ttl[16];
-    redis_key(key, "lock", rq->product, ":fenced");
+    char key[LOCK_NAME_MAX], fence[REDIS_KEY_MAX], ttl[16];
+    lock_state_name(key, held->kind, 0, rq->product);
     redis_key(fence, "fence", rq->product, "");
     snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
     const char *argv[] = {key, fence, held->token, ttl};
@@ -109,8 +109,8 @@ static long long on_counter(struct worker *w, int product, struct redis_script *
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, ":fenced");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     /* Refused although we held the lock, and the counter was behind: the
      * refusal was Redis's lost counter, not a newer holder. Go again. */
     if (held->guard.newest_fence > held->guard.fence)

@@ -44,8 +44,8 @@ static long long wall_ms(void)
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, ":getset");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     long long now = wall_ms();
     snprintf(held->token, sizeof held->token, "%lld", now + rq->ttl_ms);
 
@@ -85,8 +85,8 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, ":getset");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     const char *get[] = {"GET", key};
     redisReply *reply;
     st_result r = redis_call(w, &reply, 2, get);
@@ -115,8 +115,6 @@ static const struct lock_kind timestamp_lock = {
     .release = release,
 };
 
-static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
-
 const struct strategy strategy_getset = {
     .name = "getset",
     .store = &store_mysql,
@@ -126,7 +124,7 @@ const struct strategy strategy_getset = {
               "if every client's clock agrees",
     .summary = "SETNX lock <expiry>; an expired lock is taken over by GET then GETSET",
     .contention = CONTENTION_WAITS,
-    .lease = &expires_under_holder,
+    .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
     .lock = &timestamp_lock,
 };

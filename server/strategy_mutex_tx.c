@@ -41,15 +41,14 @@ static pthread_mutex_t sale_mutex = PTHREAD_MUTEX_INITIALIZER;
 static st_result locked_body(struct worker *w, const struct deduct_request *rq,
                              struct deduct_reply *out)
 {
-    struct sql_outcome row, done;
-    st_result r = sql_exec(w, SQL_READ_STOCK, SQL_ARGS(SQL_I(rq->product)), &row);
-    if (r == ST_OK)
-        r = stock_check(w, rq, &row, out);
+    struct stock_seen seen;
+    struct sql_outcome done;
+    st_result r = store_mysql.read(w, rq, &seen, out);
     if (r != ST_OK)
         return r;
-    out->remaining = row.col[0] - rq->qty;
+    out->remaining = seen.count - rq->qty;
     r = sql_exec(w, SQL_WRITE_COUNT,
-                 SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product), SQL_I(row.col[3])), &done);
+                 SQL_ARGS(SQL_I(out->remaining), SQL_I(rq->product), SQL_I(seen.epoch)), &done);
     if (r == ST_OK && done.matched == 0)
         return worker_fail(w, ST_BUSY, "product %d was reset during the sale", rq->product);
     if (r == ST_OK)

@@ -72,8 +72,6 @@ static const struct lock_kind lock_row = {
     .release = release,
 };
 
-static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
-
 const struct strategy strategy_mysql_lock = {
     .name = "mysql-lock",
     .store = &store_mysql,
@@ -83,6 +81,6 @@ const struct strategy strategy_mysql_lock = {
     .summary = "INSERT a row into the locks table (unique key = the lock) with owner and expiry "
                "around the nolock body; DELETE by owner to release",
     .contention = CONTENTION_WAITS,
-    .lease = &expires_under_holder,
+    .lease = &lease_expires_under_holder,
     .lock = &lock_row,
 };

@@ -25,8 +25,8 @@
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
-    char key[REDIS_KEY_MAX], ttl[16];
-    redis_key(key, "lock", rq->product, "");
+    char key[LOCK_NAME_MAX], ttl[16];
+    lock_state_name(key, held->kind, 0, rq->product);
     snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
     const char *argv[] = {"SET", key, held->token, "NX", "PX", ttl};
     redisReply *reply;
@@ -41,8 +41,8 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, "");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 
@@ -54,8 +54,6 @@ static const struct lock_kind redis_set_nx = {
     .release = release,
 };
 
-static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
-
 const struct strategy strategy_redis_lock = {
     .name = "redis-lock",
     .store = &store_mysql,
@@ -64,6 +62,6 @@ const struct strategy strategy_redis_lock = {
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
     .contention = CONTENTION_WAITS,
-    .lease = &expires_under_holder,
+    .lease = &lease_expires_under_holder,
     .lock = &redis_set_nx,
 };

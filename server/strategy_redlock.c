@@ -32,8 +32,8 @@
 /* Compare-and-delete on every server; how many still held our token. */
 static int unlock_all(struct worker *w, const struct deduct_request *rq, struct held_lock *held)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, ":redlock");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     int deleted = 0;
     for (int i = 0; i < redlock_count(); i++) {
         int lost;
@@ -64,8 +64,8 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     if (n == 0)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "redlock: no servers configured (--redlock / STOCKD_REDLOCK)");
-    char key[REDIS_KEY_MAX], ttl[16];
-    redis_key(key, "lock", rq->product, ":redlock");
+    char key[LOCK_NAME_MAX], ttl[16];
+    lock_state_name(key, held->kind, 0, rq->product);
     snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
     const char *argv[] = {"SET", key, held->token, "NX", "PX", ttl};
 
@@ -109,8 +109,6 @@ static const struct lock_kind redlock = {
     .release = release,
 };
 
-static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
-
 const struct strategy strategy_redlock = {
     .name = "redlock",
     .store = &store_mysql,
@@ -119,6 +117,6 @@ const struct strategy strategy_redlock = {
     .caveat = "while the holder finishes within the lock's validity time",
     .summary = "SET NX PX on a majority of independent Redis servers within the TTL (Redlock)",
     .contention = CONTENTION_WAITS,
-    .lease = &expires_under_holder,
+    .lease = &lease_expires_under_holder,
     .lock = &redlock,
 };

@@ -100,14 +100,16 @@ static struct redis_script renew_script = {
 };
 
 struct names {
-    char key[REDIS_KEY_MAX], channel[REDIS_KEY_MAX], waiters[REDIS_KEY_MAX];
+    char key[LOCK_NAME_MAX], channel[REDIS_KEY_MAX], waiters[LOCK_NAME_MAX];
 };
+
+static const struct lock_kind reentrant; /* its names are its row's */
 
 static void names_of(int product, struct names *n)
 {
-    redis_key(n->key, "lock", product, ":reentrant");
-    redis_key(n->channel, "lock", product, ":reentrant:released");
-    redis_key(n->waiters, "lock", product, ":reentrant:waiters");
+    lock_state_name(n->key, &reentrant, 0, product);
+    redis_key(n->channel, "lock", product, ":reentrant:released"); /* no state: a channel */
+    lock_state_name(n->waiters, &reentrant, 1, product);
 }
 
 /* ------------------------------------------------------------ watchdog */
@@ -138,13 +140,6 @@ static int renew(struct worker *w, struct watchdog *d)
     int renewed = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
     freeReplyObject(reply);
     return renewed;
-}
-
-static void timespec_add_ms(struct timespec *t, int ms)
-{
-    long long ns = t->tv_nsec + (long long)ms * 1000000LL;
-    t->tv_sec += (time_t)(ns / 1000000000LL);
-    t->tv_nsec = (long)(ns % 1000000000LL);
 }
 
 static void *watchdog_run(void *arg)
@@ -187,11 +182,7 @@ static struct watchdog *watchdog_start(const struct deduct_request *rq, const st
     snprintf(d->token, sizeof d->token, "%s", token);
     snprintf(d->ttl, sizeof d->ttl, "%d", rq->ttl_ms);
     d->period_ms = rq->ttl_ms / 3 > 0 ? rq->ttl_ms / 3 : 1;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&d->wake);
     pthread_mutex_init(&d->mu, NULL);
     if (pthread_create(&d->thread, NULL, watchdog_run, d) != 0) {
         pthread_cond_destroy(&d->wake);
@@ -253,12 +244,7 @@ static st_result lock_once(struct worker *w, const struct deduct_request *rq, co
  * score). */
 static void leave_waiters(struct worker *w, const struct names *n, const char *token)
 {
-    if (!redis_link_connected(redis_main(w)))
-        return;
-    const char *argv[] = {"ZREM", n->waiters, token};
-    redisReply *reply;
-    if (redis_call(w, &reply, 3, argv) == ST_OK)
-        freeReplyObject(reply);
+    redis_undo(w, 3, (const char *[]){"ZREM", n->waiters, token});
 }
 
 /* One release: *left is the hold count left, or -1 if it was not ours. */

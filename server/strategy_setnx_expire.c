@@ -29,8 +29,8 @@
 static st_result try_once(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                           int *taken)
 {
-    char key[REDIS_KEY_MAX], ttl[16];
-    redis_key(key, "lock", rq->product, ":setnx");
+    char key[LOCK_NAME_MAX], ttl[16];
+    lock_state_name(key, held->kind, 0, rq->product);
     const char *setnx[] = {"SETNX", key, held->token};
     redisReply *reply;
     st_result r = redis_call(w, &reply, 3, setnx);
@@ -57,8 +57,8 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
 static st_result release(struct worker *w, const struct deduct_request *rq, struct held_lock *held,
                          int *lost)
 {
-    char key[REDIS_KEY_MAX];
-    redis_key(key, "lock", rq->product, ":setnx");
+    char key[LOCK_NAME_MAX];
+    lock_state_name(key, held->kind, 0, rq->product);
     const char *get[] = {"GET", key};
     const char *del[] = {"DEL", key};
     const char *const *argvs[] = {get, del};
@@ -83,8 +83,6 @@ static const struct lock_kind setnx_then_expire = {
     .release = release,
 };
 
-static const struct lease expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
-
 const struct strategy strategy_setnx_expire = {
     .name = "setnx-expire",
     .store = &store_mysql,
@@ -94,7 +92,7 @@ const struct strategy strategy_setnx_expire = {
               "whoever holds the lock",
     .summary = "SETNX lock, then PEXPIRE ttl as a second command; DEL without an owner check",
     .contention = CONTENTION_WAITS,
-    .lease = &expires_under_holder,
+    .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
     .lock = &setnx_then_expire,
 };

@@ -55,13 +55,12 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
     json_t *sold = json_array();
     for (struct combined_sale *s = batch; s; s = s->next) {
         *s->out = (struct deduct_reply){.attempts = 1, .batch = n};
-        if (s->rq->qty <= count) {
+        s->result = count_covers(w, s->rq, count, s->out);
+        if (s->result == ST_OK) {
             count -= s->rq->qty;
             json_array_append_new(sold, json_integer(s->rq->qty));
-            s->result = ST_OK;
         } else {
-            s->result = ST_SOLD_OUT;
-            snprintf(s->message, sizeof s->message, "%lld left, %d asked", count, s->rq->qty);
+            snprintf(s->message, sizeof s->message, "%s", w->error);
         }
         s->out->remaining = count;
     }

@@ -28,8 +28,10 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
         return r;
     critical_section_wait(rq, NULL);
     out->remaining -= rq->qty;
-    return redis_sale_exec(w, rq, &k, out->remaining,
-                           "the stock key changed between WATCH and EXEC");
+    r = redis_sale_exec(w, rq, &k, out->remaining);
+    if (r == ST_BUSY)
+        worker_fail(w, r, "the stock key changed between WATCH and EXEC");
+    return r;
 }
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)

@@ -55,12 +55,17 @@ void *worker_links(struct worker *w, enum backend_id id, size_t size, int *fresh
  * foreign encoding become '?'. */
 static void keep_utf8(char *text)
 {
+    unsigned char *p = (unsigned char *)text;
+    while (*p && *p < 0x80)
+        p++;
+    if (!*p)
+        return; /* ASCII, as nearly every message is: nothing to check */
     json_t *probe = json_string(text);
     if (probe) {
         json_decref(probe);
         return;
     }
-    for (unsigned char *p = (unsigned char *)text; *p; p++)
+    for (; *p; p++)
         if (*p >= 0x80)
             *p = '?';
 }
@@ -139,6 +144,30 @@ long long wall_clock_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void timespec_add_ms(struct timespec *t, long long ms)
+{
+    long long ns = t->tv_nsec + ms % 1000 * 1000000LL;
+    t->tv_sec += (time_t)(ms / 1000 + ns / 1000000000LL);
+    t->tv_nsec = (long)(ns % 1000000000LL);
+}
+
+struct timespec time_in_ms(clockid_t clock, long long ms)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    timespec_add_ms(&t, ms);
+    return t;
+}
+
+void cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
 }
 
 long long monotonic_us(void)

@@ -20,7 +20,9 @@
 #include "backend.h"
 #include "result.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <time.h>
 
 struct worker {
     void *links[BACKEND_COUNT]; /* each backend's connections, NULL until used */
@@ -85,6 +87,18 @@ long long monotonic_us(void);
 
 /* Milliseconds since the epoch, for what a browser shows. */
 long long wall_clock_ms(void);
+
+/* Moves `t` on by `ms` milliseconds. */
+void timespec_add_ms(struct timespec *t, long long ms);
+
+/* `ms` milliseconds from now on `clock`, as the absolute time the timed waits
+ * of pthreads take: CLOCK_REALTIME for pthread_mutex_timedlock(),
+ * CLOCK_MONOTONIC for a condition variable from cond_init_monotonic(). */
+struct timespec time_in_ms(clockid_t clock, long long ms);
+
+/* Makes `cond` a condition variable whose timed waits count on
+ * CLOCK_MONOTONIC, so that setting the wall clock stretches no wait. */
+void cond_init_monotonic(pthread_cond_t *cond);
 
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */

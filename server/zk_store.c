@@ -44,11 +44,7 @@ static struct zk_session *current;
 
 static void init_once(void)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&changed, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&changed);
     /* The client's own messages go through forward_log(), at debug level:
      * during an outage it reports every reconnect attempt. */
     zoo_set_debug_level(log_threshold == LOG_DEBUG ? ZOO_LOG_LEVEL_INFO : ZOO_LOG_LEVEL_WARN);

@@ -71,6 +71,7 @@ static void test_strategy_table(void **state)
     assert_true(strategy_count() >= 7);
     for (size_t i = 0; i < strategy_count(); i++) {
         const struct strategy *s = strategy_at(i);
+        assert_true(strategy_row_sound(s));
         assert_true(!s->deduct != !s->lock); /* its own body, or a lock: exactly one */
         assert_non_null(s->summary);
         assert_ptr_equal(strategy_find(s->name), s);
