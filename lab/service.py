@@ -290,7 +290,7 @@ def stop_process(proc, grace=10):
 
 
 NGINX_STATIC = """# written by the lab: a private nginx serving one static file (HTTP-path limit)
-daemon off;
+{user}daemon off;
 master_process on;
 worker_processes auto;
 pid {dir}/nginx.pid;
@@ -323,6 +323,14 @@ def nginx_binary():
     raise SetupError("nginx not found (scripts/deps.sh bench)")
 
 
+def nginx_user():
+    """The `user` line of a private nginx: a master started by root switches its
+    workers to `user` (default nobody, who may not read the run directory, e.g.
+    in a checkout under a 0700 directory); as anyone else `user` is ignored with a
+    warning, so it is only written for root."""
+    return "user root;\n" if os.geteuid() == 0 else ""
+
+
 class StaticServer:
     """A private nginx (this user's process, on 127.0.0.1:port, everything under
     `directory`) answering GET `path` with `content`'s exact bytes."""
@@ -339,7 +347,7 @@ class StaticServer:
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_STATIC.format(dir=self.dir, port=self.port, path=self.path,
-                                        file="static"))
+                                        file="static", user=nginx_user()))
         probe = api_factory(self.port)
         if probe.answers():
             raise SetupError(f"port {self.port} is taken: the private nginx needs it "
