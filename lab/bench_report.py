@@ -69,13 +69,8 @@ def cell_html(r, f):
     if f == "claim":
         return [], h.badge(v or "info", v or "limit")
     if f == "label":
-        bits = [r.get("store"), f"{r.get('requests') or 0:,} requests"]
-        errs = f'<br>errors: {esc(r["error_detail"])}' if r.get("error_detail") else ""
-        return ["label"], (f'<b>{esc(v)}</b> <span class="strategy">· '
-                           f'{esc(" · ".join(b for b in bits if b))}</span>'
-                           f'<div class="reason">{esc(r.get("reason"))}{errs}</div>')
-    bad = f in ("oversold", "lost_updates", "errors") and isinstance(v, int) and v > 0
-    return ["bad"] if bad else [], esc(fmt(v))
+        return h.label_cell(r, [r.get("store"), f"{r.get('requests') or 0:,} requests"])
+    return ["bad"] if h.race_shown(f, v) else [], esc(fmt(v))
 
 
 def render(rows, params):

@@ -264,9 +264,7 @@ def main(argv):
         if api.answers():
             raise SetupError(f"something answers at {api.where()}: the chaos run starts its own "
                              "stockd there with short timeouts; choose a free --port")
-        service.binary()
-        service.stack_up()
-        service.start_stockd()
+        service.ensure()  # nothing answers: it starts the stack and a stockd of its own
         env = stack_env()
         faults = choose_faults(args, env)
         check_durable(faults, env)

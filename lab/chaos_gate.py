@@ -16,8 +16,8 @@ answers' units (lab.outcomes.ledger_problem)."""
 from collections import Counter
 
 from .faults import OUTAGE, QUORUM
-from .load import NO_ANSWER
-from .outcomes import Outcomes, ledger_problem
+from .load import NO_ANSWER, outcomes_of
+from .outcomes import counts_text, ledger_problem
 
 RECOVER_S = 2.0
 # The 503 words of a backend fault or a deadline; outcome_unknown may have sold.
@@ -31,16 +31,6 @@ class Timeline:
 
     def gone_s(self):
         return None if self.back is None else self.back - self.injected
-
-
-def outcomes_of(answers):
-    o = Outcomes()
-    for a in answers:
-        if a.status == NO_ANSWER:
-            o.add("", "", what=f"no answer ({a.word})")
-        else:
-            o.add(a.status, a.word or "none")
-    return o
 
 
 def recover_s(answers, back):
@@ -92,7 +82,7 @@ def unexpected(answers):
             c[f"no answer ({a.word})"] += 1
         elif a.word not in CONTRACT.get(a.status, ()):
             c[f"{a.status} {a.word}".strip()] += 1
-    return "; ".join(f"{k} x{v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+    return counts_text(c)
 
 
 def problems(f, expect, hit, safe, bound_ms, alive):

@@ -67,12 +67,8 @@ def cell_html(r, f):
     if f == "label":
         bits = [r.get("strategy") if r.get("strategy") != v else None, r.get("store")]
         bits += [f"{k} {r[k]}" for k in ("hold_ms", "ttl_ms", "pause_ms") if r.get(k)]
-        extra = ' <span class="strategy">· ' + esc(" · ".join(b for b in bits if b)) + "</span>"
-        errs = f'<br>errors: {esc(r["error_detail"])}' if r.get("error_detail") else ""
-        return ["label"], (f'<b>{esc(v)}</b>{extra}<div class="reason">{esc(r.get("reason"))}'
-                           f'{errs}</div>')
-    bad = ((f in ("oversold", "lost_updates", "errors") and isinstance(v, int) and v > 0)
-           or (f == "remaining" and isinstance(v, int) and v < 0))
+        return h.label_cell(r, bits)
+    bad = h.race_shown(f, v) or (f == "remaining" and isinstance(v, int) and v < 0)
     return ["bad"] if bad else [], esc(fmt(v))
 
 

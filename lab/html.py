@@ -229,6 +229,21 @@ def badge(kind, text):
     return f'<span class="badge {esc(kind)}">{esc(text)}</span>'
 
 
+def label_cell(r, bits):
+    """A result row's label cell: (classes, html): the label, the `bits` that qualify
+    it, then why it passed or failed and its errors."""
+    errs = f'<br>errors: {esc(r["error_detail"])}' if r.get("error_detail") else ""
+    return ["label"], (f'<b>{esc(r.get("label"))}</b> <span class="strategy">· '
+                       f'{esc(" · ".join(b for b in bits if b))}</span>'
+                       f'<div class="reason">{esc(r.get("reason"))}{errs}</div>')
+
+
+def race_shown(field, v):
+    """A count that should be 0 in a clean row (oversold, lost updates, errors) and
+    is not: its cell is marked bad."""
+    return field in ("oversold", "lost_updates", "errors") and isinstance(v, int) and v > 0
+
+
 def grouped_bar_chart(chart_id, title, groups, keys, colours):
     """Horizontal bar groups: [(label, {key: value})], one g.bar per group holding one
     bar per key (e.g. p50, p95, p99), on a common scale; a legend of the keys."""

@@ -16,6 +16,8 @@ import threading
 import time
 from collections import namedtuple
 
+from .outcomes import Outcomes
+
 Answer = namedtuple("Answer", "start end status word")
 NO_ANSWER = 0
 REFUSED_PAUSE_S = 0.02  # after a refused connection: do not spin on a dead port
@@ -136,3 +138,15 @@ class Load:
     def answers(self, key):
         """Every answer of the key's streams, by start time."""
         return sorted((a for s in self.streams[key] for a in s.answers), key=lambda a: a.start)
+
+
+def outcomes_of(answers):
+    """The Outcomes of a driver's answers; one that never came counts as "no answer
+    (why)"."""
+    o = Outcomes()
+    for a in answers:
+        if a.status == NO_ANSWER:
+            o.add("", "", what=f"no answer ({a.word})")
+        else:
+            o.add(a.status, a.word or "none")
+    return o

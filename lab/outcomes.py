@@ -53,8 +53,7 @@ class Outcomes:
 
     def detail(self):
         """The errors by kind, most frequent first: "503 overloaded x3; 502 x1"."""
-        return "; ".join(f"{k} x{v}" for k, v in
-                         sorted(self.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        return counts_text(self.kinds)
 
     def fields(self):
         return dict(self.counts, error_detail=self.detail())
@@ -70,3 +69,8 @@ def ledger_problem(sold_200, unknown, qty, store_sold):
         return None
     extra = f" + up to {unknown} outcome_unknown" if unknown else ""
     return f"store sold {store_sold} != {sold_200} answers 200{extra} x qty {qty}"
+
+
+def counts_text(counts):
+    """{kind: n} as "kind xN; ...", most frequent first."""
+    return "; ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -22,8 +22,7 @@ from .api import metric, Api
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, comma_list, elapsed_line,
                      ensure_writable, make_out_dir, now_iso, write_text)
 from .compare import check_needs
-from .load import NO_ANSWER, Load
-from .outcomes import Outcomes
+from .load import NO_ANSWER, Load, outcomes_of
 from .service import Service, run_guarded
 
 CLIENT_TIMEOUT_S = 60
@@ -138,9 +137,7 @@ def strategy_rows(selected, load):
     rows = []
     for s in selected:
         answers = load.answers(s.name)
-        o = Outcomes()
-        for a in answers:
-            o.add(a.status or "", a.word or "none", what=None if a.status else a.word)
+        o = outcomes_of(answers)
         r = {"strategy": s.name, "store": s.store, "safe": s.safe_single,
              "failed": failed(answers)}
         r.update(o.fields())
