@@ -28,15 +28,6 @@ static pthread_cond_t changed; /* on CLOCK_MONOTONIC, see health_start() */
 static int stopping;
 static int started; /* `changed` is made: health_stop() has something to stop */
 
-static void wait_ms_unless_stopping(long long ms)
-{
-    struct timespec until = time_in_ms(CLOCK_MONOTONIC, ms);
-    pthread_mutex_lock(&lock);
-    while (!stopping && pthread_cond_timedwait(&changed, &lock, &until) == 0)
-        ;
-    pthread_mutex_unlock(&lock);
-}
-
 static void record(struct probe *p, st_result r, const char *message)
 {
     pthread_mutex_lock(&lock);
@@ -68,7 +59,7 @@ static void *probe_main(void *arg)
             b->drop_if_closed(w);
         st_result r = b->ping(w);
         record(p, r, w->error);
-        wait_ms_unless_stopping(HEALTH_PERIOD_MS);
+        pause_unless_stopping(&changed, &lock, &stopping, HEALTH_PERIOD_MS);
     }
     backends_close(w);
     worker_free(w);

@@ -65,18 +65,6 @@ static void sample_one(struct worker *w, int product, struct sample *s)
         s->read = store_at(i)->account(w, product, &s->stores[i]) == ST_OK;
 }
 
-/* Waits for PRODUCTS_PERIOD_MS or a stop; returns 0 once stopping. */
-static int pause_unless_stopping(void)
-{
-    struct timespec until = time_in_ms(CLOCK_MONOTONIC, PRODUCTS_PERIOD_MS);
-    pthread_mutex_lock(&lock);
-    while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) == 0)
-        ;
-    int go_on = !stopping;
-    pthread_mutex_unlock(&lock);
-    return go_on;
-}
-
 static void *sampler_main(void *unused)
 {
     (void)unused;
@@ -94,7 +82,7 @@ static void *sampler_main(void *unused)
                 samples[i] = fresh[i];
         sample_count = n;
         pthread_mutex_unlock(&lock);
-    } while (pause_unless_stopping());
+    } while (pause_unless_stopping(&wake, &lock, &stopping, PRODUCTS_PERIOD_MS));
     backends_close(w);
     worker_free(w);
     return NULL;

@@ -170,6 +170,18 @@ void cond_init_monotonic(pthread_cond_t *cond)
     pthread_condattr_destroy(&attr);
 }
 
+int pause_unless_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, const int *stopping,
+                          long long ms)
+{
+    struct timespec until = time_in_ms(CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(mutex);
+    while (!*stopping && pthread_cond_timedwait(cond, mutex, &until) == 0)
+        ;
+    int go_on = !*stopping;
+    pthread_mutex_unlock(mutex);
+    return go_on;
+}
+
 long long monotonic_us(void)
 {
     struct timespec t;

@@ -100,6 +100,12 @@ struct timespec time_in_ms(clockid_t clock, long long ms);
  * CLOCK_MONOTONIC, so that setting the wall clock stretches no wait. */
 void cond_init_monotonic(pthread_cond_t *cond);
 
+/* A background thread's pause: waits `ms` on `cond` (from
+ * cond_init_monotonic(), signalled under `mutex`) unless *stopping is set
+ * first; returns whether it is still not stopping. */
+int pause_unless_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, const int *stopping,
+                          long long ms);
+
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */
 void random_token(char *out, size_t bytes);
