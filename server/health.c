@@ -48,19 +48,13 @@ static void *probe_main(void *arg)
     struct probe *p = arg;
     const struct backend *b = backend_at(p->id);
     struct worker *w = worker_new();
-    for (;;) {
-        pthread_mutex_lock(&lock);
-        int stop = stopping;
-        pthread_mutex_unlock(&lock);
-        if (stop)
-            break;
+    do {
         w->error[0] = '\0';
         if (b->drop_if_closed)
             b->drop_if_closed(w);
         st_result r = b->ping(w);
         record(p, r, w->error);
-        pause_unless_stopping(&changed, &lock, &stopping, HEALTH_PERIOD_MS);
-    }
+    } while (pause_unless_stopping(&changed, &lock, &stopping, HEALTH_PERIOD_MS));
     backends_close(w);
     worker_free(w);
     return NULL;
