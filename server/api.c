@@ -303,7 +303,7 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
 {
     const char *name = strategy_name(req->path);
     const struct strategy *s = strategy_find(name);
-    /* On an HTTP thread (ROUTE_ON_ARRIVAL) only a sale that joins a queue
+    /* On an HTTP thread (its route's on_arrival) only a sale that joins a queue
      * is taken; anything else, errors included, goes to a worker. */
     int here = w->must_not_block;
     if (here && (!s || !s->answers_later))

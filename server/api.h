@@ -47,7 +47,7 @@ void api_refused(const struct http_request *req, st_result r);
 st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On a worker; first tried on the HTTP thread, with a worker that must not
- * block (ROUTE_ON_ARRIVAL): there a sale that only has to join a queue
+ * block (its route's on_arrival): there a sale that only has to join a queue
  * (combine.h) joins it and answers ST_LATER; anything else is
  * ST_NEEDS_WORKER, and the worker runs it (and answers its errors). */
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);

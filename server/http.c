@@ -270,7 +270,7 @@ static enum MHD_Result answer_page(struct pending *p)
     return send_reply(p);
 }
 
-/* A ROUTE_ON_ARRIVAL handler, on this thread: ST_LATER when it took the
+/* An on_arrival route's handler, on this thread: ST_LATER when it took the
  * request, ST_NEEDS_WORKER when the pool must run it (with the reply it
  * began). */
 static st_result try_on_arrival(struct pending *p)
@@ -296,7 +296,7 @@ static enum MHD_Result run_on_worker(struct pending *p)
     p->submitted = 1;
     atomic_fetch_add(&outstanding, 1);
     MHD_suspend_connection(p->connection);
-    if ((p->route.flags & ROUTE_ON_ARRIVAL) && try_on_arrival(p) == ST_LATER)
+    if (p->route.on_arrival && try_on_arrival(p) == ST_LATER)
         return MHD_YES;
     st_result r = pool_submit(&p->job);
     if (r != ST_OK) {

@@ -19,19 +19,20 @@ static const struct route {
     unsigned flags;
     handler_fn handler; /* runs on a worker, or... */
     page_fn page;       /* ...is answered on the HTTP thread */
+    int on_arrival;     /* `handler` is tried on the HTTP thread first */
 } routes[] = {
-    {"/health", 0, GET, 0, NULL, api_health},
-    {"/strategies", 0, GET, 0, NULL, api_strategies},
-    {"/metrics", 0, GET, 0, NULL, api_metrics},
-    {"/", 0, GET, 0, NULL, api_asset}, /* the live lab page */
-    {"/lab/state", 0, GET, 0, NULL, api_lab_state},
-    {"/lab/", 1, GET, 0, NULL, api_asset},
-    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL},
+    {"/health", 0, GET, 0, NULL, api_health, 0},
+    {"/strategies", 0, GET, 0, NULL, api_strategies, 0},
+    {"/metrics", 0, GET, 0, NULL, api_metrics, 0},
+    {"/", 0, GET, 0, NULL, api_asset, 0}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0},
+    {"/lab/", 1, GET, 0, NULL, api_asset, 0},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
-    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
-    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL},
-    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE | ROUTE_ON_ARRIVAL, api_deduct, NULL},
-    {"/stock/", 1, GET, 0, api_stock, NULL},
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 1},
+    {"/stock/", 1, GET, 0, api_stock, NULL, 0},
 };
 
 static int path_matches(const struct route *r, const char *path)
@@ -61,6 +62,7 @@ void route_find(const char *method, const char *path, struct route_match *out)
         if (method_bit(method) & r->methods) {
             out->handler = r->handler;
             out->page = r->page;
+            out->on_arrival = r->on_arrival;
             out->flags = r->flags;
             out->result = ST_OK;
             return;
