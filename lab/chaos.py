@@ -88,12 +88,15 @@ def parse_args(argv):
     o.add("--product", ["CHAOS_PRODUCT"], 7001, int, "first product id (one per strategy)", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/chaos-<timestamp>/ goes")
-    o.flag("--quick", "the test gate's version: Redis killed, Redis frozen 2 s, one Redlock "
-                      "server stopped; 1.5 s before, 2 s of fault, 3 s after")
+    o.flag("--quick", "the test gate's version: Redis killed, Redis frozen 3 s, one Redlock "
+                      "server stopped; 1.5 s before, 3 s of fault, 3 s after")
     ns = o.parse(argv)
     ns.faults = comma_list(ns.faults)
     if ns.quick:
-        ns.before, ns.hold, ns.after = 1.5, 2.0, 3.0
+        # A fault must outlast the backend timeout (--io-timeout-ms, 1 s) by as much
+        # again: the requests in flight when it starts fail about 1 s in, and only
+        # the ones sent after them show the outage as requests started during it.
+        ns.before, ns.hold, ns.after = 1.5, 3.0, 3.0
     return ns
 
 
