@@ -893,6 +893,26 @@ static int command_output(const char *command, char *out, size_t size)
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+int wait_row_locked(int product, long timeout_ms)
+{
+    char command[PATH_MAX + 160], out[512];
+    snprintf(command, sizeof command,
+             "'%s/scripts/stack.sh' mysql -N -e "
+             "'SELECT count FROM stock WHERE product_id = %d FOR UPDATE NOWAIT' 2>&1",
+             env_or("STOCKD_REPO", "."), product);
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        if (command_output(command, out, sizeof out) != 0 && strstr(out, "Lock wait timeout"))
+            return 0; /* refused at once: another transaction holds the row */
+        if (now_ms() >= deadline) {
+            print_error("no transaction held product %d's row within %ld ms (last: %s)\n", product,
+                        timeout_ms, out);
+            return -1;
+        }
+        sleep_ms(10);
+    }
+}
+
 int redis_cli(const char *args, char *out, size_t size)
 {
     char command[1024];

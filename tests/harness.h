@@ -281,6 +281,11 @@ int stack_stop_one(const char *name);
 int stack_kill_one(const char *name);
 int stack_start_one(const char *name);
 
+/* Waits (at most timeout_ms) until a transaction holds `product`'s stock
+ * row in MariaDB, as a SELECT ... FOR UPDATE NOWAIT from outside finds it;
+ * 0 once it does, else -1 after printing why. */
+int wait_row_locked(int product, long timeout_ms);
+
 /* Runs `redis-cli ARGS` against the stack's main Redis and copies its
  * output into `out`; 0 when it exited 0. */
 int redis_cli(const char *args, char *out, size_t size);

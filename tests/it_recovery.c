@@ -250,6 +250,8 @@ static void expect_batch_fails_whole(const json_t *s, int index)
     struct background first, next[WAITING];
     start_background(&first, name, product, "hold_ms=1000");
     assert_int_equal(wait_metric("stockd_in_flight_requests", 2, SETTLE_MS), 0);
+    /* Its batch has formed: the next sales cannot join it. */
+    assert_int_equal(wait_row_locked(product, SETTLE_MS), 0);
     for (int i = 0; i < WAITING; i++)
         start_background(&next[i], name, product, "hold_ms=1000&pause_ms=1000");
     assert_int_equal(wait_metric("stockd_in_flight_requests", 2 + WAITING, SETTLE_MS), 0);
