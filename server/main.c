@@ -23,7 +23,7 @@
  *   result.c     the one result type and its HTTP meaning
  *
  * Threads: libmicrohttpd runs config.threads HTTP threads, each with its
- * own epoll loop; they parse requests, answer what needs no backend, and
+ * own poll loop (http.c says why not epoll); they parse requests, answer what needs no backend, and
  * send replies. A request's work runs start to finish on one of
  * config.workers worker threads (pool.c), which owns the backend
  * connections it uses - except a sale that only joins a queue of sales
