@@ -10,7 +10,7 @@ ROW_FIELDS = [
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
     "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "instances_seen",
-    "verdict", "reason",
+    "steal_pct", "attempts", "verdict", "reason",
 ]
 
 TABLE = [  # (heading, field, align)
@@ -21,7 +21,7 @@ TABLE = [  # (heading, field, align)
     ("max ms", "max_ms", ">"), ("sold", "sold", ">"), ("sold_out", "sold_out", ">"),
     ("busy", "busy", ">"), ("unknown", "outcome_unknown", ">"), ("err", "errors", ">"),
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"), ("batch", "mean_batch", ">"),
-    ("verdict", "verdict", "<"),
+    ("steal %", "steal_pct", ">"), ("verdict", "verdict", "<"),
 ]
 
 COLUMNS = [
@@ -32,6 +32,7 @@ COLUMNS = [
     ("busy", "busy", False), ("outcome unknown", "outcome_unknown", False),
     ("errors", "errors", False), ("oversold", "oversold", False),
     ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
+    ("host steal %", "steal_pct", False), ("attempts", "attempts", False),
 ]
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 
