@@ -343,6 +343,37 @@ static void test_body_too_large(void **state)
     expect_fresh(PRODUCT_BAD_INPUT, 50);
 }
 
+/* Sends a sale of product PRODUCT_BAD_INPUT with one header whose value is
+ * `size` bytes long; returns the status. */
+static long deduct_with_header_of(size_t size)
+{
+    static char header[16 * 1024];
+    assert_true(size + 16 < sizeof header);
+    int n = snprintf(header, sizeof header, "X-Padding: ");
+    memset(header + n, 'a', size);
+    header[(size_t)n + size] = '\0';
+    const char *const headers[] = {header, NULL};
+    char path[96];
+    snprintf(path, sizeof path, "/stock/deduct/sql?product=%d", PRODUCT_BAD_INPUT);
+    struct http_reply r;
+    http_call_with("POST", path, NULL, headers, &r);
+    http_reply_free(&r);
+    return r.status;
+}
+
+/* Request line and headers share the connection's 8 KiB: 6 KiB of headers
+ * sell, 9 KiB get libmicrohttpd's 431 and sell nothing. */
+static void test_header_size_limit(void **state)
+{
+    (void)state;
+    reset(PRODUCT_BAD_INPUT, 50);
+    assert_int_equal(deduct_with_header_of(6 * 1024), 200);
+    struct account before = account(PRODUCT_BAD_INPUT);
+    assert_int_equal(deduct_with_header_of(9 * 1024), 431);
+    struct account after = account(PRODUCT_BAD_INPUT);
+    expect_same_account(&before, &after);
+}
+
 static void test_json_body_agreeing_with_query(void **state)
 {
     (void)state;
@@ -387,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_bad_requests_every_strategy),
         cmocka_unit_test(test_method_not_allowed_names_allowed),
         cmocka_unit_test(test_body_too_large),
+        cmocka_unit_test(test_header_size_limit),
         cmocka_unit_test(test_json_body_agreeing_with_query),
     };
     return cmocka_run_group_tests(tests, stockd_group_setup, stockd_group_teardown);
