@@ -7,6 +7,12 @@ same run:
     redis     redis-benchmark running the `lua` strategy's sale script by EVALSHA
     mariadb   sysbench running the `sql` strategy's sale transaction
 
+Then the three headline ratios once more, at one concurrency (64, or the highest
+below it), each subject alternated with its limit --pairs times: stockd's GET
+/strategies with nginx, the `lua` strategy with EVALSHA, the `sql` strategy with the
+sale transaction. A pair row's x limit is the median of its pairs' ratios: two
+measures seconds apart share the host's mood, two minutes apart may not.
+
 A row during which the host stole more than --steal-max percent of the CPU (a
 neighbour on a virtual machine: lab/host.py) is measured again, up to --retries more
 times while --retry-budget seconds of re-measuring last; every row reports the steal
@@ -20,7 +26,7 @@ tools' consoles) and points results/bench-latest at it; checks bench.html in hea
 Chromium; prints the table and the elapsed time.
 
 --quick (the test gate): the first strategy claiming safety of each store, one
-concurrency, one second per row."""
+concurrency, one second per row, no pairs."""
 
 import os
 import sys
@@ -49,7 +55,8 @@ def parse_args(argv):
     o.add("--steal-max", ["STEAL_MAX"], 5.0, float,
           "percent of the CPU the host may steal during a row before it is measured again", 0)
     o.add("--retries", ["RETRIES"], 2, int, "at most this many more attempts per disturbed row", 0)
-    o.add("--retry-budget", ["RETRY_BUDGET"], 60, int,
+    o.add("--pairs", ["PAIRS"], 3, int, "alternating pairs per headline ratio (0: none)", 0)
+    o.add("--retry-budget", ["RETRY_BUDGET"], 45, int,
           "seconds the whole run may spend measuring disturbed rows again", 0)
     o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
@@ -68,7 +75,7 @@ def parse_args(argv):
     if not ns.conns or min(ns.conns) < 1:
         o.parser.error("--conns: at least one concurrency, each at least 1")
     if ns.quick:
-        ns.duration, ns.warmup = 1, 0
+        ns.duration, ns.warmup, ns.pairs = 1, 0, 0
     ns.http_port = ns.http_port or ns.port + 1
     return ns
 
@@ -82,6 +89,18 @@ def mean_batch(before, after):
     if before is None or after is None or after[1] <= before[1]:
         return None
     return round((after[0] - before[0]) / (after[1] - before[1]), 1)
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def headline_conc(conns):
+    """The concurrency of the pairs and the /metrics cost rows: 64, or the highest
+    below it, or the lowest there is."""
+    return max([c for c in conns if c <= 64] or [min(conns)])
 
 
 def disturbance_note(seen):
@@ -99,6 +118,7 @@ class Bench:
         self.log = lambda name: os.path.join(out_dir, name + ".log")
         self.rows = []
         self.retry_spent_s = 0.0
+        self.limits = {}  # limit -> (the row name, run(conc) -> a measure), for the pairs
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -117,7 +137,8 @@ class Bench:
         r.update(outcomes.fields())
         r.update(seen)
         self.rows.append(r)
-        self.say(f"{r['label']}: {measure.rps} req/s, p99 {measure.p99_ms} ms; "
+        p99 = "" if measure.p99_ms is None else f", p99 {measure.p99_ms} ms"
+        self.say(f"{r['label']}: {measure.rps} req/s{p99}; "
                  f"{verdict.upper()} - {reason}{disturbance_note(seen)}")
         return r
 
@@ -149,11 +170,15 @@ class Bench:
             self.say(f"the host stole {steal}% of the CPU during that row: measuring it again")
 
     # ------------------------------------------------------------ raw limits
-    def http_limit(self):
-        doc = self.api.strategies()
+    def static_strategies(self):
+        """The private nginx serving GET /strategies' bytes, started."""
         static = StaticServer(os.path.join(run_dir(), "bench-nginx"), self.args.http_port,
-                              "/strategies", doc.raw)
+                              "/strategies", self.api.strategies().raw)
         static.start(lambda port: Api(self.args.host, port))
+        return static
+
+    def http_limit(self):
+        static = self.static_strategies()
         try:
             for c in self.args.conns:
                 self.http_row("nginx static /strategies", self.args.http_port, c)
@@ -216,20 +241,24 @@ class Bench:
         self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
         keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
             self.log("redis-benchmark")
+        self.limits["redis"] = ("redis EVALSHA sale script", lambda c: raw.redis_for(
+            self.args.duration, port, sha, keys, [1], c, log))
         for c in self.args.conns:
             self.raw_row("redis EVALSHA sale script", "redis", "redis", c,
-                         lambda: raw.redis_for(self.args.duration, port, sha, keys, [1], c, log))
+                         lambda: self.limits["redis"][1](c))
 
     def mariadb_limit(self):
         deduct = sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH")
         insert = sources.sql_statement(sources.SQL_FILE, "SQL_INSERT_ORDER")
         name = sources.strategy_name(sources.SQL_STRATEGY_FILE)
         db = stack_env()
+        self.limits["mariadb"] = ("mariadb sale transaction", lambda c: raw.mariadb_sale(
+            db, deduct, insert, self.args.product, name, c, self.args.duration,
+            self.log("sysbench")))
         self.reset()
         for c in self.args.conns:
             self.raw_row("mariadb sale transaction", "mysql", "mariadb", c,
-                         lambda: raw.mariadb_sale(db, deduct, insert, self.args.product, name, c,
-                                                  self.args.duration, self.log("sysbench")))
+                         lambda: self.limits["mariadb"][1](c))
 
     # ------------------------------------------------------------ strategies
     def strategy(self, s):
@@ -256,13 +285,70 @@ class Bench:
                            seen, res.instances)
             row["mean_batch"] = mean_batch(before, after)
 
+    # ----------------------------------------------------------------- pairs
+    def pairs(self, selected):
+        """The headline ratios, each from --pairs alternating measures of a subject and
+        its limit at headline_conc(): stockd's GET /strategies against nginx, and the
+        strategies of server/strategy_lua.c and server/strategy_sql.c (when selected)
+        against EVALSHA and the sale transaction."""
+        a = self.args
+        conc = headline_conc(a.conns)
+        static = self.static_strategies()
+        try:
+            self.pair_row("stockd GET /strategies", None, None, "http",
+                          "nginx static /strategies", conc,
+                          lambda: self.wrk(self.url(a.http_port, "/strategies"), conc, a.duration),
+                          lambda: self.wrk(self.url(a.port, "/strategies"), conc, a.duration))
+        finally:
+            static.stop()
+        names = {s.name: s for s in selected}
+        for source, limit in ((sources.LUA_FILE, "redis"), (sources.SQL_STRATEGY_FILE, "mariadb")):
+            s = names.get(sources.strategy_name(source))
+            if s is None or limit not in self.limits:
+                continue
+            limit_name, run_limit = self.limits[limit]
+            url = self.url(a.port, f"/stock/deduct/{s.name}?product={a.product}&qty=1")
+
+            def run_subject():
+                load = self.wrk(url, conc, a.duration)
+                self.api.wait_idle(SETTLE_S)
+                return load
+
+            self.reset()
+            self.pair_row(s.name, s.store, "safe" if s.safe_for(self.instances) else "unsafe",
+                          limit, limit_name, conc, lambda: run_limit(conc), run_subject)
+
+    def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
+        """One pair row: --pairs times the limit then the subject, each pair measured
+        again if the host stole CPU during it. Its req/s and limit_rps are medians, its
+        x limit the median of the pairs' ratios (pair_ratios); its steal is its pairs'
+        highest, its attempts 1 + the pairs measured again."""
+        limit_rates, rates, ratios, steals, again = [], [], [], [], 0
+        outcomes = Outcomes()
+        for _ in range(self.args.pairs):
+            (base, load), seen = self.measured(lambda: (run_limit(), run_subject()))
+            limit_rates.append(base.rps)
+            rates.append(load.rps)
+            ratios.append(round(load.rps / base.rps, 3) if base.rps and load.rps else 0.0)
+            outcomes.merge(load.outcomes)
+            steals.append(seen["steal_pct"] or 0.0)
+            again += seen["attempts"] - 1
+        ok = outcomes.requests > 0 and outcomes["errors"] == 0
+        measure = raw.Measure(outcomes.requests, median(rates), None, None, None, None)
+        row = self.add(f"{subject} paired with {limit_name}", "pair", store, claim, conc,
+                       measure, outcomes, limit, None, "pass" if ok else "fail",
+                       f"median of {len(ratios)} pairs' ratios {ratios}" if ok else
+                       f"errors: {outcomes.detail()}",
+                       {"steal_pct": max(steals), "attempts": 1 + again})
+        row.update(limit_rps=median(limit_rates), x_limit=median(ratios), pair_ratios=ratios)
+
     def scrape_cost(self):
         """What /metrics costs: the lua strategy at 64 connections (or the highest
         concurrency below), alternately scraped every second and not, twice each; the
         scraped rows' x limit is their throughput over the unscraped ones'."""
         a = self.args
         lua = sources.strategy_name(sources.LUA_FILE)
-        conc = max([c for c in a.conns if c <= 64] or [min(a.conns)])
+        conc = headline_conc(a.conns)
         url = self.url(a.port, f"/stock/deduct/{lua}?product={a.product}&qty=1")
         for _ in range(2):
             for scraped in (False, True):
@@ -287,6 +373,8 @@ class Bench:
         self.mariadb_limit()
         for s in selected:
             self.strategy(s)
+        if self.args.pairs:
+            self.pairs(selected)
         if not self.args.quick:
             self.scrape_cost()
         self.mark_limits()
@@ -308,8 +396,9 @@ class Bench:
             best["unscraped"] = sum(unscraped) / len(unscraped)
             best["scraped"] = best["unscraped"]
         for r in self.rows:
-            r["limit_rps"] = best.get(r["limit"])
-            r["x_limit"] = ratio(r["throughput_rps"], r["limit_rps"])
+            if r["kind"] != "pair":  # a pair row's figures are its own medians
+                r["limit_rps"] = best.get(r["limit"])
+                r["x_limit"] = ratio(r["throughput_rps"], r["limit_rps"])
 
 
 class Scraper:
@@ -380,6 +469,7 @@ def main(argv):
                   "settings": facts.settings, "elapsed_s": round(time.time() - t0),
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",
                   "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
+                  "pairs": args.pairs,
                   "retries": args.retries, "retry_budget_s": args.retry_budget,
                   "retry_spent_s": round(bench.retry_spent_s, 1)}
         page = write_outputs(out_dir, rows, params)

@@ -10,7 +10,7 @@ ROW_FIELDS = [
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
     "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "instances_seen",
-    "steal_pct", "attempts", "verdict", "reason",
+    "steal_pct", "attempts", "pair_ratios", "verdict", "reason",
 ]
 
 TABLE = [  # (heading, field, align)
@@ -38,9 +38,9 @@ PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 
 
 def charted(rows):
-    """The rows the charts draw: not the /metrics cost rows (two runs of one strategy
-    at one concurrency, scraped and not: the table shows them)."""
-    return [r for r in rows if r["kind"] != "scrape"]
+    """The rows the charts draw: not the pair rows nor the /metrics cost rows (runs at
+    one concurrency that repeat a charted one: the table shows them)."""
+    return [r for r in rows if r["kind"] not in ("pair", "scrape")]
 
 
 def series(rows):

@@ -39,6 +39,13 @@ class Outcomes:
             key = what or " ".join(x for x in (str(status).strip(), word) if x and x != "none")
             self.kinds[key or "no answer"] = self.kinds.get(key or "no answer", 0) + n
 
+    def merge(self, other):
+        """Adds another Outcomes' counts to these."""
+        for bucket, n in other.counts.items():
+            self.counts[bucket] += n
+        for kind, n in other.kinds.items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+
     def __getitem__(self, bucket):
         return self.counts[bucket]
 

@@ -1,5 +1,6 @@
-"""lab.host (CPU steal from /proc/stat) and the bench's policy for rows during which
-the host stole CPU: measured again while disturbed, within --retries and the budget."""
+"""lab.host (CPU steal from /proc/stat) and how the bench measures on a noisy host: a
+row during which the host stole CPU is measured again, within --retries and the
+budget; a headline ratio is the median of alternating pairs."""
 
 import os
 import tempfile
@@ -8,6 +9,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 from lab import bench, host
+from lab.outcomes import Outcomes
 
 STAT = ("cpu  1000 10 500 8000 40 0 50 400 30 0\n"
         "cpu0 500 5 250 4000 20 0 25 200 15 0\n")
@@ -37,8 +39,9 @@ class HostTest(unittest.TestCase):
         self.assertIsNone(host.steal_pct((400, 10000), (400, 10000)))
 
 
-def bench_with(steal_max=5.0, retries=2, retry_budget=60):
-    args = SimpleNamespace(steal_max=steal_max, retries=retries, retry_budget=retry_budget)
+def bench_with(steal_max=5.0, retries=2, retry_budget=60, pairs=3):
+    args = SimpleNamespace(steal_max=steal_max, retries=retries, retry_budget=retry_budget,
+                           pairs=pairs, duration=2)
     return bench.Bench(args, None, None, 1, tempfile.gettempdir(), lambda text: None)
 
 
@@ -92,6 +95,53 @@ class MeasuredTest(unittest.TestCase):
         b = bench_with()
         with mock.patch.object(host, "cpu_times", return_value=None):
             self.assertEqual(b.measured(lambda: "r"), ("r", {"steal_pct": None, "attempts": 1}))
+
+
+def load(rps, answers=None):
+    """A wrk-like result: its rate and its answers ({(status, word): n})."""
+    outcomes = Outcomes()
+    for (status, word), n in (answers or {(200, ""): 100}).items():
+        outcomes.add(status, word, n)
+    return SimpleNamespace(rps=rps, outcomes=outcomes)
+
+
+class PairTest(unittest.TestCase):
+    def pair(self, limit_rates, subject_loads):
+        b = bench_with(pairs=len(limit_rates))
+        limits, subjects = iter(limit_rates), iter(subject_loads)
+        with mock.patch.object(host, "cpu_times", return_value=None):
+            b.pair_row("s", "redis", "safe", "redis", "raw limit", 64,
+                       lambda: SimpleNamespace(rps=next(limits)), lambda: next(subjects))
+        return b.rows[-1]
+
+    def test_the_ratio_is_the_median_of_the_pairs(self):
+        # a slow moment (the second pair) moves both sides and not the median
+        row = self.pair([50000.0, 25000.0, 40000.0], [load(40000.0), load(10000.0), load(30000.0)])
+        self.assertEqual(row["pair_ratios"], [0.8, 0.4, 0.75])
+        self.assertEqual(row["x_limit"], 0.75)
+        self.assertEqual((row["throughput_rps"], row["limit_rps"]), (30000.0, 40000.0))
+        self.assertEqual((row["kind"], row["verdict"], row["requests"]), ("pair", "pass", 300))
+        self.assertEqual(row["label"], "s paired with raw limit c=64")
+
+    def test_errors_fail_the_row(self):
+        row = self.pair([100.0], [load(90.0, {(200, ""): 5, (503, "overloaded"): 1})])
+        self.assertEqual(row["verdict"], "fail")
+        self.assertIn("503 overloaded", row["reason"])
+
+    def test_median_and_headline_concurrency(self):
+        self.assertEqual(bench.median([3, 1, 2]), 2)
+        self.assertEqual(bench.median([4, 1, 2, 3]), 2.5)
+        self.assertEqual(bench.headline_conc([1, 16, 64, 256]), 64)
+        self.assertEqual(bench.headline_conc([1, 16, 256]), 16)
+        self.assertEqual(bench.headline_conc([128, 256]), 128)
+
+    def test_outcomes_merge(self):
+        a, b = Outcomes(), Outcomes()
+        a.add(200, "", 3)
+        b.add(200, "", 2)
+        b.add(503, "timeout", 1)
+        a.merge(b)
+        self.assertEqual((a["sold"], a["errors"], a.detail()), (5, 1, "503 timeout x1"))
 
 
 if __name__ == "__main__":
