@@ -28,6 +28,7 @@ Chromium; prints the table and the elapsed time.
 --quick (the test gate): the first strategy claiming safety of each store, one
 concurrency, one second per row, no pairs."""
 
+import contextlib
 import os
 import sys
 import threading
@@ -43,6 +44,10 @@ from .outcomes import Outcomes
 from .service import Service, StaticServer, run_dir, run_guarded, stack_env
 
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
+# The raw limits' rows: each limit's name, and the row that defines it.
+LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale script",
+              "mariadb": "mariadb sale transaction"}
+STOCKD_HTTP_ROW = "stockd GET /strategies"
 
 
 def parse_args(argv):
@@ -118,7 +123,7 @@ class Bench:
         self.log = lambda name: os.path.join(out_dir, name + ".log")
         self.rows = []
         self.retry_spent_s = 0.0
-        self.limits = {}  # limit -> (the row name, run(conc) -> a measure), for the pairs
+        self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -148,6 +153,10 @@ class Bench:
     def url(self, port, path):
         return f"http://{self.args.host}:{port}{path}"
 
+    def sale_path(self, strategy):
+        """One unit of the bench's product with `strategy`."""
+        return f"/stock/deduct/{strategy}?product={self.args.product}&qty=1"
+
     def wrk(self, url, conns, seconds):
         return wrk.run(url, conns, seconds, self.log("wrk"))
 
@@ -170,22 +179,23 @@ class Bench:
             self.say(f"the host stole {steal}% of the CPU during that row: measuring it again")
 
     # ------------------------------------------------------------ raw limits
+    @contextlib.contextmanager
     def static_strategies(self):
-        """The private nginx serving GET /strategies' bytes, started."""
+        """The private nginx serving GET /strategies' bytes, for the time of a with."""
         static = StaticServer(os.path.join(run_dir(), "bench-nginx"), self.args.http_port,
                               "/strategies", self.api.strategies().raw)
         static.start(lambda port: Api(self.args.host, port))
-        return static
-
-    def http_limit(self):
-        static = self.static_strategies()
         try:
-            for c in self.args.conns:
-                self.http_row("nginx static /strategies", self.args.http_port, c)
+            yield
         finally:
             static.stop()
+
+    def http_limit(self):
+        with self.static_strategies():
+            for c in self.args.conns:
+                self.http_row(LIMIT_ROWS["http"], self.args.http_port, c)
         for c in self.args.conns:
-            self.http_row("stockd GET /strategies", self.args.port, c)
+            self.http_row(STOCKD_HTTP_ROW, self.args.port, c)
 
     def http_row(self, name, port, conc):
         url = self.url(port, "/strategies")
@@ -231,7 +241,7 @@ class Bench:
         sha = sources.sha1(script)
         port = int(stack_env()["STOCKD_REDIS_PORT"])
         self.reset()
-        r = self.api.call("GET", f"/stock/deduct/{lua}?product={self.args.product}&qty=1")
+        r = self.api.call("GET", self.sale_path(lua))
         if r.status != 200:
             raise SetupError(f"one '{lua}' sale answered {r.status}: {str(r.body)[:160]}")
         if not raw.script_loaded(port, sha):
@@ -241,30 +251,31 @@ class Bench:
         self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
         keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
             self.log("redis-benchmark")
-        self.limits["redis"] = ("redis EVALSHA sale script", lambda c: raw.redis_for(
+        self.limit_rows("redis", "redis", lambda c: raw.redis_for(
             self.args.duration, port, sha, keys, [1], c, log))
-        for c in self.args.conns:
-            self.raw_row("redis EVALSHA sale script", "redis", "redis", c,
-                         lambda: self.limits["redis"][1](c))
 
     def mariadb_limit(self):
         deduct = sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH")
         insert = sources.sql_statement(sources.SQL_FILE, "SQL_INSERT_ORDER")
         name = sources.strategy_name(sources.SQL_STRATEGY_FILE)
         db = stack_env()
-        self.limits["mariadb"] = ("mariadb sale transaction", lambda c: raw.mariadb_sale(
+        self.reset()
+        self.limit_rows("mariadb", "mysql", lambda c: raw.mariadb_sale(
             db, deduct, insert, self.args.product, name, c, self.args.duration,
             self.log("sysbench")))
-        self.reset()
+
+    def limit_rows(self, limit, store, run):
+        """The raw rows of a backend's limit at every concurrency (run(conc) measures
+        one); `run` is kept for the pairs."""
+        self.limits[limit] = run
         for c in self.args.conns:
-            self.raw_row("mariadb sale transaction", "mysql", "mariadb", c,
-                         lambda: self.limits["mariadb"][1](c))
+            self.raw_row(LIMIT_ROWS[limit], store, limit, c, lambda: run(c))
 
     # ------------------------------------------------------------ strategies
     def strategy(self, s):
         a = self.args
         safe = s.safe_for(self.instances)
-        url = self.url(a.port, f"/stock/deduct/{s.name}?product={a.product}&qty=1")
+        url = self.url(a.port, self.sale_path(s.name))
         if a.warmup:
             self.reset()
             self.wrk(url, max(a.conns), a.warmup)
@@ -293,21 +304,17 @@ class Bench:
         against EVALSHA and the sale transaction."""
         a = self.args
         conc = headline_conc(a.conns)
-        static = self.static_strategies()
-        try:
-            self.pair_row("stockd GET /strategies", None, None, "http",
-                          "nginx static /strategies", conc,
+        with self.static_strategies():
+            self.pair_row(STOCKD_HTTP_ROW, None, None, "http", LIMIT_ROWS["http"], conc,
                           lambda: self.wrk(self.url(a.http_port, "/strategies"), conc, a.duration),
                           lambda: self.wrk(self.url(a.port, "/strategies"), conc, a.duration))
-        finally:
-            static.stop()
         names = {s.name: s for s in selected}
         for source, limit in ((sources.LUA_FILE, "redis"), (sources.SQL_STRATEGY_FILE, "mariadb")):
             s = names.get(sources.strategy_name(source))
             if s is None or limit not in self.limits:
                 continue
-            limit_name, run_limit = self.limits[limit]
-            url = self.url(a.port, f"/stock/deduct/{s.name}?product={a.product}&qty=1")
+            run_limit = self.limits[limit]
+            url = self.url(a.port, self.sale_path(s.name))
 
             def run_subject():
                 load = self.wrk(url, conc, a.duration)
@@ -316,7 +323,7 @@ class Bench:
 
             self.reset()
             self.pair_row(s.name, s.store, "safe" if s.safe_for(self.instances) else "unsafe",
-                          limit, limit_name, conc, lambda: run_limit(conc), run_subject)
+                          limit, LIMIT_ROWS[limit], conc, lambda: run_limit(conc), run_subject)
 
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
         """One pair row: --pairs times the limit then the subject, each pair measured
@@ -349,7 +356,7 @@ class Bench:
         a = self.args
         lua = sources.strategy_name(sources.LUA_FILE)
         conc = headline_conc(a.conns)
-        url = self.url(a.port, f"/stock/deduct/{lua}?product={a.product}&qty=1")
+        url = self.url(a.port, self.sale_path(lua))
         for _ in range(2):
             for scraped in (False, True):
                 def attempt():
@@ -383,8 +390,7 @@ class Bench:
     def mark_limits(self):
         """limit_rps and x_limit: each row against the best of its limit's own rows; a
         scraped row against the mean of the unscraped ones."""
-        defining = {"nginx static /strategies": "http", "redis EVALSHA sale script": "redis",
-                    "mariadb sale transaction": "mariadb"}
+        defining = {name: limit for limit, name in LIMIT_ROWS.items()}
         best = {}
         for r in self.rows:
             kind = defining.get(r["name"])

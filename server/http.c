@@ -440,16 +440,6 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
  * buffers do; more gets libmicrohttpd's own 431. */
 #define CONNECTION_MEMORY (8 * 1024)
 
-/* The HTTP threads wait with poll(), not epoll. A request that needs a
- * backend suspends its connection and resumes it when the reply is ready;
- * under epoll each of those leaves and rejoins the epoll set, two
- * epoll_ctl() calls that every sale paid. poll() rebuilds its set from the
- * live connections each round instead, which costs less while the
- * connections are busy, as in a load test. Alternating bench runs of `lua`
- * at 64 connections measured 0.55-0.63x the raw EVALSHA rate with epoll
- * and 0.68-0.87x with poll. The price is a scan of every connection per
- * round: a thousand idle ones cost a little on each. */
-
 struct MHD_Daemon *http_start(void)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config.port)};
@@ -459,6 +449,15 @@ struct MHD_Daemon *http_start(void)
     }
     if (pool_start(config.workers, config.queue_max) != 0)
         return NULL;
+    /* The HTTP threads wait with poll(), not epoll. A request that needs a
+     * backend suspends its connection and resumes it when the reply is
+     * ready; under epoll each of those leaves and rejoins the epoll set, two
+     * epoll_ctl() calls that every sale paid. poll() rebuilds its set from
+     * the live connections each round instead, which costs less while the
+     * connections are busy, as in a load test. Alternating bench runs of
+     * `lua` at 64 connections measured 0.55-0.63x the raw EVALSHA rate with
+     * epoll and 0.68-0.87x with poll. The price is a scan of every
+     * connection per round: a thousand idle ones cost a little on each. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     struct MHD_Daemon *d = MHD_start_daemon(

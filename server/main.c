@@ -23,8 +23,9 @@
  *   result.c     the one result type and its HTTP meaning
  *
  * Threads: libmicrohttpd runs config.threads HTTP threads, each with its
- * own poll loop (http.c says why not epoll); they parse requests, answer what needs no backend, and
- * send replies. A request's work runs start to finish on one of
+ * own poll loop (http.c says why not epoll); they parse requests, answer
+ * what needs no backend, and send replies. A request's work runs start to
+ * finish on one of
  * config.workers worker threads (pool.c), which owns the backend
  * connections it uses - except a sale that only joins a queue of sales
  * sharing one trip (combine.h): it joins on the HTTP thread, and one

@@ -332,10 +332,12 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
     if (!args || !lists || !argcs || !got) {
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
     } else {
+        const char *head[EVALSHA_HEAD]; /* the same for every sale: made once */
         char numkeys[12];
+        evalsha_head(head, script, nkeys, numkeys);
         for (int j = 0; j < n; j++) {
             const char **full = args + (size_t)j * (size_t)full_argc;
-            evalsha_head(full, script, nkeys, numkeys);
+            memcpy(full, head, sizeof head);
             memcpy(full + EVALSHA_HEAD, argvs[which[j]], sizeof *full * (size_t)argc);
             lists[j] = full;
             argcs[j] = full_argc;

@@ -34,9 +34,9 @@ extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
 extern const struct strategy strategy_sql_batch;
 
-/* One strategy per row, in presentation order. */
 const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
+/* One strategy per row, in presentation order. */
 static const struct strategy *const strategies[] = {
     &strategy_nolock,         /* SELECT then UPDATE: the race itself         */
     &strategy_mutex,          /* a process mutex: one instance only          */

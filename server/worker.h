@@ -38,9 +38,9 @@ struct worker *worker_new(void);
 /* Frees a worker whose links are closed (backends_close()). */
 void worker_free(struct worker *w);
 
-/* The worker's slot for backend `id`: `size` zeroed bytes made on first use,
- * when *fresh (if not NULL) is set for the backend's file to fill them in. Never NULL (out
- * of memory is fatal: a slot is a few hundred bytes). */
+/* The worker's slot for backend `id`: `size` zeroed bytes made on first
+ * use, when *fresh (if not NULL) is set for the backend's file to fill them
+ * in. Never NULL (out of memory is fatal: a slot is a few hundred bytes). */
 void *worker_links(struct worker *w, enum backend_id id, size_t size, int *fresh);
 
 /* Records why `r` happened and returns `r`, so failures read
