@@ -8,8 +8,8 @@
                  parameters its exposed_by names (hold_ms, ttl_ms, pause_ms), fewer
                  requests and half as much stock; its race must show. Not planned when
                  a lease row of the strategy must oversell: that row shows the race.
-    lease        a strategy with a lease: "hold>ttl" (hold_ms 200 > ttl_ms 50: the
-                 holder busy) and "pause>ttl" (pause_ms 200: the holder frozen), one
+    lease        a strategy with a lease: "hold>ttl" (hold_ms 300 > ttl_ms 100: the
+                 holder busy) and "pause>ttl" (pause_ms 300: the holder frozen), one
                  request per thread against 10 units; must be safe or must oversell as
                  the lease field says
 """
@@ -17,8 +17,15 @@
 from .facts import claim_name
 
 CALIBRATION_PATH = "/strategies"
-LEASE_TTL_MS = 50
-LEASE_STAY_MS = 200
+# A lease row's TTL, and how long the holder stays busy or frozen past it. A
+# watchdog renews every TTL/3, so a lock it guards survives any stall of its
+# thread shorter than 2/3 of the TTL. With 50 ms that was 33 ms, and on a
+# two-core virtual machine whose host takes the CPU away now and then (the
+# bench's steal column) the gate once saw such a lock oversell by one unit with
+# two instances. 100 ms leaves 67 ms; the stay is still three TTLs, so every
+# lease that nothing renews runs out under its holder, every run.
+LEASE_TTL_MS = 100
+LEASE_STAY_MS = 300
 LEASE_STOCK = 10
 LEASE_CASES = (
     ("busy_holder", "hold_ms", "hold>ttl", "the lease expires under a busy holder"),

@@ -112,9 +112,9 @@ class PlanTest(unittest.TestCase):
         hold, pause = rows[2], rows[3]
         self.assertEqual((hold.label, hold.kind, hold.expected_safe),
                          ("leased hold>ttl", "lease", True))
-        self.assertEqual(hold.params, {"hold_ms": 200, "ttl_ms": 50, "pause_ms": 0})
+        self.assertEqual(hold.params, {"hold_ms": 300, "ttl_ms": 100, "pause_ms": 0})
         self.assertEqual((pause.label, pause.expected_safe), ("leased pause>ttl", False))
-        self.assertEqual(pause.params, {"hold_ms": 0, "ttl_ms": 50, "pause_ms": 200})
+        self.assertEqual(pause.params, {"hold_ms": 0, "ttl_ms": 100, "pause_ms": 300})
         self.assertEqual((hold.loops, hold.stock), (1, 10))
 
     def test_a_lease_that_oversells_exposes_an_unsafe_strategy(self):
