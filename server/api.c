@@ -24,13 +24,37 @@
 /* The /strategies document, rendered once: nothing in it changes. */
 static char *strategies_text;
 
+/* `doc` as compact JSON in a malloc'ed buffer of *len bytes (no NUL), or
+ * NULL when out of memory. A reply document is a few hundred bytes: it is
+ * rendered on the stack and copied once, where json_dumps() would grow it
+ * by reallocs and copy it again. */
+#define RENDER_ON_STACK 512
+
+static char *render(const json_t *doc, size_t *len)
+{
+    const size_t flags = JSON_COMPACT | JSON_REAL_PRECISION(9);
+    char on_stack[RENDER_ON_STACK];
+    *len = json_dumpb(doc, on_stack, sizeof on_stack, flags);
+    char *bytes = *len ? malloc(*len) : NULL;
+    if (!bytes)
+        return NULL;
+    if (*len <= sizeof on_stack)
+        memcpy(bytes, on_stack, *len);
+    else if (json_dumpb(doc, bytes, *len, flags) != *len) {
+        free(bytes);
+        return NULL;
+    }
+    return bytes;
+}
+
 void page_json(struct page *out, unsigned status, json_t *doc)
 {
     out->status = status;
     out->content_type = "application/json";
-    out->owned = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    out->owned = render(doc, &out->len);
     out->body = out->owned;
-    out->len = out->owned ? strlen(out->owned) : 0;
+    if (!out->owned)
+        out->len = 0;
     json_decref(doc);
 }
 

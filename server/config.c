@@ -42,7 +42,7 @@ struct option_spec {
 static const struct option_spec options[] = {
     TEXT(listen, "listen", "127.0.0.1", 0, "IPv4 address to listen on"),
     INT(port, "port", "8080", 1, 65535, "TCP port to listen on"),
-    INT(threads, "threads", "0", 0, 1024, "HTTP threads (0 = one per core)"),
+    INT(threads, "threads", "0", 0, 1024, "HTTP loops, a thread each (0 = one per core)"),
     INT(workers, "workers", "16", 1, 1024,
         "request workers: requests run at once, each with its own backend connections"),
     INT(max_body, "max-body", "4096", 64, 1048576, "largest request body in bytes (else 413)"),
@@ -83,7 +83,8 @@ static const struct option_spec options[] = {
     INT(lock_wait_ms, "lock-wait-ms", "5000", 0, 600000,
         "lock strategies: how long to wait for a lock before answering busy"),
     INT(batch_max, "batch-max", "128", 1, 4096,
-        "sql-batch and lua: the most sales one transaction or one pipeline carries"),
+        "sql-batch, and lua sales that wait on a worker: the most sales one transaction or "
+        "one shared pipeline carries"),
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

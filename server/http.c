@@ -1,30 +1,43 @@
 /*
- * http.c - libmicrohttpd glue: collect the body and query, guard, route,
- * answer on the spot or queue the request on the worker pool, send the
+ * http.c - the HTTP loops and libmicrohttpd glue: collect the body and
+ * query, guard, route, answer on the spot or queue the request, send the
  * reply; and the orderly stop.
+ *
+ * stockd runs config.threads loops, each a thread with a libmicrohttpd
+ * daemon of its own, in libmicrohttpd's external mode: the loop waits
+ * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h) and a
+ * wake-up, lets the daemon serve what is ready, then writes the turn's
+ * sales to Redis at once. Every daemon listens on the same port
+ * (SO_REUSEPORT) and the kernel spreads the connections over them, so the
+ * connection limits are each loop's share of the configured ones.
  *
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
  * append, or note that the body is too large), then once with no data. On
  * that call the request is routed. Refusals (413, 404, 405, 401, 403, and
  * 503 while stopping) and the introspection pages (/strategies, /health,
- * /metrics, the lab page) are answered right there on the HTTP thread: they
- * wait for nothing, so they answer at once however busy the workers are.
- * A request that needs a backend suspends its connection and is queued on
- * the worker pool (pool.h says why); the worker builds the reply and
- * resumes the connection, and libmicrohttpd calls on_request() once more to
- * send it. libmicrohttpd parses HTTP and decodes the query; we never touch
- * raw bytes. Every reply names this instance in X-Stockd-Instance.
+ * /metrics, the lab page) are answered right there on the loop: they wait
+ * for nothing, so they answer at once however busy the workers are. A
+ * request that needs a backend suspends its connection. A sale that joins
+ * a queue is taken by its strategy on the loop (a `lua` sale goes on the
+ * loop's pipe and is answered by the loop when its reply arrives); any
+ * other request is queued on the worker pool (pool.h says why). Whoever
+ * answers builds the reply and resumes the connection, and libmicrohttpd
+ * calls on_request() once more to send it. libmicrohttpd parses HTTP and
+ * decodes the query; we never touch raw bytes. Every reply names this
+ * instance in X-Stockd-Instance.
  *
- * Stopping, as libmicrohttpd documents it for a daemon with its own
- * threads: quiesce (no new connections; the listening socket is shut down
- * so that clients are refused at once, and closed only after the daemon
- * is stopped), answer every new request 503 shutting_down with
- * `Connection: close`, let the requests already queued or running finish
- * and send their replies, resume nothing by force - then MHD_stop_daemon().
- * --drain-ms bounds all of it: requests still waiting for a lock give up
- * as 503 timeout when it runs out, and a request stuck in a backend past it
- * is abandoned by exiting.
+ * Stopping, as libmicrohttpd documents it for a daemon run externally:
+ * each loop quiesces its daemon (no new connections; the listening socket
+ * is shut down so that clients are refused at once, and closed only after
+ * the daemon is stopped) and goes on turning: every new request is
+ * answered 503 shutting_down with `Connection: close`, the requests
+ * already queued or running finish and send their replies, nothing is
+ * resumed by force. When none is left the loops end, and only then is
+ * each daemon stopped (MHD_stop_daemon() from the main thread, never while
+ * its loop runs). --drain-ms bounds all of it: requests still waiting for
+ * a lock give up as 503 timeout when it runs out, and a request stuck in a
+ * backend past it is abandoned by exiting.
  */
 #include "http.h"
 
@@ -32,16 +45,22 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
+#include "redis_pipe.h"
 #include "router.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,8 +76,20 @@ enum phase {
     SENT,
 };
 
+/* An HTTP loop: a thread that serves its share of the connections with
+ * its own daemon, and talks to Redis through its own pipe. */
+struct loop {
+    struct MHD_Daemon *daemon;
+    struct worker *w;    /* the loop's own: never blocks, owns a Redis pipe */
+    int wake;            /* an eventfd: other threads wake the loop with it */
+    MHD_socket listener; /* once quiesced: closed after the daemon stops     */
+    pthread_t thread;
+    int running;
+};
+
 struct pending {
-    struct job job; /* first: the pool hands it back to run_request() */
+    struct job job;    /* first: the pool hands it back to run_request() */
+    struct loop *loop; /* whose daemon holds the connection */
     struct MHD_Connection *connection;
     enum phase phase;
     const char *method, *path; /* owned by libmicrohttpd for the request */
@@ -169,13 +200,31 @@ static struct http_request request_of(struct pending *p)
     };
 }
 
-/* Builds the reply and hands the connection back to libmicrohttpd to send
- * it: from the worker that ran the request, or from whichever thread
- * answered it later. */
+static void loop_wake(struct loop *l)
+{
+    uint64_t one = 1;
+    if (write(l->wake, &one, sizeof one) < 0)
+        log_warn("http: cannot wake a loop: %s", strerror(errno));
+}
+
+/*
+ * Builds the reply and hands the connection back to libmicrohttpd to send
+ * it: from the worker that ran the request, from whichever thread answered
+ * it later, or from the loop itself.
+ *
+ * From another thread, the loop is woken as well. libmicrohttpd (0.9.75)
+ * looks for resumed connections before it drains its epoll set, the
+ * wake-up of the resume included: a resume that lands in between would
+ * wait for the loop's next event. Our own wake-up is read only by the
+ * loop's poll(), before the next MHD_run(), which then finds the resume.
+ */
 static void answer(struct pending *p, st_result r, json_t *reply, const char *message)
 {
     finish_reply(p, r, reply, message);
+    struct loop *l = p->loop;
     MHD_resume_connection(p->connection);
+    if (!pthread_equal(pthread_self(), l->thread))
+        loop_wake(l);
 }
 
 static void answer_later(struct answer_later *later, st_result r, json_t *reply,
@@ -275,11 +324,13 @@ static enum MHD_Result answer_page(struct pending *p)
  * began). */
 static st_result try_on_arrival(struct pending *p)
 {
-    struct worker w = {.must_not_block = 1,
-                       .deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms};
+    struct worker *w = p->loop->w;
+    w->error[0] = '\0';
+    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
     struct http_request req = request_of(p);
     json_t *reply = new_reply();
-    st_result r = p->route.handler(&w, &req, reply);
+    st_result r = p->route.handler(w, &req, reply);
+    w->deadline_ms = 0;
     if (r != ST_LATER) /* else `p` is the handler's to answer: hands off */
         p->arrival_reply = reply;
     return r;
@@ -358,11 +409,13 @@ static void append_body(struct pending *p, const char *data, size_t size)
     p->body = grown;
 }
 
-static struct pending *pending_new(struct MHD_Connection *c, const char *method, const char *url)
+static struct pending *pending_new(struct loop *loop, struct MHD_Connection *c, const char *method,
+                                   const char *url)
 {
     struct pending *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
+    p->loop = loop;
     p->job.run = run_request;
     p->later.answer = answer_later;
     p->connection = c;
@@ -377,10 +430,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **state)
 {
-    (void)cls, (void)version;
+    (void)version;
     struct pending *p = *state;
     if (!p) {
-        p = *state = pending_new(c, method, url);
+        p = *state = pending_new(cls, c, method, url);
         if (!p)
             return MHD_NO;
         if (!declared_too_large(c))
@@ -431,7 +484,78 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", line);
 }
 
-/* Each connection's memory for its request line, headers and reply
+/* ------------------------------------------------------------ the loops */
+
+static struct loop *loops;
+static int loop_count;
+/* When the stop gives up on what still runs (monotonic ms), once stopping. */
+static _Atomic long long drain_deadline_ms;
+
+/* How long a loop may wait: until libmicrohttpd's next timeout or the
+ * pipe's (`pipe_ms`, -1: none), and briefly while stopping, to see the
+ * drain end. */
+static int loop_wait_ms(const struct loop *l, int pipe_ms)
+{
+    MHD_UNSIGNED_LONG_LONG mhd;
+    int ms = MHD_get_timeout(l->daemon, &mhd) == MHD_YES ? (mhd > 1000 ? 1000 : (int)mhd) : 1000;
+    if (pipe_ms >= 0 && pipe_ms < ms)
+        ms = pipe_ms;
+    return atomic_load(&stopping) && ms > 10 ? 10 : ms;
+}
+
+/* Whether the loop is done: stopping, and nothing of the drain left (or
+ * no time left for it). Quiesces the daemon on the first call that sees
+ * the stop: no new connections, and the listening socket shut so that
+ * clients are refused at once. */
+static int loop_done(struct loop *l)
+{
+    if (!atomic_load(&stopping))
+        return 0;
+    if (l->listener == MHD_INVALID_SOCKET) {
+        l->listener = MHD_quiesce_daemon(l->daemon);
+        if (l->listener != MHD_INVALID_SOCKET)
+            shutdown(l->listener, SHUT_RDWR);
+    }
+    return atomic_load(&outstanding) == 0 || monotonic_ms() >= atomic_load(&drain_deadline_ms);
+}
+
+/* One turn: wait for the HTTP connections (libmicrohttpd's epoll set), the
+ * pipe and the wake-up; let libmicrohttpd serve what is ready (handlers
+ * queue their sales on the pipe); then write the turn's sales at once. */
+static void loop_turn(struct loop *l, int epoll_fd)
+{
+    struct redis_pipe *pipe = l->w->redis_pipe;
+    struct pollfd fds[3] = {{.fd = epoll_fd, .events = POLLIN}, {.fd = l->wake, .events = POLLIN}};
+    int pipe_ms = redis_pipe_poll(pipe, &fds[2]);
+    if (poll(fds, 3, loop_wait_ms(l, pipe_ms)) < 0 && errno != EINTR)
+        log_warn("http: poll: %s", strerror(errno));
+    uint64_t wakes;
+    if (fds[1].revents && read(l->wake, &wakes, sizeof wakes) < 0 && errno != EAGAIN)
+        log_warn("http: wake-up: %s", strerror(errno));
+    if (fds[2].revents)
+        redis_pipe_ready(pipe, fds[2].revents);
+    MHD_run(l->daemon);
+    redis_pipe_flush(pipe);
+    redis_pipe_expire(pipe);
+}
+
+static void *loop_main(void *arg)
+{
+    struct loop *l = arg;
+    int epoll_fd = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
+    while (!loop_done(l))
+        loop_turn(l, epoll_fd);
+    MHD_run(l->daemon); /* the last replies, refusals included */
+    return NULL;
+}
+
+/* A limit shared by the loops: each takes its part, rounded up. */
+static unsigned loop_share(int limit)
+{
+    return (unsigned)((limit + loop_count - 1) / loop_count);
+}
+
+/* Each loop's memory for a connection's request line, headers and reply
  * headers (a body arrives in chunks through on_request). libmicrohttpd
  * zeroes it for every request, and at 64 connections 16 KiB each no longer
  * stay in the cache: `lua` at 64 connections ran 9% faster with 8 KiB than
@@ -440,62 +564,138 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
  * buffers do; more gets libmicrohttpd's own 431. */
 #define CONNECTION_MEMORY (8 * 1024)
 
-struct MHD_Daemon *http_start(void)
+/*
+ * A loop's daemon, run by the loop itself (no thread of libmicrohttpd's):
+ * every loop listens on the same address (SO_REUSEPORT) and the kernel
+ * spreads the connections over them. libmicrohttpd waits with epoll; a
+ * suspended connection leaves the epoll set and a resumed one rejoins it,
+ * two epoll_ctl() calls per sale that the loop's pipe more than pays back
+ * by answering on the same thread: no hand-off, no wake-up.
+ */
+static struct MHD_Daemon *loop_daemon(struct loop *l, const struct sockaddr_in *addr)
+{
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    return MHD_start_daemon(
+        flags, (uint16_t)config.port, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, loop_share(config.max_connections),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, loop_share(config.max_per_ip),
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+}
+
+static int loop_open(struct loop *l, const struct sockaddr_in *addr)
+{
+    l->listener = MHD_INVALID_SOCKET;
+    l->w = worker_new();
+    l->w->must_not_block = 1;
+    l->w->redis_pipe = redis_pipe_new();
+    l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!l->w->redis_pipe || l->wake < 0)
+        return -1;
+    l->daemon = loop_daemon(l, addr);
+    return l->daemon ? 0 : -1;
+}
+
+/* Frees a loop whose thread has ended (or never started). */
+static void loop_close(struct loop *l)
+{
+    if (l->daemon)
+        MHD_stop_daemon(l->daemon);
+    if (l->listener != MHD_INVALID_SOCKET)
+        close(l->listener);
+    if (l->w) {
+        redis_pipe_free(l->w->redis_pipe);
+        l->w->redis_pipe = NULL;
+        backends_close(l->w);
+        worker_free(l->w);
+    }
+    if (l->wake >= 0)
+        close(l->wake);
+}
+
+/* Wakes every loop and waits for its thread to end. */
+static void loops_join(void)
+{
+    for (int i = 0; i < loop_count; i++)
+        if (loops[i].running)
+            loop_wake(&loops[i]);
+    for (int i = 0; i < loop_count; i++)
+        if (loops[i].running)
+            pthread_join(loops[i].thread, NULL);
+}
+
+static void loops_close(void)
+{
+    for (int i = 0; i < loop_count; i++)
+        loop_close(&loops[i]);
+    free(loops);
+    loops = NULL;
+    loop_count = 0;
+}
+
+/* Stops whatever http_start() had started when it failed. */
+static int start_failed(void)
+{
+    atomic_store(&drain_deadline_ms, monotonic_ms());
+    atomic_store(&stopping, 1);
+    loops_join();
+    loops_close();
+    pool_stop();
+    atomic_store(&stopping, 0);
+    return -1;
+}
+
+int http_start(void)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config.port)};
     if (inet_pton(AF_INET, config.listen, &addr.sin_addr) != 1) {
         log_error("listen address '%s' is not an IPv4 address", config.listen);
-        return NULL;
+        return -1;
     }
     if (pool_start(config.workers, config.queue_max) != 0)
-        return NULL;
-    /* The HTTP threads wait with poll(), not epoll. A request that needs a
-     * backend suspends its connection and resumes it when the reply is
-     * ready; under epoll each of those leaves and rejoins the epoll set, two
-     * epoll_ctl() calls that every sale paid. poll() rebuilds its set from
-     * the live connections each round instead, which costs less while the
-     * connections are busy, as in a load test. Alternating bench runs of
-     * `lua` at 64 connections measured 0.55-0.63x the raw EVALSHA rate with
-     * epoll and 0.68-0.87x with poll. The price is a scan of every
-     * connection per round: a thousand idle ones cost a little on each. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)config.port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)config.threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_per_ip,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
-    if (!d) {
-        log_error("cannot listen on %s:%d (in use, or not allowed)", config.listen, config.port);
-        pool_stop();
+        return -1;
+    loop_count = config.threads;
+    loops = calloc((size_t)loop_count, sizeof *loops);
+    if (!loops) {
+        loop_count = 0;
+        return start_failed();
     }
-    return d;
+    for (int i = 0; i < loop_count; i++)
+        loops[i].wake = -1;
+    for (int i = 0; i < loop_count; i++) {
+        if (loop_open(&loops[i], &addr) != 0) {
+            log_error("cannot listen on %s:%d (in use, or not allowed)", config.listen,
+                      config.port);
+            return start_failed();
+        }
+    }
+    for (int i = 0; i < loop_count; i++) {
+        if (pthread_create(&loops[i].thread, NULL, loop_main, &loops[i]) != 0) {
+            log_error("cannot start HTTP loop %d", i);
+            return start_failed();
+        }
+        loops[i].running = 1;
+    }
+    return 0;
 }
 
-int http_stop(struct MHD_Daemon *daemon)
+int http_stop(void)
 {
     long long deadline = monotonic_ms() + config.drain_ms;
+    atomic_store(&drain_deadline_ms, deadline);
     atomic_store(&stopping, 1);
-    MHD_socket listener = MHD_quiesce_daemon(daemon);
-    if (listener != MHD_INVALID_SOCKET)
-        shutdown(listener, SHUT_RDWR); /* refuse new clients now; close after the stop */
     pool_close();
     workers_stop_by(deadline);
-    while (atomic_load(&outstanding) > 0 && monotonic_ms() < deadline)
-        sleep_ms(5);
+    loops_join();
     int left = atomic_load(&outstanding);
     if (left > 0) {
         log_error("drain-ms (%d) is over with %d requests still running; exiting without them",
                   config.drain_ms, left);
-        return -1; /* their connections are suspended: the daemon cannot stop */
+        return -1; /* their connections are suspended: the daemons cannot stop */
     }
-    MHD_stop_daemon(daemon);
-    if (listener != MHD_INVALID_SOCKET)
-        close(listener);
+    loops_close();
     pool_stop();
     return 0;
 }

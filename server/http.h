@@ -1,20 +1,18 @@
 /*
- * http.h - stockd's HTTP front: libmicrohttpd with its own thread pool.
+ * http.h - stockd's HTTP front: libmicrohttpd run by stockd's own loops.
  */
 #ifndef STOCKD_HTTP_H
 #define STOCKD_HTTP_H
 
-struct MHD_Daemon;
-
-/* Starts the worker pool and listens on config.listen:config.port; NULL
- * (after logging why) if it cannot. */
-struct MHD_Daemon *http_start(void);
+/* Starts the worker pool and the HTTP loops, listening on
+ * config.listen:config.port; 0, or -1 (after logging why) if it cannot. */
+int http_start(void);
 
 /* Stops accepting, refuses new requests (503 shutting_down), lets the
  * requests in flight finish and send their replies, then stops the daemon
  * and joins the workers - all within config.drain_ms. -1 when requests were
  * still running at the deadline: the daemon could not be stopped, and the
  * caller exits without it. */
-int http_stop(struct MHD_Daemon *daemon);
+int http_stop(void);
 
 #endif

@@ -5,7 +5,8 @@
  *
  * The shape of the program:
  *   main.c       configuration, signals, start and orderly stop
- *   http.c       libmicrohttpd: HTTP threads, guards, replies, the stop
+ *   http.c       libmicrohttpd: the HTTP loops, guards, replies, the stop
+ *   redis_pipe.c a loop's own Redis connection, never waited on
  *   pool.c       the worker threads that run requests, a bounded queue
  *   router.c     the endpoint table; api.c the endpoints
  *   params.c     every parameter checked against its declared bounds
@@ -22,14 +23,15 @@
  *   worker.c     per-thread state: links, deadline, last error
  *   result.c     the one result type and its HTTP meaning
  *
- * Threads: libmicrohttpd runs config.threads HTTP threads, each with its
- * own poll loop (http.c says why not epoll); they parse requests, answer
- * what needs no backend, and send replies. A request's work runs start to
- * finish on one of
+ * Threads: config.threads HTTP loops (http.c), each running its own
+ * libmicrohttpd daemon on the shared port; they parse requests, answer
+ * what needs no backend, and send replies. A `lua` sale is sent, answered
+ * and replied to by its loop alone, through the loop's own Redis pipe
+ * (redis_pipe.h). Any other request's work runs start to finish on one of
  * config.workers worker threads (pool.c), which owns the backend
  * connections it uses - except a sale that only joins a queue of sales
- * sharing one trip (combine.h): it joins on the HTTP thread, and one
- * worker leads the queue. One thread per configured backend probes it for
+ * sharing one trip (combine.h): it joins on the loop, and one worker
+ * leads the queue. One thread per configured backend probes it for
  * /health. The main thread only waits for a signal.
  */
 #include "api.h"
@@ -59,7 +61,7 @@ static void raise_file_limit(void)
     }
 }
 
-static int start(struct MHD_Daemon **daemon)
+static int start(void)
 {
     if (mysql_library_init(0, NULL, NULL) != 0) {
         log_error("cannot initialise the MySQL client library");
@@ -67,8 +69,7 @@ static int start(struct MHD_Daemon **daemon)
     }
     if (api_prepare() != 0 || health_start() != 0 || products_start() != 0)
         return -1;
-    *daemon = http_start();
-    return *daemon ? 0 : -1;
+    return http_start();
 }
 
 static void release(void)
@@ -101,19 +102,18 @@ int main(int argc, char **argv)
     raise_file_limit();
 
     config_log();
-    struct MHD_Daemon *daemon = NULL;
-    if (start(&daemon) != 0) {
+    if (start() != 0) {
         release();
         return EXIT_FAILURE;
     }
-    log_info("stockd %s listening on http://%s:%d with %d HTTP threads and %d workers",
+    log_info("stockd %s listening on http://%s:%d with %d HTTP loops and %d workers",
              config.instance_name, config.listen, config.port, config.threads, config.workers);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log_info("received %s: finishing requests in flight (at most %d ms)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", config.drain_ms);
-    if (http_stop(daemon) != 0)
+    if (http_stop() != 0)
         _exit(EXIT_SUCCESS); /* the stop is over: what still runs is abandoned */
     release();
     log_info("stopped");

@@ -220,6 +220,17 @@ void redis_undo(struct worker *w, int argc, const char **argv)
         freeReplyObject(reply);
 }
 
+void redis_script_learn(struct redis_script *script, const char *sha)
+{
+    pthread_mutex_lock(&script_sha_lock);
+    if (!atomic_load_explicit(&script->known, memory_order_relaxed)) {
+        memcpy(script->sha, sha, 40);
+        script->sha[40] = '\0';
+        atomic_store_explicit(&script->known, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&script_sha_lock);
+}
+
 /* SCRIPT LOAD on `link`, remembering the SHA1 it answers. */
 static st_result script_load(struct worker *w, struct redis_link *link, struct redis_script *script)
 {
@@ -232,12 +243,7 @@ static st_result script_load(struct worker *w, struct redis_link *link, struct r
         freeReplyObject(reply);
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD gave no SHA1");
     }
-    pthread_mutex_lock(&script_sha_lock);
-    if (!atomic_load_explicit(&script->known, memory_order_relaxed)) {
-        memcpy(script->sha, reply->str, 41);
-        atomic_store_explicit(&script->known, 1, memory_order_release);
-    }
-    pthread_mutex_unlock(&script_sha_lock);
+    redis_script_learn(script, reply->str);
     freeReplyObject(reply);
     return ST_OK;
 }

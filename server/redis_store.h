@@ -33,6 +33,10 @@ struct redis_script {
     atomic_int known; /* release/acquire: `sha` is complete */
 };
 
+/* Records the SHA1 (40 hex digits) a SCRIPT LOAD of `script` answered,
+ * unless it is known already. */
+void redis_script_learn(struct redis_script *script, const char *sha);
+
 #define REDIS_KEY_MAX 64
 
 /* Formats a per-product key such as "stock:{1001}"; `suffix` may be "". */

@@ -12,11 +12,15 @@
  * ledger entry apply together.
  *
  * The transport: sales in flight at the same moment share one trip to
- * Redis, as a multiplexing client (Lettuce, ioredis) does it. A sale joins
- * the pipeline's queue and gives its worker back (combine.h); the leader
- * writes every waiting sale's EVALSHA at once and reads the answers in
- * order. Each script still runs alone and whole inside Redis: pipelining
- * saves round trips and thread hand-offs, it changes nothing in the race.
+ * Redis, as a multiplexing client (Lettuce, ioredis) does it. A sale read
+ * by an HTTP loop goes on that loop's own pipe (redis_pipe.h): every sale
+ * of one turn of the loop is written at once, and each is answered by the
+ * same loop as its reply arrives, with no other thread involved. A sale
+ * that waits first (hold_ms, pause_ms) runs on a pool worker and joins a
+ * shared pipeline there instead (combine.h): a leader writes every waiting
+ * sale's EVALSHA at once and reads the answers in order. Either way each
+ * script runs alone and whole inside Redis: pipelining saves round trips
+ * and thread hand-offs, it changes nothing in the race.
  *
  * The price: nothing can wait inside a script (it would stall the whole
  * Redis), so hold_ms and pause_ms are spent before the script, outside any
@@ -27,11 +31,13 @@
  */
 #include "combine.h"
 #include "metrics.h"
+#include "redis_pipe.h"
 #include "redis_store.h"
 #include "sale.h"
 #include "store.h"
 #include "worker.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -132,8 +138,58 @@ static void run_pipeline(struct worker *w, int key, struct combined_sale *batch,
 
 static const struct combiner pipeline = {.run = run_pipeline, .across_products = 1};
 
+/* A sale on an HTTP loop's pipe. */
+struct piped_sale {
+    struct pipe_call call; /* first: the pipe hands it back */
+    struct script_args args;
+    const struct deduct_request *rq;
+    struct deduct_reply *out;
+};
+
+static void piped_sale_done(struct pipe_call *call, st_result r, const redisReply *reply,
+                            const char *why)
+{
+    struct piped_sale *s = (struct piped_sale *)(void *)call;
+    struct worker w = {.error = ""}; /* only for sale_result()'s message */
+    s->out->attempts = 1;
+    s->out->batch = call->batch;
+    if (r == ST_OK) {
+        r = sale_result(&w, s->rq, reply, s->out);
+        why = w.error;
+    }
+    if (call->batch_index == 0)
+        metrics_batch(strategy_index(s->rq->strategy), call->batch);
+    s->rq->later->answer(s->rq->later, r, r == ST_OK ? NULL : why);
+    free(s);
+}
+
+/* Queues the sale on the loop's pipe; it is answered through rq->later. */
+static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
+                              struct deduct_reply *out)
+{
+    assert(!rq->hold_ms && !rq->pause_ms); /* a sale that waits runs on a worker */
+    struct piped_sale *s = calloc(1, sizeof *s);
+    if (!s) {
+        rq->later->answer(rq->later, ST_BACKEND_UNAVAILABLE, "lua: out of memory");
+        return ST_LATER;
+    }
+    s->rq = rq;
+    s->out = out;
+    script_args_of(&s->args, rq);
+    s->call = (struct pipe_call){.done = piped_sale_done,
+                                 .script = &sell,
+                                 .nkeys = 2,
+                                 .argc = 3,
+                                 .argv = {s->args.argv[0], s->args.argv[1], s->args.argv[2]},
+                                 .deadline_ms = w->deadline_ms};
+    redis_pipe_call(w->redis_pipe, &s->call);
+    return ST_LATER;
+}
+
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
+    if (w->redis_pipe)
+        return send_on_pipe(w, rq, out);
     /* Not a critical section: the script is the only one. */
     critical_section_wait(rq, NULL);
     return combine(&pipeline, w, rq, out);

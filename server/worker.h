@@ -25,11 +25,12 @@
 #include <time.h>
 
 struct worker {
-    void *links[BACKEND_COUNT]; /* each backend's connections, NULL until used */
-    long long deadline_ms;      /* the running request's deadline, 0: none      */
-    unsigned int seed;          /* backoff jitter, per thread                   */
-    int must_not_block;         /* an HTTP thread's: it may queue work, never wait */
-    char error[256];            /* detail of the last failed result             */
+    void *links[BACKEND_COUNT];    /* each backend's connections, NULL until used */
+    long long deadline_ms;         /* the running request's deadline, 0: none      */
+    unsigned int seed;             /* backoff jitter, per thread                   */
+    int must_not_block;            /* an HTTP loop's: it may queue work, never wait */
+    struct redis_pipe *redis_pipe; /* an HTTP loop's Redis, never waited on (redis_pipe.h) */
+    char error[256];               /* detail of the last failed result             */
 };
 
 /* A new worker with no links. Never NULL (out of memory is fatal). */

@@ -4,16 +4,17 @@
  * Proves, with a running stockd that is not restarted while its backends
  * come and go:
  *   - with Redis stopped, /health answers 503 naming redis down (MySQL up);
- *     the strategies that need Redis (watch, redis-lock) answer 503
- *     backend_unavailable and change nothing, while a MySQL-only strategy
- *     (sql) still sells; once Redis is back, /health is 200 and they sell
- *     again;
+ *     the strategies that need Redis (watch, redis-lock, and lua on the
+ *     HTTP loops' own pipes) answer 503 backend_unavailable and change
+ *     nothing, while a MySQL-only strategy (sql) still sells; once Redis is
+ *     back, /health is 200 and they sell again;
  *   - the same for MySQL: sql and redis-lock (its stock is in MySQL) answer
  *     503 and change nothing, watch (Redis only) still sells, and all is
  *     well once MySQL is back;
- *   - after a backend restart, no worker answers 503 because of a
- *     connection left over from before the restart: every worker sells
- *     again at once (a 503 means "a backend is down", and it no longer is);
+ *   - after a backend restart, no worker (and no loop's pipe) answers 503
+ *     because of a connection left over from before the restart: every
+ *     one sells again at once (a 503 means "a backend is down", and it no
+ *     longer is);
  *   - a batch of sales that shares one transaction fails whole when MariaDB
  *     dies under it: every sale in it answers 503, none is in the ledger;
  * and, with a stockd of its own: SIGTERM while a sale is held in its
@@ -33,6 +34,7 @@ enum {
     PRODUCT_LOCK = 8603,  /* sold by redis-lock: needs both   */
     PRODUCT_WARM = 8604,  /* load that touches every worker   */
     PRODUCT_GRACEFUL = 8605,
+    PRODUCT_LUA = 8606,    /* sold by lua: Redis only, on the loops */
     PRODUCTS_BATCH = 8610, /* + the strategy's index */
 };
 
@@ -127,6 +129,7 @@ struct sale {
 static const struct sale watch = {"watch", PRODUCT_WATCH, "redis", NULL};
 static const struct sale sql = {"sql", PRODUCT_SQL, "mysql", NULL};
 static const struct sale redis_lock = {"redis-lock", PRODUCT_LOCK, "mysql", NULL};
+static const struct sale lua = {"lua", PRODUCT_LUA, "redis", NULL};
 
 /*
  * `backend` stops: /health names it down, the two `cut` sales answer 503
@@ -139,12 +142,12 @@ static const struct sale redis_lock = {"redis-lock", PRODUCT_LOCK, "mysql", NULL
 static void expect_outage(const char *backend, const struct sale cut[2],
                           const struct sale *survivor)
 {
-    reset(PRODUCT_WATCH, 10);
-    reset(PRODUCT_SQL, 10);
-    reset(PRODUCT_LOCK, 10);
+    reset(survivor->product, 10);
     struct account before[2];
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        reset(cut[i].product, 10);
         before[i] = account(cut[i].product);
+    }
 
     assert_int_equal(stack_stop_one(backend), 0);
     expect_health(backend);
@@ -178,6 +181,13 @@ static void test_redis_outage(void **state)
     expect_outage("redis", cut, &sql);
 }
 
+static void test_redis_outage_on_the_loops(void **state)
+{
+    (void)state;
+    const struct sale cut[2] = {lua, watch};
+    expect_outage("redis", cut, &sql);
+}
+
 static void test_mysql_outage(void **state)
 {
     (void)state;
@@ -206,6 +216,12 @@ static void test_workers_survive_redis_restart(void **state)
 {
     (void)state;
     expect_workers_survive_restart("redis", "watch");
+}
+
+static void test_loops_survive_redis_restart(void **state)
+{
+    (void)state;
+    expect_workers_survive_restart("redis", "lua");
 }
 
 static void test_workers_survive_mysql_restart(void **state)
@@ -305,8 +321,10 @@ int main(void)
 {
     const struct CMUnitTest outages[] = {
         cmocka_unit_test_teardown(test_redis_outage, back_to_normal),
+        cmocka_unit_test_teardown(test_redis_outage_on_the_loops, back_to_normal),
         cmocka_unit_test_teardown(test_mysql_outage, back_to_normal),
         cmocka_unit_test_teardown(test_workers_survive_redis_restart, back_to_normal),
+        cmocka_unit_test_teardown(test_loops_survive_redis_restart, back_to_normal),
         cmocka_unit_test_teardown(test_workers_survive_mysql_restart, back_to_normal),
         cmocka_unit_test_teardown(test_a_failed_batch_fails_every_sale_in_it, back_to_normal),
     };

@@ -1,0 +1,362 @@
+/*
+ * redis_pipe.c - an HTTP loop's non-blocking connection to the main Redis
+ * (redis_pipe.h says why and how it is used).
+ *
+ * A call moves through two lists: `queued` (not written yet) and `sent`
+ * (written, waiting for its reply, in the order Redis will answer). A
+ * SCRIPT LOAD written ahead of a script's first call on a connection sits
+ * in `sent` too, as one of the pipe's own `loads`, so that replies and
+ * entries always pair up one to one.
+ */
+#include "redis_pipe.h"
+
+#include "backend.h"
+#include "config.h"
+#include "log.h"
+#include "metrics.h"
+#include "redis_store.h"
+#include "worker.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* The scripts one connection has had loaded: the lua strategy has one. */
+#define SCRIPTS_MAX 4
+
+struct call_list {
+    struct pipe_call *head, **end;
+};
+
+struct redis_pipe {
+    redisContext *ctx;    /* NULL: no connection                      */
+    int connected;        /* the connect finished: written means sent */
+    int writing;          /* bytes are left to write                  */
+    long long connect_ms; /* when the connect began                   */
+    int connections;      /* made so far: after the first, reconnects */
+    struct call_list queued, sent;
+    int loaded;                          /* scripts loaded on this connection        */
+    struct pipe_call loads[SCRIPTS_MAX]; /* their SCRIPT LOADs          */
+};
+
+static void list_init(struct call_list *l)
+{
+    l->head = NULL;
+    l->end = &l->head;
+}
+
+static void list_push(struct call_list *l, struct pipe_call *call)
+{
+    call->next = NULL;
+    *l->end = call;
+    l->end = &call->next;
+}
+
+static struct pipe_call *list_pop(struct call_list *l)
+{
+    struct pipe_call *call = l->head;
+    if (call && !(l->head = call->next))
+        l->end = &l->head;
+    return call;
+}
+
+/* Moves every call of `from` to `to`, which was empty. */
+static void list_move(struct call_list *to, struct call_list *from)
+{
+    to->head = from->head;
+    to->end = from->head ? from->end : &to->head;
+}
+
+/* A SCRIPT LOAD of the pipe's own: it has no caller to answer. */
+static int is_load(const struct pipe_call *call)
+{
+    return call->done == NULL;
+}
+
+struct redis_pipe *redis_pipe_new(void)
+{
+    struct redis_pipe *p = calloc(1, sizeof *p);
+    if (p) {
+        list_init(&p->queued);
+        list_init(&p->sent);
+    }
+    return p;
+}
+
+/* Answers every call of `l` with `r` and empties it (loads are dropped). */
+static void fail_all(struct call_list *l, st_result r, const char *why)
+{
+    for (struct pipe_call *call; (call = list_pop(l)) != NULL;)
+        if (!is_load(call))
+            call->done(call, r, NULL, why);
+}
+
+/* The connection broke (or gave up) while doing `what`: what was sent may
+ * have run, nothing queued was sent. The queued calls wait for the next
+ * flush. `detail` says how; NULL: hiredis' error, or "connection lost". */
+static void drop_connection(struct redis_pipe *p, const char *what, const char *detail)
+{
+    if (!detail)
+        detail = p->ctx && p->ctx->err ? p->ctx->errstr : "connection lost";
+    char why[256];
+    snprintf(why, sizeof why, "redis %.64s:%d: %.40s: %.100s", config.redis_host, config.redis_port,
+             what, detail);
+    log_warn("%s", why);
+    redisFree(p->ctx);
+    p->ctx = NULL;
+    p->writing = 0;
+    p->loaded = 0;
+    int sent = p->connected;
+    p->connected = 0;
+    if (sent) {
+        char unknown[sizeof why + 48];
+        snprintf(unknown, sizeof unknown, "%s (the sale was sent; its reply was lost)", why);
+        fail_all(&p->sent, ST_OUTCOME_UNKNOWN, unknown);
+    } else {
+        fail_all(&p->sent, ST_BACKEND_UNAVAILABLE, why);
+    }
+}
+
+void redis_pipe_free(struct redis_pipe *p)
+{
+    if (!p)
+        return;
+    if (p->sent.head)
+        drop_connection(p, "stopping", "stockd is stopping");
+    redisFree(p->ctx);
+    fail_all(&p->queued, ST_SHUTTING_DOWN, "stockd is stopping");
+    free(p);
+}
+
+void redis_pipe_call(struct redis_pipe *p, struct pipe_call *call)
+{
+    list_push(&p->queued, call);
+}
+
+/* Starts a non-blocking connect; 0, or -1 with every queued call answered. */
+static int connect_pipe(struct redis_pipe *p)
+{
+    if (p->connections++)
+        metrics_reconnect(BACKEND_REDIS);
+    p->ctx = redisConnectNonBlock(config.redis_host, config.redis_port);
+    p->connect_ms = monotonic_ms();
+    if (p->ctx && !p->ctx->err)
+        return 0;
+    char why[256];
+    snprintf(why, sizeof why, "redis %.64s:%d: connect: %.100s", config.redis_host,
+             config.redis_port, p->ctx ? p->ctx->errstr : "out of memory");
+    redisFree(p->ctx);
+    p->ctx = NULL;
+    fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, why);
+    return -1;
+}
+
+/* Writes what hiredis holds; on a break, drops the connection. */
+static void write_out(struct redis_pipe *p)
+{
+    int done = 1;
+    if (p->connected && redisBufferWrite(p->ctx, &done) != REDIS_OK) {
+        drop_connection(p, "write", NULL);
+        return;
+    }
+    p->writing = !done;
+}
+
+/* Whether calls of `script` can be written now: once a SCRIPT LOAD of it
+ * is on its way on this connection (written here if not) and its SHA1 is
+ * known. */
+static int script_ready(struct redis_pipe *p, struct redis_script *script, long long now)
+{
+    int i = 0;
+    while (i < p->loaded && p->loads[i].script != script)
+        i++;
+    if (i == p->loaded) {
+        assert(i < SCRIPTS_MAX); /* a pipe carries a few scripts: add room here */
+        const char *argv[] = {"SCRIPT", "LOAD", script->source};
+        if (redisAppendCommandArgv(p->ctx, 3, argv, NULL) != REDIS_OK)
+            return 0;
+        p->loads[i] = (struct pipe_call){.script = script, .sent_ms = now};
+        list_push(&p->sent, &p->loads[i]);
+        p->loaded++;
+    }
+    return atomic_load_explicit(&script->known, memory_order_acquire);
+}
+
+/* Appends the EVALSHA of `call`; 0, or -1 when hiredis is out of memory. */
+static int append_call(struct redis_pipe *p, const struct pipe_call *call)
+{
+    const char *argv[3 + PIPE_ARGS_MAX];
+    char numkeys[12];
+    snprintf(numkeys, sizeof numkeys, "%d", call->nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = call->script->sha;
+    argv[2] = numkeys;
+    memcpy(argv + 3, call->argv, sizeof *argv * (size_t)call->argc);
+    return redisAppendCommandArgv(p->ctx, 3 + call->argc, argv, NULL) == REDIS_OK ? 0 : -1;
+}
+
+void redis_pipe_flush(struct redis_pipe *p)
+{
+    if (!p->queued.head || (!p->ctx && connect_pipe(p) != 0)) {
+        if (p->writing)
+            write_out(p);
+        return;
+    }
+    long long now = monotonic_ms();
+    struct call_list waiting, written;
+    list_init(&waiting);
+    list_init(&written);
+    int n = 0;
+    for (struct pipe_call *call; (call = list_pop(&p->queued)) != NULL;) {
+        long long deadline = effective_deadline(call->deadline_ms);
+        if (deadline && now >= deadline) {
+            call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
+        } else if (!script_ready(p, call->script, now)) {
+            list_push(&waiting, call);
+        } else if (append_call(p, call) != 0) {
+            call->done(call, ST_BACKEND_UNAVAILABLE, NULL, "redis: out of memory");
+        } else {
+            call->sent_ms = now;
+            call->batch_index = n++;
+            list_push(&written, call);
+        }
+    }
+    list_move(&p->queued, &waiting);
+    for (struct pipe_call *call = written.head; call; call = call->next)
+        call->batch = n;
+    if (written.head) {
+        *p->sent.end = written.head;
+        p->sent.end = written.end;
+    }
+    write_out(p);
+}
+
+int redis_pipe_poll(const struct redis_pipe *p, struct pollfd *pfd)
+{
+    *pfd = (struct pollfd){.fd = -1};
+    long long due = 0;
+    if (p->ctx) {
+        pfd->fd = p->ctx->fd;
+        pfd->events = POLLIN | (!p->connected || p->writing ? POLLOUT : 0);
+        due = p->connected ? (p->sent.head ? p->sent.head->sent_ms + config.io_timeout_ms : 0)
+                           : p->connect_ms + config.connect_timeout_ms;
+    }
+    for (const struct pipe_call *call = p->queued.head; call; call = call->next) {
+        long long deadline = effective_deadline(call->deadline_ms);
+        if (deadline && (!due || deadline < due))
+            due = deadline;
+    }
+    if (!due)
+        return -1;
+    long long left = due - monotonic_ms();
+    return left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
+}
+
+/* Whether the non-blocking connect has finished; drops it if it failed. */
+static int finish_connect(struct redis_pipe *p)
+{
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (getsockopt(p->ctx->fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0)
+        error = errno;
+    if (error) {
+        drop_connection(p, "connect", strerror(error));
+        fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: cannot connect");
+        return 0;
+    }
+    p->connected = 1;
+    log_debug("redis: the loop's pipe is connected to %s:%d", config.redis_host, config.redis_port);
+    return 1;
+}
+
+/* One reply for the oldest entry of `sent`. */
+static void answer_oldest(struct redis_pipe *p, redisReply *reply)
+{
+    struct pipe_call *call = list_pop(&p->sent);
+    if (is_load(call)) {
+        if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+            redis_script_learn(call->script, reply->str);
+        } else {
+            /* Load again with the next write; what waits for the SHA1 to be
+             * learnt gives up now instead of at its deadline. */
+            log_warn("redis: SCRIPT LOAD on the loop's pipe gave no SHA1");
+            p->loaded = 0;
+            if (!atomic_load_explicit(&call->script->known, memory_order_acquire))
+                fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD failed");
+        }
+    } else if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        /* Flushed under us (SCRIPT FLUSH): nothing ran. Load it again with
+         * the next write and send the call once more - once. */
+        p->loaded = 0;
+        if (call->resent) {
+            call->done(call, ST_BACKEND_UNAVAILABLE, NULL,
+                       "redis: the script is not loaded, even after SCRIPT LOAD; nothing ran");
+        } else {
+            call->resent = 1;
+            list_push(&p->queued, call);
+        }
+    } else {
+        call->done(call, ST_OK, reply, NULL);
+    }
+    freeReplyObject(reply);
+}
+
+/* Reads what arrived and answers each call it completes. */
+static void read_replies(struct redis_pipe *p)
+{
+    if (redisBufferRead(p->ctx) != REDIS_OK) {
+        drop_connection(p, "read", NULL);
+        return;
+    }
+    void *reply;
+    while (p->ctx) {
+        if (redisGetReplyFromReader(p->ctx, &reply) != REDIS_OK) {
+            drop_connection(p, "read", NULL);
+            return;
+        }
+        if (!reply)
+            return;
+        if (!p->sent.head) {
+            freeReplyObject(reply);
+            drop_connection(p, "read", "a reply nothing asked for");
+            return;
+        }
+        answer_oldest(p, reply);
+    }
+}
+
+void redis_pipe_ready(struct redis_pipe *p, short revents)
+{
+    if (!p->ctx)
+        return;
+    if (!p->connected && !finish_connect(p))
+        return;
+    if (revents & POLLOUT)
+        write_out(p);
+    if (p->ctx && (revents & (POLLIN | POLLHUP | POLLERR)))
+        read_replies(p);
+}
+
+void redis_pipe_expire(struct redis_pipe *p)
+{
+    long long now = monotonic_ms();
+    if (p->ctx && !p->connected && now - p->connect_ms >= config.connect_timeout_ms) {
+        drop_connection(p, "connect", "timed out");
+        fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: connect timed out");
+    } else if (p->ctx && p->sent.head && now - p->sent.head->sent_ms >= config.io_timeout_ms) {
+        drop_connection(p, "read", "no reply within io-timeout-ms");
+    }
+    struct call_list keep;
+    list_init(&keep);
+    for (struct pipe_call *call; (call = list_pop(&p->queued)) != NULL;) {
+        long long deadline = effective_deadline(call->deadline_ms);
+        if (deadline && now >= deadline)
+            call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
+        else
+            list_push(&keep, call);
+    }
+    list_move(&p->queued, &keep);
+}
