@@ -7,9 +7,8 @@
  * daemon of its own, in libmicrohttpd's external mode: the loop waits
  * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h) and a
  * wake-up, lets the daemon serve what is ready, then writes the turn's
- * sales to Redis at once. Every daemon listens on the same port
- * (SO_REUSEPORT) and the kernel spreads the connections over them, so the
- * connection limits are each loop's share of the configured ones.
+ * sales to Redis at once. Every daemon accepts from one listening socket,
+ * so each loop enforces its share of the configured connection limits.
  *
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
@@ -28,9 +27,9 @@
  * instance in X-Stockd-Instance.
  *
  * Stopping, as libmicrohttpd documents it for a daemon run externally:
- * each loop quiesces its daemon (no new connections; the listening socket
- * is shut down so that clients are refused at once, and closed only after
- * the daemon is stopped) and goes on turning: every new request is
+ * each loop quiesces its daemon (no new connections; once all have, the
+ * listening socket is shut down so that clients are refused at once, and
+ * it is closed only after the daemons are stopped) and goes on turning: every new request is
  * answered 503 shutting_down with `Connection: close`, the requests
  * already queued or running finish and send their replies, nothing is
  * resumed by force. When none is left the loops end, and only then is
@@ -80,9 +79,9 @@ enum phase {
  * its own daemon, and talks to Redis through its own pipe. */
 struct loop {
     struct MHD_Daemon *daemon;
-    struct worker *w;    /* the loop's own: never blocks, owns a Redis pipe */
-    int wake;            /* an eventfd: other threads wake the loop with it */
-    MHD_socket listener; /* once quiesced: closed after the daemon stops     */
+    struct worker *w; /* the loop's own: never blocks, owns a Redis pipe */
+    int wake;         /* an eventfd: other threads wake the loop with it */
+    int quiesced;     /* takes no more connections                       */
     pthread_t thread;
     int running;
 };
@@ -488,6 +487,9 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 
 static struct loop *loops;
 static int loop_count;
+/* The one listening socket every loop's daemon accepts from; ours to close. */
+static int listen_fd = -1;
+static atomic_int loops_quiesced;
 /* When the stop gives up on what still runs (monotonic ms), once stopping. */
 static _Atomic long long drain_deadline_ms;
 
@@ -505,16 +507,17 @@ static int loop_wait_ms(const struct loop *l, int pipe_ms)
 
 /* Whether the loop is done: stopping, and nothing of the drain left (or
  * no time left for it). Quiesces the daemon on the first call that sees
- * the stop: no new connections, and the listening socket shut so that
- * clients are refused at once. */
+ * the stop (no new connections); the last loop to quiesce shuts the
+ * listening socket, so that clients are refused at once. */
 static int loop_done(struct loop *l)
 {
     if (!atomic_load(&stopping))
         return 0;
-    if (l->listener == MHD_INVALID_SOCKET) {
-        l->listener = MHD_quiesce_daemon(l->daemon);
-        if (l->listener != MHD_INVALID_SOCKET)
-            shutdown(l->listener, SHUT_RDWR);
+    if (!l->quiesced) {
+        MHD_quiesce_daemon(l->daemon);
+        l->quiesced = 1;
+        if (atomic_fetch_add(&loops_quiesced, 1) + 1 == loop_count)
+            shutdown(listen_fd, SHUT_RDWR);
     }
     return atomic_load(&outstanding) == 0 || monotonic_ms() >= atomic_load(&drain_deadline_ms);
 }
@@ -565,46 +568,47 @@ static unsigned loop_share(int limit)
 #define CONNECTION_MEMORY (8 * 1024)
 
 /*
- * A loop's daemon, run by the loop itself (no thread of libmicrohttpd's):
- * every loop listens on the same address (SO_REUSEPORT) and the kernel
- * spreads the connections over them. libmicrohttpd waits with epoll; a
- * suspended connection leaves the epoll set and a resumed one rejoins it,
- * two epoll_ctl() calls per sale that the loop's pipe more than pays back
- * by answering on the same thread: no hand-off, no wake-up.
+ * A loop's daemon, run by the loop itself (no thread of libmicrohttpd's).
+ * Every loop accepts from the one listening socket, as libmicrohttpd's own
+ * thread pool does: whichever loop is free first takes a new connection.
+ * (A socket per loop with SO_REUSEPORT would let a second stockd started
+ * on the same port share the clients silently, instead of failing to
+ * start.) libmicrohttpd waits with epoll; a suspended connection leaves
+ * the epoll set and a resumed one rejoins it, two epoll_ctl() calls per
+ * sale that the loop's pipe more than pays back by answering on the same
+ * thread: no hand-off, no wake-up.
  */
-static struct MHD_Daemon *loop_daemon(struct loop *l, const struct sockaddr_in *addr)
+static struct MHD_Daemon *loop_daemon(struct loop *l)
 {
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     return MHD_start_daemon(
-        flags, (uint16_t)config.port, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, loop_share(config.max_connections),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, loop_share(config.max_per_ip),
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        loop_share(config.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        loop_share(config.max_per_ip), MHD_OPTION_END);
 }
 
-static int loop_open(struct loop *l, const struct sockaddr_in *addr)
+static int loop_open(struct loop *l)
 {
-    l->listener = MHD_INVALID_SOCKET;
     l->w = worker_new();
     l->w->must_not_block = 1;
     l->w->redis_pipe = redis_pipe_new();
     l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!l->w->redis_pipe || l->wake < 0)
         return -1;
-    l->daemon = loop_daemon(l, addr);
+    l->daemon = loop_daemon(l);
     return l->daemon ? 0 : -1;
 }
 
 /* Frees a loop whose thread has ended (or never started). */
 static void loop_close(struct loop *l)
 {
-    if (l->daemon)
+    if (l->daemon) {
+        MHD_quiesce_daemon(l->daemon); /* so that it leaves the socket to us */
         MHD_stop_daemon(l->daemon);
-    if (l->listener != MHD_INVALID_SOCKET)
-        close(l->listener);
+    }
     if (l->w) {
         redis_pipe_free(l->w->redis_pipe);
         l->w->redis_pipe = NULL;
@@ -633,6 +637,25 @@ static void loops_close(void)
     free(loops);
     loops = NULL;
     loop_count = 0;
+    if (listen_fd >= 0)
+        close(listen_fd);
+    listen_fd = -1;
+}
+
+/* The listening socket on `addr`, non-blocking (a loop that loses the race
+ * for a new connection must not wait in accept()); -1 after logging why. */
+static int open_listener(const struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1; /* a restart need not wait for the last run's TIME_WAITs */
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 1024) != 0) {
+        log_error("cannot listen on %s:%d: %s", config.listen, config.port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Stops whatever http_start() had started when it failed. */
@@ -654,8 +677,14 @@ int http_start(void)
         log_error("listen address '%s' is not an IPv4 address", config.listen);
         return -1;
     }
-    if (pool_start(config.workers, config.queue_max) != 0)
+    if ((listen_fd = open_listener(&addr)) < 0)
         return -1;
+    if (pool_start(config.workers, config.queue_max) != 0) {
+        close(listen_fd);
+        listen_fd = -1;
+        return -1;
+    }
+    atomic_store(&loops_quiesced, 0);
     loop_count = config.threads;
     loops = calloc((size_t)loop_count, sizeof *loops);
     if (!loops) {
@@ -665,15 +694,14 @@ int http_start(void)
     for (int i = 0; i < loop_count; i++)
         loops[i].wake = -1;
     for (int i = 0; i < loop_count; i++) {
-        if (loop_open(&loops[i], &addr) != 0) {
-            log_error("cannot listen on %s:%d (in use, or not allowed)", config.listen,
-                      config.port);
+        if (loop_open(&loops[i]) != 0) {
+            log_error("cannot start HTTP loop %d", i);
             return start_failed();
         }
     }
     for (int i = 0; i < loop_count; i++) {
         if (pthread_create(&loops[i].thread, NULL, loop_main, &loops[i]) != 0) {
-            log_error("cannot start HTTP loop %d", i);
+            log_error("cannot start the thread of HTTP loop %d", i);
             return start_failed();
         }
         loops[i].running = 1;

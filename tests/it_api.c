@@ -8,13 +8,15 @@
  * ledgers; GET /stock/{product} reports the accounting fields; every
  * malformed request in the contract's table gets its status and error word
  * and leaves the stock exactly as it was; a JSON body that agrees with the
- * query is accepted; and every reply is application/json.
+ * query is accepted; every reply is application/json; and a second stockd
+ * on the same port refuses to start instead of sharing the clients.
  */
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Product ids of this file; no other test touches them. */
@@ -361,6 +363,19 @@ static long deduct_with_header_of(size_t size)
     return r.status;
 }
 
+/* A second stockd on the port in use exits 1 at once ("cannot listen"),
+ * where sockets with SO_REUSEPORT would have let it take half the clients
+ * in silence; the first one goes on answering. */
+static void test_port_in_use_refuses_a_second_stockd(void **state)
+{
+    (void)state;
+    int status = system("timeout 20 \"${STOCKD_TEST_BIN:-build/test/stockd}\" --port "
+                        "\"${STOCKD_TEST_PORT:-24080}\" >/dev/null 2>&1");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    json_decref(expect_ok("GET", "/health", NULL, 200));
+}
+
 /* Request line and headers share the connection's 8 KiB: 6 KiB of headers
  * sell, 9 KiB get libmicrohttpd's 431 and sell nothing. */
 static void test_header_size_limit(void **state)
@@ -419,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_method_not_allowed_names_allowed),
         cmocka_unit_test(test_body_too_large),
         cmocka_unit_test(test_header_size_limit),
+        cmocka_unit_test(test_port_in_use_refuses_a_second_stockd),
         cmocka_unit_test(test_json_body_agreeing_with_query),
     };
     return cmocka_run_group_tests(tests, stockd_group_setup, stockd_group_teardown);
