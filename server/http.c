@@ -81,6 +81,7 @@ struct loop {
     struct MHD_Daemon *daemon;
     struct worker *w; /* the loop's own: never blocks, owns a Redis pipe */
     int wake;         /* an eventfd: other threads wake the loop with it */
+    atomic_int woken; /* a wake-up is written and the loop has not run since */
     int quiesced;     /* takes no more connections                       */
     pthread_t thread;
     int running;
@@ -199,10 +200,12 @@ static struct http_request request_of(struct pending *p)
     };
 }
 
+/* Wakes `l` - once until its next turn: when a wake-up is already on its
+ * way, the loop will run after this call anyway. */
 static void loop_wake(struct loop *l)
 {
     uint64_t one = 1;
-    if (write(l->wake, &one, sizeof one) < 0)
+    if (!atomic_exchange(&l->woken, 1) && write(l->wake, &one, sizeof one) < 0)
         log_warn("http: cannot wake a loop: %s", strerror(errno));
 }
 
@@ -535,6 +538,9 @@ static void loop_turn(struct loop *l, int epoll_fd)
     uint64_t wakes;
     if (fds[1].revents && read(l->wake, &wakes, sizeof wakes) < 0 && errno != EAGAIN)
         log_warn("http: wake-up: %s", strerror(errno));
+    /* Before MHD_run(): a resume that finds the flag still set is one this
+     * run will see; one after this store writes a wake-up of its own. */
+    atomic_store(&l->woken, 0);
     if (fds[2].revents)
         redis_pipe_ready(pipe, fds[2].revents);
     MHD_run(l->daemon);
