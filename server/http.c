@@ -582,7 +582,11 @@ static unsigned loop_share(int limit)
  * start.) libmicrohttpd waits with epoll; a suspended connection leaves
  * the epoll set and a resumed one rejoins it, two epoll_ctl() calls per
  * sale that the loop's pipe more than pays back by answering on the same
- * thread: no hand-off, no wake-up.
+ * thread: no hand-off, no wake-up. Eight alternating rounds of `lua` at
+ * 64 connections ran at 0.78x the raw EVALSHA rate of the same rounds,
+ * against 0.71x for HTTP threads handing each sale to a worker-led
+ * pipeline. (libmicrohttpd's poll mode, which has no epoll_ctl(), exists
+ * only with its own threads; its select mode stops at descriptor 1024.)
  */
 static struct MHD_Daemon *loop_daemon(struct loop *l)
 {
