@@ -256,8 +256,10 @@ static void run_request(struct job *job, struct worker *w)
         api_refused(&req, r);
     }
     w->deadline_ms = 0;
-    if (r != ST_LATER) /* else `p` may be answered, sent and freed already */
-        answer(p, r, reply, w->error);
+    if (r == ST_LATER)
+        return; /* `p` may be answered, sent and freed already */
+    pool_job_answering();
+    answer(p, r, reply, w->error);
 }
 
 /* Refuses on the spot, with no backend and no worker. */

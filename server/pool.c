@@ -22,6 +22,8 @@ static int queued, queue_limit, closed, running_threads;
 static atomic_int busy;
 static pthread_t *threads;
 static int thread_count;
+/* Whether this thread is a worker counted in `busy` right now. */
+static __thread int counted_busy;
 
 /* Next job, or NULL once closed and the queue is empty. */
 static struct job *next_job(void)
@@ -46,8 +48,9 @@ static void *worker_main(void *unused)
     (void)unused;
     struct worker *w = worker_new();
     for (struct job *job; (job = next_job()) != NULL;) {
+        counted_busy = 1;
         job->run(job, w);
-        atomic_fetch_sub_explicit(&busy, 1, memory_order_relaxed);
+        pool_job_answering();
     }
     backends_close(w);
     worker_free(w);
@@ -118,6 +121,14 @@ void pool_stop(void)
     pthread_mutex_lock(&queue_lock);
     running_threads = 0;
     pthread_mutex_unlock(&queue_lock);
+}
+
+void pool_job_answering(void)
+{
+    if (counted_busy) {
+        counted_busy = 0;
+        atomic_fetch_sub_explicit(&busy, 1, memory_order_relaxed);
+    }
 }
 
 void pool_load(struct pool_load *out)

@@ -1,11 +1,11 @@
 /*
  * pool.h - the worker threads that run requests, behind one bounded queue.
  *
- * libmicrohttpd's threads only speak HTTP. Each request that needs a
+ * The HTTP loops only speak HTTP (and Redis, for a lua sale). Each request that needs a
  * backend is queued here, and the first free worker runs it start to finish
  * with its own backend connections (worker.h). Why not run such requests on
- * libmicrohttpd's threads: a keep-alive connection stays on the thread that
- * accepted it, and one thread may accept a whole burst of connections, so
+ * the loops: a keep-alive connection stays on the loop that accepted it,
+ * and one loop may accept a whole burst of connections, so
  * requests that arrive together could be served one after another. With the
  * queue, the number of requests running at once is exactly
  * min(requests in flight, workers) - which is what a race needs to show,
@@ -44,6 +44,11 @@ void pool_close(void);
 /* Closes the pool, lets the workers finish every queued job, then joins
  * them (each closes its backend links as it exits). */
 void pool_stop(void);
+
+/* Called by a job about to answer its request: from now on this worker
+ * no longer counts as busy, so that nobody who got the answer can still
+ * see it busy. Once per job; a no-op on any other thread. */
+void pool_job_answering(void);
 
 /* How loaded the pool is right now. */
 struct pool_load {
