@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import time
+from statistics import median
 
 from . import bench_report, browser, facts as facts_mod, host, raw, sources, tables, wrk
 from .api import Api
@@ -94,12 +95,6 @@ def mean_batch(before, after):
     if before is None or after is None or after[1] <= before[1]:
         return None
     return round((after[0] - before[0]) / (after[1] - before[1]), 1)
-
-
-def median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def headline_conc(conns):

@@ -29,12 +29,12 @@
  * Stopping, as libmicrohttpd documents it for a daemon run externally:
  * each loop quiesces its daemon (no new connections; once all have, the
  * listening socket is shut down so that clients are refused at once, and
- * it is closed only after the daemons are stopped) and goes on turning: every new request is
- * answered 503 shutting_down with `Connection: close`, the requests
- * already queued or running finish and send their replies, nothing is
- * resumed by force. When none is left the loops end, and only then is
- * each daemon stopped (MHD_stop_daemon() from the main thread, never while
- * its loop runs). --drain-ms bounds all of it: requests still waiting for
+ * it is closed only after the daemons are stopped) and goes on turning:
+ * every new request is answered 503 shutting_down with `Connection:
+ * close`, the requests already queued or running finish and send their
+ * replies, nothing is resumed by force. When none is left the loops end,
+ * and only then is each daemon stopped (MHD_stop_daemon() from the main
+ * thread, never while its loop runs). --drain-ms bounds all of it: requests still waiting for
  * a lock give up as 503 timeout when it runs out, and a request stuck in a
  * backend past it is abandoned by exiting.
  */

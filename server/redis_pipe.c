@@ -188,32 +188,44 @@ static int script_ready(struct redis_pipe *p, struct redis_script *script, long 
 /* Appends the EVALSHA of `call`; 0, or -1 when hiredis is out of memory. */
 static int append_call(struct redis_pipe *p, const struct pipe_call *call)
 {
-    const char *argv[3 + PIPE_ARGS_MAX];
+    assert(call->argc <= PIPE_ARGS_MAX);
+    const char *argv[REDIS_EVALSHA_HEAD + PIPE_ARGS_MAX];
     char numkeys[12];
-    snprintf(numkeys, sizeof numkeys, "%d", call->nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = call->script->sha;
-    argv[2] = numkeys;
-    memcpy(argv + 3, call->argv, sizeof *argv * (size_t)call->argc);
-    return redisAppendCommandArgv(p->ctx, 3 + call->argc, argv, NULL) == REDIS_OK ? 0 : -1;
+    redis_evalsha_head(argv, call->script, call->nkeys, numkeys);
+    memcpy(argv + REDIS_EVALSHA_HEAD, call->argv, sizeof *argv * (size_t)call->argc);
+    return redisAppendCommandArgv(p->ctx, REDIS_EVALSHA_HEAD + call->argc, argv, NULL) == REDIS_OK
+               ? 0
+               : -1;
+}
+
+/* Answers `call` ST_TIMEOUT if its deadline has passed (it was never
+ * sent); whether it did. */
+static int answered_late(struct pipe_call *call, long long now)
+{
+    long long deadline = effective_deadline(call->deadline_ms);
+    if (!deadline || now < deadline)
+        return 0;
+    call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
+    return 1;
 }
 
 void redis_pipe_flush(struct redis_pipe *p)
 {
-    if (!p->queued.head || (!p->ctx && connect_pipe(p) != 0)) {
+    if (!p->queued.head) { /* only what an earlier write left, if anything */
         if (p->writing)
             write_out(p);
         return;
     }
+    if (!p->ctx && connect_pipe(p) != 0)
+        return;
     long long now = monotonic_ms();
-    struct call_list waiting, written;
+    struct call_list waiting;
     list_init(&waiting);
-    list_init(&written);
+    struct pipe_call **batch = p->sent.end; /* where this write's calls begin */
     int n = 0;
     for (struct pipe_call *call; (call = list_pop(&p->queued)) != NULL;) {
-        long long deadline = effective_deadline(call->deadline_ms);
-        if (deadline && now >= deadline) {
-            call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
+        if (answered_late(call, now)) {
+            continue;
         } else if (!script_ready(p, call->script, now)) {
             list_push(&waiting, call);
         } else if (append_call(p, call) != 0) {
@@ -221,16 +233,12 @@ void redis_pipe_flush(struct redis_pipe *p)
         } else {
             call->sent_ms = now;
             call->batch_index = n++;
-            list_push(&written, call);
+            list_push(&p->sent, call);
         }
     }
     list_move(&p->queued, &waiting);
-    for (struct pipe_call *call = written.head; call; call = call->next)
-        call->batch = n;
-    if (written.head) {
-        *p->sent.end = written.head;
-        p->sent.end = written.end;
-    }
+    for (struct pipe_call *call = *batch; call; call = call->next)
+        call->batch = n; /* a SCRIPT LOAD among them takes no notice */
     write_out(p);
 }
 
@@ -287,7 +295,7 @@ static void answer_oldest(struct redis_pipe *p, redisReply *reply)
             if (!atomic_load_explicit(&call->script->known, memory_order_acquire))
                 fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD failed");
         }
-    } else if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+    } else if (redis_is_noscript(reply)) {
         /* Flushed under us (SCRIPT FLUSH): nothing ran. Load it again with
          * the next write and send the call once more - once. */
         p->loaded = 0;
@@ -351,12 +359,8 @@ void redis_pipe_expire(struct redis_pipe *p)
     }
     struct call_list keep;
     list_init(&keep);
-    for (struct pipe_call *call; (call = list_pop(&p->queued)) != NULL;) {
-        long long deadline = effective_deadline(call->deadline_ms);
-        if (deadline && now >= deadline)
-            call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
-        else
+    for (struct pipe_call *call; (call = list_pop(&p->queued)) != NULL;)
+        if (!answered_late(call, now))
             list_push(&keep, call);
-    }
     list_move(&p->queued, &keep);
 }

@@ -40,16 +40,16 @@ struct redis_script;
 
 #define PIPE_ARGS_MAX 8
 
-/* One script call. The caller owns it (and the strings argv points to)
+/* One script call. The caller owns it (and argv, and the strings in it)
  * until done() has been called, exactly once. */
 struct pipe_call {
     /* The reply (r == ST_OK; freed after done returns), or NULL with the
      * failure and why. Called on the loop's thread. */
     void (*done)(struct pipe_call *call, st_result r, const redisReply *reply, const char *why);
     struct redis_script *script;
-    int nkeys, argc; /* argv: the keys, then the arguments        */
-    const char *argv[PIPE_ARGS_MAX];
-    long long deadline_ms; /* not written once it has passed; 0: none  */
+    int nkeys, argc;         /* argv: the keys, then the arguments */
+    const char *const *argv; /* argc of them, at most PIPE_ARGS_MAX */
+    long long deadline_ms;   /* not written once it has passed; 0: none */
     /* Set by the pipe before done(): */
     int batch;       /* calls written in the same write                    */
     int batch_index; /* this call's place in it, from 0                    */

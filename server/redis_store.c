@@ -248,18 +248,13 @@ static st_result script_load(struct worker *w, struct redis_link *link, struct r
     return ST_OK;
 }
 
-static int is_noscript(const redisReply *reply)
+int redis_is_noscript(const redisReply *reply)
 {
     return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
-/* The words an EVALSHA of `script` starts with, into full[0..2]: the
- * script's SHA - or "0" while it is not known to be loaded, so that Redis
- * answers NOSCRIPT and the caller loads it - and the number of keys, which
- * is written into `numkeys`. */
-#define EVALSHA_HEAD 3
-static void evalsha_head(const char **full, const struct redis_script *script, int nkeys,
-                         char numkeys[static 12])
+void redis_evalsha_head(const char **full, const struct redis_script *script, int nkeys,
+                        char numkeys[static 12])
 {
     snprintf(numkeys, 12, "%d", nkeys);
     full[0] = "EVALSHA";
@@ -273,18 +268,18 @@ static st_result evalsha(struct worker *w, struct redis_link *link, struct redis
 {
     const char *full[16];
     char numkeys[12];
-    if (argc + EVALSHA_HEAD > 16)
+    if (argc + REDIS_EVALSHA_HEAD > 16)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: script has too many arguments");
-    evalsha_head(full, script, nkeys, numkeys);
-    memcpy(full + EVALSHA_HEAD, argv, sizeof *argv * (size_t)argc);
+    redis_evalsha_head(full, script, nkeys, numkeys);
+    memcpy(full + REDIS_EVALSHA_HEAD, argv, sizeof *argv * (size_t)argc);
 
     *noscript = 0;
-    int full_argc = argc + EVALSHA_HEAD;
+    int full_argc = argc + REDIS_EVALSHA_HEAD;
     const char *const *argvs[] = {full};
     st_result r = round_trip(w, link, READS, 1, &full_argc, argvs, reply);
     if (r != ST_OK)
         return r;
-    if (is_noscript(*reply)) {
+    if (redis_is_noscript(*reply)) {
         freeReplyObject(*reply);
         *reply = NULL;
         *noscript = 1;
@@ -329,7 +324,7 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
                               const int *which, int nkeys, int argc,
                               const char *const *const *argvs, redisReply **replies)
 {
-    int full_argc = argc + EVALSHA_HEAD;
+    int full_argc = argc + REDIS_EVALSHA_HEAD;
     const char **args = calloc((size_t)n * (size_t)full_argc, sizeof *args);
     const char *const **lists = calloc((size_t)n, sizeof *lists);
     int *argcs = calloc((size_t)n, sizeof *argcs);
@@ -338,13 +333,13 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
     if (!args || !lists || !argcs || !got) {
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
     } else {
-        const char *head[EVALSHA_HEAD]; /* the same for every sale: made once */
+        const char *head[REDIS_EVALSHA_HEAD]; /* the same for every sale: made once */
         char numkeys[12];
-        evalsha_head(head, script, nkeys, numkeys);
+        redis_evalsha_head(head, script, nkeys, numkeys);
         for (int j = 0; j < n; j++) {
             const char **full = args + (size_t)j * (size_t)full_argc;
             memcpy(full, head, sizeof head);
-            memcpy(full + EVALSHA_HEAD, argvs[which[j]], sizeof *full * (size_t)argc);
+            memcpy(full + REDIS_EVALSHA_HEAD, argvs[which[j]], sizeof *full * (size_t)argc);
             lists[j] = full;
             argcs[j] = full_argc;
         }
@@ -373,7 +368,7 @@ st_result redis_eval_sales(struct worker *w, struct redis_script *script, int co
      * it, and send them again. */
     int again = 0;
     for (int i = 0; r == ST_OK && i < count; i++)
-        if (is_noscript(replies[i])) {
+        if (redis_is_noscript(replies[i])) {
             freeReplyObject(replies[i]);
             replies[i] = NULL;
             which[again++] = i;

@@ -37,6 +37,18 @@ struct redis_script {
  * unless it is known already. */
 void redis_script_learn(struct redis_script *script, const char *sha);
 
+/* The words an EVALSHA of `script` starts with, into full[0..2]: the
+ * script's SHA - or "0" while it is not known to be loaded, so that Redis
+ * answers NOSCRIPT and the caller loads it - and the number of keys, which
+ * is written into `numkeys`. */
+#define REDIS_EVALSHA_HEAD 3
+void redis_evalsha_head(const char **full, const struct redis_script *script, int nkeys,
+                        char numkeys[static 12]);
+
+/* Whether Redis refused a script call for not knowing the script (nothing
+ * ran). */
+int redis_is_noscript(const redisReply *reply);
+
 #define REDIS_KEY_MAX 64
 
 /* Formats a per-product key such as "stock:{1001}"; `suffix` may be "". */

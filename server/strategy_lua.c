@@ -180,7 +180,7 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
                                  .script = &sell,
                                  .nkeys = 2,
                                  .argc = 3,
-                                 .argv = {s->args.argv[0], s->args.argv[1], s->args.argv[2]},
+                                 .argv = s->args.argv,
                                  .deadline_ms = w->deadline_ms};
     redis_pipe_call(w->redis_pipe, &s->call);
     return ST_LATER;
