@@ -304,6 +304,12 @@ static void answer_later_sale(struct sale_later *later, st_result r, const char 
     free(ls);
 }
 
+static void hand_off_later_sale(struct sale_later *later)
+{
+    struct later_sale *ls = (struct later_sale *)(void *)later;
+    ls->http->hand_off(ls->http);
+}
+
 /* Hands the sale to a strategy that answers later, with everything its
  * answer will need; ST_LATER. */
 static st_result sell_later(struct worker *w, const struct deduct_request *rq,
@@ -312,12 +318,13 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
     struct later_sale *ls = calloc(1, sizeof *ls);
     if (!ls)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "out of memory");
-    *ls = (struct later_sale){.base = {.answer = answer_later_sale},
-                              .rq = *rq,
-                              .out = {.remaining = REMAINING_UNKNOWN},
-                              .reply = reply,
-                              .http = req->later,
-                              .arrived_us = req->arrived_us};
+    *ls =
+        (struct later_sale){.base = {.answer = answer_later_sale, .hand_off = hand_off_later_sale},
+                            .rq = *rq,
+                            .out = {.remaining = REMAINING_UNKNOWN},
+                            .reply = reply,
+                            .http = req->later,
+                            .arrived_us = req->arrived_us};
     ls->rq.later = &ls->base;
     strategy_run(rq->strategy, w, &ls->rq, &ls->out); /* answers through ls->base */
     return ST_LATER;

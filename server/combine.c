@@ -170,6 +170,7 @@ st_result combine(const struct combiner *c, struct worker *w, const struct deduc
     struct shard *sh = shard_of(c, key);
     struct queue *q = NULL;
     int leads = 0;
+    rq->later->hand_off(rq->later); /* once queued, the leader may answer it */
     pthread_mutex_lock(&sh->lock);
     if (s) {
         q = find_queue(sh, c, key);

@@ -32,10 +32,15 @@ struct query_arg {
  * ST_LATER, keeps the reply document it was given, and calls answer()
  * exactly once with it - possibly before it has even returned. Used by
  * requests that wait in a queue of their own without holding a worker
- * (sql-batch's group commit).
+ * (sql-batch's group commit, a lua sale on its loop's pipe).
+ *
+ * A handler that lets another thread answer calls hand_off() first, before
+ * that thread can reach the request: an HTTP loop holds a request it took
+ * on arrival as its own, and lets go of it there.
  */
 struct answer_later {
     void (*answer)(struct answer_later *later, st_result r, json_t *reply, const char *message);
+    void (*hand_off)(struct answer_later *later);
 };
 
 /* What the HTTP layer hands to a handler. */

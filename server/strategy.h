@@ -27,9 +27,11 @@ struct store;
 
 /* How a strategy that answers later (strategy.answers_later) hands back a
  * sale's outcome: once, from any thread, after filling the deduct_reply it
- * was given. */
+ * was given; and hand_off() before another thread can reach the sale (see
+ * struct answer_later). */
 struct sale_later {
     void (*answer)(struct sale_later *later, st_result r, const char *message);
+    void (*hand_off)(struct sale_later *later);
 };
 
 /* One sale attempt, validated by the HTTP layer. */

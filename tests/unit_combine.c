@@ -29,6 +29,8 @@ struct test_sale {
     struct deduct_request rq;
     struct deduct_reply out;
     int answers;
+    int hand_offs;         /* combine() let another thread answer it      */
+    int answered_unhanded; /* it was answered before it was handed off  */
     st_result result;
 };
 
@@ -37,14 +39,21 @@ static void record_answer(struct sale_later *later, st_result r, const char *mes
     (void)message;
     struct test_sale *t = (struct test_sale *)(void *)later;
     t->answers++;
+    t->answered_unhanded |= t->hand_offs == 0;
     t->result = r;
+}
+
+static void record_hand_off(struct sale_later *later)
+{
+    ((struct test_sale *)(void *)later)->hand_offs++;
 }
 
 static struct test_sale sales[SALES];
 
 static void prepare(int index, int product)
 {
-    sales[index] = (struct test_sale){.later = {.answer = record_answer}};
+    sales[index] =
+        (struct test_sale){.later = {.answer = record_answer, .hand_off = record_hand_off}};
     sales[index].rq =
         (struct deduct_request){.later = &sales[index].later, .product = product, .qty = index + 1};
 }
@@ -157,7 +166,8 @@ static void queue_behind_a_running_batch(const struct combiner *c, int waiting)
     struct worker *w = worker_new();
     for (int i = 1; i < waiting; i++) {
         assert_int_equal(combine(c, w, &sales[i].rq, &sales[i].out), ST_LATER);
-        assert_int_equal(sales[i].answers, 0); /* queued, not run: its worker is free */
+        assert_int_equal(sales[i].answers, 0);   /* queued, not run: its worker is free */
+        assert_int_equal(sales[i].hand_offs, 1); /* before the leader could reach it */
     }
     worker_free(w);
     release_the_leader(thread);
@@ -165,8 +175,10 @@ static void queue_behind_a_running_batch(const struct combiner *c, int waiting)
 
 static void expect_every_sale_answered_once(int count)
 {
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
         assert_int_equal(sales[i].answers, 1);
+        assert_false(sales[i].answered_unhanded);
+    }
 }
 
 static void test_sales_arriving_meanwhile_form_the_next_batch(void **state)
