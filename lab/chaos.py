@@ -5,7 +5,8 @@ its ledger straight?
 For each fault (lab.faults: MariaDB and Redis killed with -9 and restarted, Redis
 frozen with SIGSTOP, one and then two of the three Redlock servers stopped, ZooKeeper
 killed) the run resets one product per strategy to a stock that never runs out and
-drives a safe strategy of each store, plus the lock zoo of the faulted backend, with
+drives a safe strategy of each store, the lockless safe strategies of the faulted
+backend and its lock zoo (lab.faults says which), with
 keep-alive connections back to back and a probe every 50 ms (lab.load); after
 --before seconds it injects the fault, keeps it --hold seconds, brings the backend
 back, and goes on for --after seconds (up to 15 s while a strategy has not sold
@@ -25,8 +26,8 @@ results/chaos-latest at it; prints the table. Exit status 1 on any violation, 2 
 the run cannot be made.
 
 --quick (the test gate): Redis killed, Redis frozen for 2 s, one Redlock server
-stopped, with shorter phases, each under a safe strategy of each store and the first
-of the lock zoo."""
+stopped, with shorter phases, each under the same strategies but only the first of
+the lock zoo."""
 
 import os
 import sys

@@ -9,9 +9,12 @@ backend is gone meanwhile ("outage") or still there for the strategies that need
 (one Redlock server of three: the quorum stays). The stack's processes are only ever
 signalled through scripts/stack.sh, which acts on the pids of its own pid files.
 
-Strategies, from the facts only: a safe strategy of each store, plus the "lock zoo"
-of the fault's backend: the strategies claiming safety that need that backend
-without storing in it (they lock with it); the short version takes the zoo's first."""
+Strategies, from the facts only: a safe strategy of each store; every lockless
+strategy claiming safety that stores in the fault's backend, because each reaches it
+its own way (a transaction on a worker, an optimistic retry, a batch led by one
+worker, a script on the HTTP loop's own pipe); and the "lock zoo" of the fault's
+backend: the strategies claiming safety that need that backend without storing in it
+(they lock with it). The short version takes the zoo's first."""
 
 import socket
 import subprocess
@@ -84,10 +87,17 @@ def lock_zoo(facts, backend):
             if s.safe_single and backend in s.needs and s.store != backend]
 
 
+def lockless_in(facts, backend):
+    """The strategies claiming safety that store in `backend` and take no lock."""
+    return [s for s in facts.strategies
+            if s.safe_single and s.store == backend and not s.lock]
+
+
 def strategies_for(facts, fault, zoo_max=None):
-    """A safe strategy of each store, then the fault's lock zoo (its first zoo_max
-    ones when given); each once."""
-    picked = facts.first_safe_per_store(1) + lock_zoo(facts, fault.backend)[:zoo_max]
+    """A safe strategy of each store, the lockless safe ones of the fault's backend,
+    then its lock zoo (its first zoo_max ones when given); each once."""
+    picked = (facts.first_safe_per_store(1) + lockless_in(facts, fault.backend) +
+              lock_zoo(facts, fault.backend)[:zoo_max])
     return list({s.name: s for s in picked}.values())
 
 

@@ -5,10 +5,11 @@
  *
  * stockd runs config.threads loops, each a thread with a libmicrohttpd
  * daemon of its own, in libmicrohttpd's external mode: the loop waits
- * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h) and a
- * wake-up, lets the daemon serve what is ready, then writes the turn's
- * sales to Redis at once. Every daemon accepts from one listening socket,
- * so each loop enforces its share of the configured connection limits.
+ * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h), a
+ * wake-up and, while it takes new connections, the listening socket; lets
+ * the daemon serve what is ready, then writes the turn's
+ * sales to Redis at once. The loops share one listening socket, so each
+ * enforces its share of the configured connection limits.
  *
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
@@ -30,10 +31,14 @@
  * to send it. libmicrohttpd parses HTTP and decodes the query; we never
  * touch raw bytes. Every reply names this instance in X-Stockd-Instance.
  *
+ * Every loop takes new connections from one listening socket, each loop
+ * its fair share (listener.h says why and how), and hands them to its
+ * daemon, which has no listening socket of its own.
+ *
  * Stopping, as libmicrohttpd documents it for a daemon run externally:
- * each loop quiesces its daemon (no new connections; once all have, the
- * listening socket is shut down so that clients are refused at once, and
- * it is closed only after the daemons are stopped) and goes on turning:
+ * the listening socket is shut down at once, so that clients are refused
+ * (it is closed only after the daemons are stopped), and each loop goes on
+ * turning:
  * every new request is answered 503 shutting_down with `Connection:
  * close`, the requests already queued or running finish and send their
  * replies, nothing is resumed by force. When none is left the loops end,
@@ -45,6 +50,7 @@
 #include "http.h"
 
 #include "config.h"
+#include "listener.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
@@ -52,7 +58,6 @@
 #include "router.h"
 #include "worker.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -102,7 +107,7 @@ struct loop {
     atomic_int woken; /* a wake-up is written and the loop has not run since */
     int held;         /* requests held, waiting for the loop's own answer */
     int answered;     /* one was answered since libmicrohttpd last ran    */
-    int quiesced;     /* takes no more connections                       */
+    int index;        /* its place in `loops`, and in the listener's shares */
     pthread_t thread;
     int running;
 };
@@ -576,6 +581,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     pending_free(p);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)c, (void)socket_context;
+    struct loop *l = cls;
+    listener_count(l->index, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+}
+
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -589,9 +602,6 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 
 static struct loop *loops;
 static int loop_count;
-/* The one listening socket every loop's daemon accepts from; ours to close. */
-static int listen_fd = -1;
-static atomic_int loops_quiesced;
 /* When the stop gives up on what still runs (monotonic ms), once stopping. */
 static _Atomic long long drain_deadline_ms;
 
@@ -610,20 +620,31 @@ static int loop_wait_ms(const struct loop *l, int pipe_ms)
 }
 
 /* Whether the loop is done: stopping, and nothing of the drain left (or
- * no time left for it). Quiesces the daemon on the first call that sees
- * the stop (no new connections); the last loop to quiesce shuts the
- * listening socket, so that clients are refused at once. */
-static int loop_done(struct loop *l)
+ * no time left for it). */
+static int loop_done(void)
 {
-    if (!atomic_load(&stopping))
-        return 0;
-    if (!l->quiesced) {
-        MHD_quiesce_daemon(l->daemon);
-        l->quiesced = 1;
-        if (atomic_fetch_add(&loops_quiesced, 1) + 1 == loop_count)
-            shutdown(listen_fd, SHUT_RDWR);
-    }
-    return atomic_load(&outstanding) == 0 || monotonic_ms() >= atomic_load(&drain_deadline_ms);
+    return atomic_load(&stopping) &&
+           (atomic_load(&outstanding) == 0 || monotonic_ms() >= atomic_load(&drain_deadline_ms));
+}
+
+/* A new connection, accepted for loop `arg`: its daemon owns the socket
+ * from now on (and closes it when over its limits). */
+static void take_connection(void *arg, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    struct loop *l = arg;
+    if (MHD_add_connection(l->daemon, fd, addr, len) != MHD_YES)
+        log_debug("http: a new connection was refused: %s", strerror(errno));
+}
+
+/* Takes this loop's share of the new connections; when that makes it
+ * stop taking them, the others are woken to look again. */
+static void take_connections(struct loop *l)
+{
+    if (!listener_take(l->index, take_connection, l))
+        return;
+    for (int i = 0; i < loop_count; i++)
+        if (&loops[i] != l)
+            loop_wake(&loops[i]);
 }
 
 /* One turn: wait for the HTTP connections (libmicrohttpd's epoll set), the
@@ -632,9 +653,12 @@ static int loop_done(struct loop *l)
 static void loop_turn(struct loop *l, int epoll_fd)
 {
     struct redis_pipe *pipe = l->w->redis_pipe;
-    struct pollfd fds[3] = {{.fd = epoll_fd, .events = POLLIN}, {.fd = l->wake, .events = POLLIN}};
+    struct pollfd fds[4] = {{.fd = epoll_fd, .events = POLLIN},
+                            {.fd = l->wake, .events = POLLIN},
+                            {.fd = -1},
+                            {.fd = listener_fd_for(l->index), .events = POLLIN}};
     int pipe_ms = redis_pipe_poll(pipe, &fds[2]);
-    if (poll(fds, 3, loop_wait_ms(l, pipe_ms)) < 0 && errno != EINTR)
+    if (poll(fds, 4, loop_wait_ms(l, pipe_ms)) < 0 && errno != EINTR)
         log_warn("http: poll: %s", strerror(errno));
     uint64_t wakes;
     if (fds[1].revents && read(l->wake, &wakes, sizeof wakes) < 0 && errno != EAGAIN)
@@ -644,6 +668,8 @@ static void loop_turn(struct loop *l, int epoll_fd)
     atomic_store(&l->woken, 0);
     if (fds[2].revents)
         redis_pipe_ready(pipe, fds[2].revents);
+    if (fds[3].revents)
+        take_connections(l);
     l->answered = 0; /* this run sends what is answered by now */
     MHD_run(l->daemon);
     redis_pipe_flush(pipe);
@@ -655,7 +681,7 @@ static void *loop_main(void *arg)
     struct loop *l = arg;
     this_loop = l;
     int epoll_fd = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
-    while (!loop_done(l))
+    while (!loop_done())
         loop_turn(l, epoll_fd);
     MHD_run(l->daemon); /* the last replies, refusals included */
     return NULL;
@@ -677,12 +703,10 @@ static unsigned loop_share(int limit)
 #define CONNECTION_MEMORY (8 * 1024)
 
 /*
- * A loop's daemon, run by the loop itself (no thread of libmicrohttpd's).
- * Every loop accepts from the one listening socket, as libmicrohttpd's own
- * thread pool does: whichever loop is free first takes a new connection.
- * (A socket per loop with SO_REUSEPORT would let a second stockd started
- * on the same port share the clients silently, instead of failing to
- * start.) libmicrohttpd waits with epoll. A sale answered on its loop
+ * A loop's daemon, run by the loop itself (no thread of libmicrohttpd's),
+ * with no listening socket: the loop hands it the connections it takes
+ * (listener.h), and it tells the listener of each one opened and closed.
+ * libmicrohttpd waits with epoll. A sale answered on its loop
  * costs no hand-off and no wake-up: eight alternating rounds of `lua` at
  * 64 connections ran at 0.78x the raw EVALSHA rate of the same rounds,
  * against 0.71x for HTTP threads handing each sale to a worker-led
@@ -693,10 +717,11 @@ static unsigned loop_share(int limit)
  */
 static struct MHD_Daemon *loop_daemon(struct loop *l)
 {
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
         loop_share(config.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -718,10 +743,8 @@ static int loop_open(struct loop *l)
 /* Frees a loop whose thread has ended (or never started). */
 static void loop_close(struct loop *l)
 {
-    if (l->daemon) {
-        MHD_quiesce_daemon(l->daemon); /* so that it leaves the socket to us */
+    if (l->daemon)
         MHD_stop_daemon(l->daemon);
-    }
     if (l->w) {
         redis_pipe_free(l->w->redis_pipe);
         l->w->redis_pipe = NULL;
@@ -750,25 +773,7 @@ static void loops_close(void)
     free(loops);
     loops = NULL;
     loop_count = 0;
-    if (listen_fd >= 0)
-        close(listen_fd);
-    listen_fd = -1;
-}
-
-/* The listening socket on `addr`, non-blocking (a loop that loses the race
- * for a new connection must not wait in accept()); -1 after logging why. */
-static int open_listener(const struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1; /* a restart need not wait for the last run's TIME_WAITs */
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 1024) != 0) {
-        log_error("cannot listen on %s:%d: %s", config.listen, config.port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
+    listener_close();
 }
 
 /* Stops whatever http_start() had started when it failed. */
@@ -776,6 +781,7 @@ static int start_failed(void)
 {
     atomic_store(&drain_deadline_ms, monotonic_ms());
     atomic_store(&stopping, 1);
+    listener_shut();
     loops_join();
     loops_close();
     pool_stop();
@@ -785,27 +791,24 @@ static int start_failed(void)
 
 int http_start(void)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config.port)};
-    if (inet_pton(AF_INET, config.listen, &addr.sin_addr) != 1) {
-        log_error("listen address '%s' is not an IPv4 address", config.listen);
-        return -1;
-    }
-    if ((listen_fd = open_listener(&addr)) < 0)
-        return -1;
-    if (pool_start(config.workers, config.queue_max) != 0) {
-        close(listen_fd);
-        listen_fd = -1;
-        return -1;
-    }
-    atomic_store(&loops_quiesced, 0);
     loop_count = config.threads;
+    if (listener_open(config.listen, config.port, loop_count, loop_share(config.max_connections)) !=
+        0) {
+        loop_count = 0;
+        return -1;
+    }
+    if (pool_start(config.workers, config.queue_max) != 0) {
+        loop_count = 0;
+        listener_close();
+        return -1;
+    }
     loops = calloc((size_t)loop_count, sizeof *loops);
     if (!loops) {
         loop_count = 0;
         return start_failed();
     }
     for (int i = 0; i < loop_count; i++)
-        loops[i].wake = -1;
+        loops[i] = (struct loop){.index = i, .wake = -1};
     for (int i = 0; i < loop_count; i++) {
         if (loop_open(&loops[i]) != 0) {
             log_error("cannot start HTTP loop %d", i);
@@ -827,6 +830,7 @@ int http_stop(void)
     long long deadline = monotonic_ms() + config.drain_ms;
     atomic_store(&drain_deadline_ms, deadline);
     atomic_store(&stopping, 1);
+    listener_shut(); /* clients are refused from now on */
     pool_close();
     workers_stop_by(deadline);
     loops_join();

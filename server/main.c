@@ -6,6 +6,7 @@
  * The shape of the program:
  *   main.c       configuration, signals, start and orderly stop
  *   http.c       libmicrohttpd: the HTTP loops, guards, replies, the stop
+ *   listener.c   the listening socket, its new connections shared fairly
  *   redis_pipe.c a loop's own Redis connection, never waited on
  *   pool.c       the worker threads that run requests, a bounded queue
  *   router.c     the endpoint table; api.c the endpoints
@@ -24,7 +25,8 @@
  *   result.c     the one result type and its HTTP meaning
  *
  * Threads: config.threads HTTP loops (http.c), each running its own
- * libmicrohttpd daemon on the shared port; they parse requests, answer
+ * libmicrohttpd daemon with its share of the port's connections
+ * (listener.h); they parse requests, answer
  * what needs no backend, and send replies. A `lua` sale is sent, answered
  * and replied to by its loop alone, through the loop's own Redis pipe
  * (redis_pipe.h). Any other request's work runs start to finish on one of

@@ -19,13 +19,16 @@ ENV = {"STOCKD_MYSQL_PORT": "1", "STOCKD_REDIS_PORT": "2", "STOCKD_ZK": "127.0.0
 REDLOCK = sources.backend_name("redlock.c")  # a strategy has that name too
 FACTS = facts.parse(document([
     strategy("plain", store="mysql", safe=False),
+    strategy("onelock", store="mysql", lock="process"),
     strategy("rowlock", store="mysql"),
+    strategy("optimistic", store="redis", needs=["redis"]),
+    strategy("keylock", store="mysql", needs=["mysql", "redis"], lock="key"),
+    strategy("leaky", store="mysql", safe=False, needs=["mysql", "redis"], lock="key"),
+    strategy("quorum", store="mysql", needs=["mysql", REDLOCK], lock="majority"),
+    strategy("znode", store="mysql", needs=["mysql", "zookeeper"], lock="node"),
+    strategy("keylock2", store="mysql", needs=["mysql", "redis"], lock="key"),
     strategy("script", store="redis", needs=["redis"]),
-    strategy("keylock", store="mysql", needs=["mysql", "redis"]),
-    strategy("leaky", store="mysql", safe=False, needs=["mysql", "redis"]),
-    strategy("quorum", store="mysql", needs=["mysql", REDLOCK]),
-    strategy("znode", store="mysql", needs=["mysql", "zookeeper"]),
-    strategy("keylock2", store="mysql", needs=["mysql", "redis"]),
+    strategy("batch", store="mysql"),
 ]))
 
 
@@ -56,11 +59,13 @@ class FaultsTest(unittest.TestCase):
         by = {f.name: f for f in faults.all_faults(ENV)}
         names = lambda f, zoo_max=None: [s.name for s in faults.strategies_for(FACTS, by[f],
                                                                               zoo_max)]
-        self.assertEqual(names("mysql-kill"), ["rowlock", "script"])
-        self.assertEqual(names("redis-kill"), ["rowlock", "script", "keylock", "keylock2"])
-        self.assertEqual(names("redis-kill", 1), ["rowlock", "script", "keylock"])
-        self.assertEqual(names("redlock-stop-2"), ["rowlock", "script", "quorum"])
-        self.assertEqual(names("zk-kill"), ["rowlock", "script", "znode"])
+        # A safe one of each store; the faulted store's lockless safe ones; its lock zoo.
+        self.assertEqual(names("mysql-kill"), ["onelock", "optimistic", "rowlock", "batch"])
+        self.assertEqual(names("redis-kill"),
+                         ["onelock", "optimistic", "script", "keylock", "keylock2"])
+        self.assertEqual(names("redis-kill", 1), ["onelock", "optimistic", "script", "keylock"])
+        self.assertEqual(names("redlock-stop-2"), ["onelock", "optimistic", "quorum"])
+        self.assertEqual(names("zk-kill"), ["onelock", "optimistic", "znode"])
 
 
 class Canned:
