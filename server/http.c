@@ -98,7 +98,11 @@ enum phase {
  * waits. The loop does not spin on that: the answer wakes it (the pipe's
  * reply), so it waits for that, at most HELD_WAIT_MS in case something
  * else of libmicrohttpd's is due too. `lua` at 64 connections ran 9%
- * faster held than suspended (alternating runs).
+ * faster held than suspended (alternating runs). Unlike a suspended one, a
+ * held connection counts as idle while it waits: the pipe answers within
+ * --connect-timeout-ms and --io-timeout-ms (11 s by default), inside the
+ * 15 s of --idle-timeout-s; set shorter, a sale still waiting is dropped
+ * with its connection (and freed by its answer).
  */
 struct loop {
     struct MHD_Daemon *daemon;
