@@ -1,5 +1,7 @@
 """The wrk driver: keep-alive HTTP load for a fixed time at a fixed number of
-connections, with bench/count.lua counting every answer by status and error word."""
+connections, with bench/count.lua counting every answer by status and error word, or
+(counting=False, for the bench's pairs) bench/rate.lua, which leaves wrk its own
+counts and its full speed."""
 
 import json
 import os
@@ -10,6 +12,7 @@ from .common import REPO, SetupError
 from .outcomes import Outcomes
 
 SCRIPT = os.path.join(REPO, "bench", "count.lua")
+RATE_SCRIPT = os.path.join(REPO, "bench", "rate.lua")
 MARK = "LAB-RESULT "
 
 
@@ -32,12 +35,12 @@ def binary():
     return path
 
 
-def command(url, conns, seconds, timeout_s):
+def command(url, conns, seconds, timeout_s, counting=True):
     """wrk's command line: at most 2 threads (this is a 2-core machine's load
     generator), never more threads than connections."""
     threads = max(1, min(2, conns, os.cpu_count() or 1))
     return [binary(), f"-t{threads}", f"-c{conns}", f"-d{seconds}s", f"--timeout={timeout_s}s",
-            "-s", SCRIPT, url]
+            "-s", SCRIPT if counting else RATE_SCRIPT, url]
 
 
 def parse(output):
@@ -55,6 +58,8 @@ def parse(output):
     for kind in ("connect", "read", "write", "timeout"):
         if sock.get(kind):
             res.outcomes.add("", "", sock[kind], what=f"socket {kind} (wrk)")
+    if doc.get("status_errors"):
+        res.outcomes.add("", "", doc["status_errors"], what="status 400 or more (wrk)")
     seconds = doc["duration_us"] / 1e6
     if seconds > 0:
         res.rps = round(doc["requests"] / seconds, 1)
@@ -66,10 +71,10 @@ def parse(output):
     return res
 
 
-def run(url, conns, seconds, log_path):
+def run(url, conns, seconds, log_path, counting=True):
     """Drive `url` for `seconds` with `conns` keep-alive connections; the console
     goes to log_path. SetupError when wrk gives no result."""
-    cmd = command(url, conns, seconds, max(5, 3 * seconds))
+    cmd = command(url, conns, seconds, max(5, 3 * seconds), counting)
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=seconds + 60)

@@ -25,6 +25,10 @@ WRK = """Running 2s test @ http://127.0.0.1:1/stock/deduct/a
 LAB-RESULT {"requests":1000,"duration_us":2000000,"latency_us":{"p50":1500,"p95":4000,"p99":9000,"max":20000},"socket":{"connect":0,"read":2,"write":0,"timeout":1},"answers":{"200 ":900,"409 busy":50,"503 outcome_unknown":20,"503 overloaded":27},"instances":{"host:1":997}}
 """
 
+# bench/rate.lua's line (the pairs): wrk's own counts only.
+WRK_RATE = """LAB-RESULT {"requests":1000,"duration_us":2000000,"latency_us":{"p50":1500,"p95":4000,"p99":9000,"max":20000},"socket":{"connect":0,"read":0,"write":0,"timeout":0},"answers":{"200 ":997},"status_errors":3,"instances":{}}
+"""
+
 REDIS_CSV = '''"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 "EVALSHA abc 2 stock:{1} ledger:{1} 1","27777.78","0.494","0.072","0.431","0.799","2.663","5.655"
 '''
@@ -81,12 +85,19 @@ class ToolOutputTest(unittest.TestCase):
         self.assertEqual(res.instances, {"host:1": 997})
         self.assertIsNone(wrk.parse("no result here"))
 
+    def test_wrk_rate_only(self):
+        res = wrk.parse(WRK_RATE)
+        o = res.outcomes
+        self.assertEqual((o["sold"], o["errors"], res.rps), (997, 3, 500.0))
+        self.assertIn("status 400 or more (wrk) x3", o.detail())
+
     def test_wrk_command_threads(self):
         cmd = wrk.command("http://x/", 1, 2, 5)
         self.assertIn("-t1", cmd)
         self.assertIn("-c1", cmd)
         self.assertIn("-d2s", cmd)
         self.assertIn(wrk.SCRIPT, cmd)
+        self.assertIn(wrk.RATE_SCRIPT, wrk.command("http://x/", 64, 2, 5, counting=False))
 
     def test_redis_benchmark_csv(self):
         m = raw.parse_redis_csv(REDIS_CSV)
