@@ -70,7 +70,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 /* Set once a stop begins: every request from then on is refused. */

@@ -329,6 +329,25 @@ static void wait_for_redis_to_wake(FILE *sleeper)
 
 /* ------------------------------------------------- the lua pipeline */
 
+#define STOCK 100
+
+/* Resets `product` to STOCK and sells one lua sale of it, so that Redis
+ * knows the script; then puts Redis to sleep for 2 s. */
+static FILE *redis_asleep_after_a_sale(int product)
+{
+    reset(product, STOCK);
+    expect_deduct("lua", product, NULL, 200, "");
+    return put_redis_to_sleep(2);
+}
+
+/* Redis's account of `product`: `sold` sales of one unit since the reset. */
+static void expect_redis_sold(int product, int sold)
+{
+    struct account a = account(product);
+    assert_int_equal(a.redis.sold, sold);
+    assert_int_equal(a.redis.remaining, STOCK - sold);
+}
+
 #define PIPELINED 8
 
 /* Redis sleeps. The lua sales that arrive meanwhile are written to it by
@@ -337,9 +356,7 @@ static void wait_for_redis_to_wake(FILE *sleeper)
 static void test_waiting_sales_hold_no_worker(void **state)
 {
     (void)state;
-    reset(PRODUCT_PIPELINE, 100);
-    expect_deduct("lua", PRODUCT_PIPELINE, NULL, 200, ""); /* Redis knows the script */
-    FILE *sleeper = put_redis_to_sleep(2);
+    FILE *sleeper = redis_asleep_after_a_sale(PRODUCT_PIPELINE);
     struct background sales[PIPELINED];
     for (int i = 0; i < PIPELINED; i++)
         start_background(&sales[i], "lua", PRODUCT_PIPELINE, NULL);
@@ -354,9 +371,7 @@ static void test_waiting_sales_hold_no_worker(void **state)
     }
     fprintf(stderr, "%d lua sales while Redis slept: %g worker(s) busy\n", PIPELINED, busy);
     assert_true(busy == 0);
-    struct account a = account(PRODUCT_PIPELINE);
-    assert_int_equal(a.redis.sold, 1 + PIPELINED);
-    assert_int_equal(a.redis.remaining, 100 - 1 - PIPELINED);
+    expect_redis_sold(PRODUCT_PIPELINE, 1 + PIPELINED);
 }
 
 /* A client that gives up resets its connection (SO_LINGER 0 on close), so
@@ -396,9 +411,7 @@ static void sale_given_up(const char *strategy, int product, long give_up_ms)
 static void test_sales_whose_client_went(void **state)
 {
     (void)state;
-    reset(PRODUCT_ABANDONED, 100);
-    expect_deduct("lua", PRODUCT_ABANDONED, NULL, 200, ""); /* Redis knows the script */
-    FILE *sleeper = put_redis_to_sleep(2);
+    FILE *sleeper = redis_asleep_after_a_sale(PRODUCT_ABANDONED);
     for (int i = 0; i < ABANDONED; i++)
         sale_given_up("lua", PRODUCT_ABANDONED, 200);
     wait_for_redis_to_wake(sleeper);
@@ -408,9 +421,7 @@ static void test_sales_whose_client_went(void **state)
     while (metric("stockd_in_flight_requests") > 1 && now_ms() < deadline)
         sleep_ms(10);
     assert_true(metric("stockd_in_flight_requests") == 1); /* this scrape: nothing left over */
-    struct account a = account(PRODUCT_ABANDONED);
-    assert_int_equal(a.redis.sold, 1 + ABANDONED + 1);
-    assert_int_equal(a.redis.remaining, 100 - 1 - ABANDONED - 1);
+    expect_redis_sold(PRODUCT_ABANDONED, 1 + ABANDONED + 1);
 }
 
 /* The script goes from Redis between two sales on one connection (so one
@@ -421,15 +432,13 @@ static void test_sales_whose_client_went(void **state)
 static void test_script_flush_costs_no_sale(void **state)
 {
     (void)state;
-    reset(PRODUCT_FLUSH, 100);
+    reset(PRODUCT_FLUSH, STOCK);
     expect_deduct("lua", PRODUCT_FLUSH, NULL, 200, "");
     assert_int_equal(
         system("redis-cli -h 127.0.0.1 -p \"$STOCKD_REDIS_PORT\" SCRIPT FLUSH >/dev/null"), 0);
     for (int i = 0; i < AFTER_FLUSH; i++)
         expect_deduct("lua", PRODUCT_FLUSH, NULL, 200, "");
-    struct account a = account(PRODUCT_FLUSH);
-    assert_int_equal(a.redis.sold, 1 + AFTER_FLUSH);
-    assert_int_equal(a.redis.remaining, 100 - 1 - AFTER_FLUSH);
+    expect_redis_sold(PRODUCT_FLUSH, 1 + AFTER_FLUSH);
 }
 
 /* Redis sleeps with the sale in its socket; stockd gives up on the reply
