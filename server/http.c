@@ -38,14 +38,14 @@
  * Stopping, as libmicrohttpd documents it for a daemon run externally:
  * the listening socket is shut down at once, so that clients are refused
  * (it is closed only after the daemons are stopped), and each loop goes on
- * turning:
- * every new request is answered 503 shutting_down with `Connection:
- * close`, the requests already queued or running finish and send their
- * replies, nothing is resumed by force. When none is left the loops end,
- * and only then is each daemon stopped (MHD_stop_daemon() from the main
- * thread, never while its loop runs). --drain-ms bounds all of it: requests still waiting for
- * a lock give up as 503 timeout when it runs out, and a request stuck in a
- * backend past it is abandoned by exiting.
+ * turning: every new request is answered 503 shutting_down with
+ * `Connection: close`, the requests already queued or running finish and
+ * send their replies, nothing is resumed by force. When none is left the
+ * loops end, and only then is each daemon stopped (MHD_stop_daemon() from
+ * the main thread, never while its loop runs). --drain-ms bounds all of
+ * it: requests still waiting for a lock give up as 503 timeout when it
+ * runs out, and a request stuck in a backend past it is abandoned by
+ * exiting.
  */
 #include "http.h"
 
@@ -328,14 +328,20 @@ static void hand_off(struct answer_later *later)
     suspend(p);
 }
 
+/* `w` takes up request `p`: no error yet, and the request's deadline. */
+static void worker_takes(struct worker *w, const struct pending *p)
+{
+    w->error[0] = '\0';
+    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
+}
+
 /* On a worker: run the handler with this thread's backend connections,
  * unless the server is stopping or the request's deadline has passed while
  * it waited in the queue. */
 static void run_request(struct job *job, struct worker *w)
 {
     struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
-    w->error[0] = '\0';
-    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
+    worker_takes(w, p);
     json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
     p->arrival_reply = NULL;
     struct http_request req = request_of(p);
@@ -421,8 +427,7 @@ static enum MHD_Result answer_page(struct pending *p)
 static st_result try_on_arrival(struct pending *p)
 {
     struct worker *w = p->loop->w;
-    w->error[0] = '\0';
-    w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
+    worker_takes(w, p);
     struct http_request req = request_of(p);
     json_t *reply = new_reply();
     st_result r = p->route.handler(w, &req, reply);
@@ -779,12 +784,19 @@ static void loops_close(void)
     listener_close();
 }
 
+/* The stop begins, to be over by `deadline` (monotonic ms): every new
+ * request is refused, and clients are refused from now on. */
+static void stop_by(long long deadline)
+{
+    atomic_store(&drain_deadline_ms, deadline);
+    atomic_store(&stopping, 1);
+    listener_shut();
+}
+
 /* Stops whatever http_start() had started when it failed. */
 static int start_failed(void)
 {
-    atomic_store(&drain_deadline_ms, monotonic_ms());
-    atomic_store(&stopping, 1);
-    listener_shut();
+    stop_by(monotonic_ms());
     loops_join();
     loops_close();
     pool_stop();
@@ -831,9 +843,7 @@ int http_start(void)
 int http_stop(void)
 {
     long long deadline = monotonic_ms() + config.drain_ms;
-    atomic_store(&drain_deadline_ms, deadline);
-    atomic_store(&stopping, 1);
-    listener_shut(); /* clients are refused from now on */
+    stop_by(deadline);
     pool_close();
     workers_stop_by(deadline);
     loops_join();

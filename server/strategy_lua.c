@@ -54,11 +54,14 @@ static struct redis_script sell = {
               "return {1, left}\n",
 };
 
-/* What the script answered for one sale, into *out; the error in w. */
+/* What the script answered for one sale, sent in a write of `batch`
+ * sales, into *out; the error in w. */
 static st_result sale_result(struct worker *w, const struct deduct_request *rq,
-                             const redisReply *reply, struct deduct_reply *out)
+                             const redisReply *reply, int batch, struct deduct_reply *out)
 {
     long long sold, count;
+    out->attempts = 1;
+    out->batch = batch;
     if (reply->type == REDIS_REPLY_ERROR)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
@@ -96,10 +99,8 @@ static void answer_each(struct worker *w, struct combined_sale *batch, int n, re
 {
     int i = 0;
     for (struct combined_sale *s = batch; s; s = s->next, i++) {
-        s->out->attempts = 1;
-        s->out->batch = n;
         if (replies[i]) {
-            s->result = sale_result(w, s->rq, replies[i], s->out);
+            s->result = sale_result(w, s->rq, replies[i], n, s->out);
             freeReplyObject(replies[i]);
         } else {
             s->result = failure;
@@ -142,6 +143,7 @@ static const struct combiner pipeline = {.run = run_pipeline, .across_products =
 struct piped_sale {
     struct pipe_call call; /* first: the pipe hands it back */
     struct script_args args;
+    struct worker *loop; /* the loop's own, which answers it */
     const struct deduct_request *rq;
     struct deduct_reply *out;
 };
@@ -150,12 +152,9 @@ static void piped_sale_done(struct pipe_call *call, st_result r, const redisRepl
                             const char *why)
 {
     struct piped_sale *s = (struct piped_sale *)(void *)call;
-    struct worker w = {.error = ""}; /* only for sale_result()'s message */
-    s->out->attempts = 1;
-    s->out->batch = call->batch;
     if (r == ST_OK) {
-        r = sale_result(&w, s->rq, reply, s->out);
-        why = w.error;
+        r = sale_result(s->loop, s->rq, reply, call->batch, s->out);
+        why = s->loop->error;
     }
     if (call->batch_index == 0)
         metrics_batch(strategy_index(s->rq->strategy), call->batch);
@@ -173,6 +172,7 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
         rq->later->answer(rq->later, ST_BACKEND_UNAVAILABLE, "lua: out of memory");
         return ST_LATER;
     }
+    s->loop = w;
     s->rq = rq;
     s->out = out;
     script_args_of(&s->args, rq);

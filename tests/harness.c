@@ -34,6 +34,11 @@ static const char *env_or(const char *name, const char *fallback)
     return value && *value ? value : fallback;
 }
 
+const char *stockd_port(void)
+{
+    return env_or("STOCKD_TEST_PORT", "24080");
+}
+
 /* -------------------------------------------------------------- time */
 
 void sleep_ms(long ms)
@@ -126,7 +131,7 @@ void http_call_with(const char *method, const char *path, const char *body,
     /* Reset keeps the live connection; only the options start over. */
     curl_easy_reset(h);
     char url[2048];
-    snprintf(url, sizeof url, "http://127.0.0.1:%s%s", env_or("STOCKD_TEST_PORT", "24080"), path);
+    snprintf(url, sizeof url, "http://127.0.0.1:%s%s", stockd_port(), path);
     struct buffer received = {NULL, 0};
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
     if (body)
@@ -381,7 +386,7 @@ int stockd_start(const char *const *extra_args)
     const char *argv[32] = {
         env_or("STOCKD_TEST_BIN", "build/test/stockd"),
         "--port",
-        env_or("STOCKD_TEST_PORT", "24080"),
+        stockd_port(),
         "--threads",
         threads,
         "--lock-wait-ms",

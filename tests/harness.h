@@ -47,6 +47,9 @@ long long now_ms(void);
 
 /* ------------------------------------------------------------ stockd */
 
+/* The port of the stockd under test: $STOCKD_TEST_PORT, or 24080. */
+const char *stockd_port(void);
+
 /* Worker threads of the stockd under test: enough that the load driver's
  * requests really run at the same time. */
 #define STOCKD_THREADS 8

@@ -253,8 +253,7 @@ static void test_cross_site_requests_change_nothing(void **state)
     static const char *const cross_site[] = {"Authorization: Bearer " TOKEN,
                                              "Sec-Fetch-Site: cross-site", NULL};
     char word[32], own_origin[64], path[96];
-    snprintf(own_origin, sizeof own_origin, "Origin: http://127.0.0.1:%s",
-             getenv("STOCKD_TEST_PORT") ? getenv("STOCKD_TEST_PORT") : "24080");
+    snprintf(own_origin, sizeof own_origin, "Origin: http://127.0.0.1:%s", stockd_port());
     const char *const same_origin[] = {own_origin, NULL};
 
     snprintf(path, sizeof path, "/stock/reset?product=%d&count=5", PRODUCT_GUARDED);
@@ -331,7 +330,7 @@ static void test_idle_sockets_lock_nobody_out(void **state)
     getrlimit(RLIMIT_NOFILE, &files);
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
-    int port = atoi(getenv("STOCKD_TEST_PORT") ? getenv("STOCKD_TEST_PORT") : "24080");
+    int port = atoi(stockd_port());
     static int fds[IDLE_SOCKETS];
     int opened = 0;
     for (int i = 0; i < IDLE_SOCKETS; i++)

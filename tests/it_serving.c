@@ -388,8 +388,8 @@ static int reset_on_close(void *clientp, curl_socket_t fd, curlsocktype purpose)
 static void sale_given_up(const char *strategy, int product, long give_up_ms)
 {
     char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%s/stock/deduct/%s?product=%d",
-             getenv("STOCKD_TEST_PORT") ? getenv("STOCKD_TEST_PORT") : "24080", strategy, product);
+    snprintf(url, sizeof url, "http://127.0.0.1:%s/stock/deduct/%s?product=%d", stockd_port(),
+             strategy, product);
     CURL *h = curl_easy_init();
     assert_non_null(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
