@@ -455,7 +455,7 @@ st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
     return round_trip(w, redis_main(w), COMMITS, count, argcs, argvs, replies);
 }
 
-st_result redis_wait_replicas(struct worker *w, const char *what, st_result too_few, st_result lost)
+st_result redis_wait_replicas(struct worker *w, const char *what, st_result failure)
 {
     int wait_ms = config.redis_wait_timeout_ms, left = wait_allowed_ms(w);
     if (left < wait_ms + 10) /* WAIT must answer before the read gives up */
@@ -470,23 +470,24 @@ st_result redis_wait_replicas(struct worker *w, const char *what, st_result too_
     struct redis_link *link = redis_main(w);
     /* WAIT speaks for the writes of its own connection only. */
     if (!link->ctx || (link->follows_primary && link->generation != sentinel_generation()))
-        return worker_fail(w, lost,
-                           "%s: the connection that wrote it is gone; not known replicated", what);
-    st_result r =
-        round_trip(w, link, lost == ST_OUTCOME_UNKNOWN ? COMMITS : READS, 1, &argc, argvs, &reply);
-    if (r != ST_OK)
-        return r == ST_BACKEND_UNAVAILABLE ? lost : r;
-    long long acked = -1;
-    if (reply->type == REDIS_REPLY_INTEGER)
-        acked = reply->integer;
-    else
-        worker_fail(w, lost, "redis %s:%d: WAIT: %s", link->host, link->port,
-                    reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        return worker_fail(w, failure,
+                           "%s not known replicated: the connection that wrote it is gone", what);
+    enum request_kind kind = failure == ST_OUTCOME_UNKNOWN ? COMMITS : READS;
+    st_result r = round_trip(w, link, kind, 1, &argc, argvs, &reply);
+    if (r == ST_OK && reply->type != REDIS_REPLY_INTEGER) {
+        r = worker_fail(w, failure, "redis %s:%d: WAIT: %s", link->host, link->port,
+                        reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        freeReplyObject(reply);
+    }
+    if (r != ST_OK) /* what was written stands, replicated or not */
+        return kind == COMMITS && r != ST_OUTCOME_UNKNOWN
+                   ? worker_fail(w, ST_OUTCOME_UNKNOWN, "%s not known replicated: WAIT failed",
+                                 what)
+                   : r;
+    long long acked = reply->integer;
     freeReplyObject(reply);
-    if (acked < 0)
-        return lost;
     if (acked < config.redis_wait_replicas)
-        return worker_fail(w, too_few,
+        return worker_fail(w, failure,
                            "%s not replicated: %lld of %d replicas acknowledged within %d ms", what,
                            acked, config.redis_wait_replicas, wait_ms);
     return ST_OK;

@@ -131,12 +131,11 @@ int redis_is_readonly(const redisReply *reply);
 
 /* WAIT for config.redis_wait_replicas replicas to acknowledge every write
  * this worker made on its main Redis, for at most redis-wait-timeout-ms
- * (less if the request's deadline comes first). Too few is `too_few`, with
- * "<what> not replicated: N of M replicas acknowledged within T ms"; a
- * reply lost is `lost` (the write stands on the primary, replicated or
- * not). */
-st_result redis_wait_replicas(struct worker *w, const char *what, st_result too_few,
-                              st_result lost);
+ * (less if the request's deadline comes first). Too few is `failure`, with
+ * "<what> not replicated: N of M replicas acknowledged within T ms". When
+ * `failure` is ST_OUTCOME_UNKNOWN (the write was a sale), so is every other
+ * way WAIT can fail: the sale stands on the primary, replicated or not. */
+st_result redis_wait_replicas(struct worker *w, const char *what, st_result failure);
 
 /* Reads an integer reply or a bulk string that holds one; -1 if neither. */
 int redis_reply_int(const redisReply *reply, long long *out);

@@ -44,8 +44,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     freeReplyObject(reply);
     if (r != ST_OK)
         return r;
-    return redis_wait_replicas(w, "the sale ran on the primary but is", ST_OUTCOME_UNKNOWN,
-                               ST_OUTCOME_UNKNOWN);
+    return redis_wait_replicas(w, "the sale ran on the primary but is", ST_OUTCOME_UNKNOWN);
 }
 
 const struct strategy strategy_lua_wait = {

@@ -40,7 +40,7 @@ static st_result try_once(struct worker *w, const struct deduct_request *rq, str
     st_result r = lock_redis_set_nx.try_once(w, rq, held, taken);
     if (r != ST_OK || !*taken)
         return r;
-    r = redis_wait_replicas(w, "lock", ST_BACKEND_UNAVAILABLE, ST_BACKEND_UNAVAILABLE);
+    r = redis_wait_replicas(w, "lock", ST_BACKEND_UNAVAILABLE);
     if (r == ST_OK)
         return r;
     /* Not ours to use: give it back, keeping why. */
