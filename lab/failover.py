@@ -22,10 +22,13 @@ strategy's kind calls for and is judged against its `failover` fact:
   redlock    (independent servers, not a replicated group) under load, one of the
              three servers is killed: it must go on selling and oversell nothing.
 
-Measured on every row of the group: from the primary's death to the promotion and to
-the first 200 through the new primary (B's probe, one sale every 50 ms on a product
-of its own: goal within 2 s of the promotion, without restarting stockd), and every
-answer while no primary existed (503, within the deadline plus --margin-ms).
+Once Sentinel has promoted the replica, the dead server is restarted, as a supervisor
+would, and comes back as the new primary's replica. Measured on every row of the group:
+from the primary's death to the promotion, to the replica's return and to the first
+200 through the new primary (B's probe, one sale every 50 ms on a product of its own:
+goal within 2 s of the promotion, or of the replica's return for a row that waits for
+a replica, without restarting stockd), and every answer before it (503, within the
+deadline plus --margin-ms).
 
 Writes results/failover-<timestamp>/ (failover.json, failover.csv, failover.md with
 the strategy x {plain load, lease expiry, frozen holder, primary failover} table,
@@ -41,10 +44,10 @@ import sys
 import threading
 import time
 
-from . import facts as facts_mod, failover_report, faults as faults_mod, tables
+from . import facts as facts_mod, failover_report, faults as faults_mod, sources, tables
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, Options, Progress, SetupError, comma_list,
-                     elapsed_line, make_out_dir, now_iso, write_text)
+                     elapsed_line, make_out_dir, now_iso)
 from .redis_group import Group, sentinel_env
 from .service import run_dir, stack_env, stack_script, stop_process
 
@@ -55,7 +58,7 @@ FACT_KINDS = ("loses_sales", "two_holders", "safe")
 
 ROW_FIELDS = [
     "strategy", "kind", "fact", "acked", "store_sold", "acked_lost", "oversold",
-    "lost_updates", "first_holder", "second_holder", "promote_s", "first_ok_s",
+    "lost_updates", "first_holder", "second_holder", "promote_s", "replica_back_s", "first_ok_s",
     "gap_answers", "gap_max_ms", "verdict", "reason",
 ]
 TABLE = [
@@ -63,7 +66,8 @@ TABLE = [
     ("200s", "acked", ">"), ("ledger", "store_sold", ">"), ("acked lost", "acked_lost", ">"),
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"),
     ("A", "first_holder", "<"), ("B", "second_holder", "<"),
-    ("promote s", "promote_s", ">"), ("first 200 s", "first_ok_s", ">"),
+    ("promote s", "promote_s", ">"), ("replica s", "replica_back_s", ">"),
+    ("first 200 s", "first_ok_s", ">"),
     ("no-primary answers", "gap_answers", "<"), ("max ms", "gap_max_ms", ">"),
     ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
@@ -92,7 +96,8 @@ def parse_args(argv):
 
 
 def kind_of(s):
-    if "redlock" in s.needs:
+    """The sequence a strategy's row runs: from its facts, never from its name."""
+    if sources.backend_name("redlock.c") in s.needs:
         return "redlock"
     return "holder" if s.lock else "sales"
 
@@ -224,22 +229,43 @@ class Failover:
             time.sleep(max(0.0, PROBE_EVERY_S - (time.monotonic() - sent)))
         return gap, None
 
+    def heal(self, replica, times):
+        """Awaits the promotion, then restarts the dead server as the new primary's
+        replica, as a supervisor would: the rows that wait for a replica sell again
+        only then."""
+        times["promoted"] = self.group.wait_promoted(replica)
+        if times["promoted"] and self.dead:
+            try:
+                self.group.restart(self.dead)
+            except SetupError as e:  # mend() tries again, and stops the run if it fails
+                times["heal_error"] = str(e)
+                return
+            self.dead = None
+            times["replica_back"] = time.monotonic()
+
     def fail_over(self, s, primary, replica, probe_product):
         """Kill the primary, release the held-back replica once its link is down, and
-        follow the promotion and B's probe. Returns the measurements."""
+        follow the promotion, the dead server's return and B's probe. Returns the
+        measurements."""
         died = self.group.kill(primary)
         self.dead = primary
         link_down = self.group.wait_link_down(replica)
         self.group.release(replica)
-        promoted = {}
-        watcher = threading.Thread(
-            target=lambda: promoted.setdefault("at", self.group.wait_promoted(replica)),
-            daemon=True)
-        watcher.start()
+        self.held = None
+        times = {}
+        healer = threading.Thread(target=self.heal, args=(replica, times), daemon=True)
+        healer.start()
         gap, first_ok = self.probe_until_ok(s, probe_product, died)
-        watcher.join()
-        return {"died": died, "link_down": link_down, "promoted": promoted.get("at"),
+        return {"died": died, "link_down": link_down, "healer": healer, "times": times,
                 "first_ok": first_ok, "gap": gap}
+
+    @staticmethod
+    def healed(m):
+        """The promotion's and the replica's return's times into m, once both are over."""
+        m.pop("healer").join()
+        times = m.pop("times")
+        m.update(promoted=times.get("promoted"), replica_back=times.get("replica_back"),
+                 heal_error=times.get("heal_error"))
 
     def sales_row(self, s, row, product, probe):
         primary, replica = self.group.settled()
@@ -330,6 +356,8 @@ class Failover:
         died, promoted, first_ok = m["died"], m["promoted"], m["first_ok"]
         row["promote_s"] = round(promoted - died, 2) if promoted else None
         row["first_ok_s"] = round(first_ok - died, 2) if first_ok else None
+        back = m["replica_back"]
+        row["replica_back_s"] = round(back - died, 2) if back else None
         gap = m["gap"]
         counts = {}
         for _, a in gap:
@@ -338,11 +366,14 @@ class Failover:
         row["gap_max_ms"] = round(max((a[3] for _, a in gap), default=0) * 1000)
         if promoted is None:
             row["problems"].append("Sentinel promoted no replica within 20 s")
+        if m["heal_error"]:
+            row["problems"].append(f"the killed server did not come back at once: "
+                                   f"{m['heal_error']}")
         if first_ok is None:
             row["problems"].append("no 200 through the new primary within 20 s of the death")
-        elif promoted and first_ok - promoted > RECOVER_GOAL_S:
+        elif promoted and first_ok - max(promoted, m["replica_back"] or 0) > RECOVER_GOAL_S:
             row["problems"].append(f"first 200 {first_ok - promoted:.2f} s after the promotion "
-                                   f"(goal {RECOVER_GOAL_S:.0f} s)")
+                                   f"and the replica's return (goal {RECOVER_GOAL_S:.0f} s)")
         wrong = [answer_word(a) for _, a in gap if a[0] != 503]
         if wrong:
             row["problems"].append(f"answers other than 503 while no primary existed: "
@@ -380,6 +411,7 @@ class Failover:
             sequence = self.sales_row if row["kind"] == "sales" else self.holder_row
             try:
                 m, cut = sequence(s, row, product, product + 1)
+                self.healed(m)
             finally:
                 self.mend()
             self.measured(row, m, cut)

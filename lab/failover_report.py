@@ -11,7 +11,8 @@ from . import tables
 from .common import write_text
 
 LANES = ("primary", "replica", "Sentinel", "client A", "client B")
-WIDTH, LEFT, LANE_H, TOP = 960, 110, 46, 40
+WIDTH, LEFT, RIGHT, LANE_H, TOP = 1000, 90, 40, 58, 40
+CHAR_W = 6.2  # the labels' average glyph width at 11 px
 COLOURS = {"alive": "#7fb77e", "held": "#c9c9c9", "gap": "#f2b8a2", "lock": "#8fb3e0",
            "frozen": "#5a7bb0", "new": "#e6c36a", "sold": "#3f8f4f"}
 
@@ -57,26 +58,37 @@ class Axis:
         self.start, self.span = start, max(end - start, 0.001)
 
     def x(self, t):
-        return LEFT + (t - self.start) / self.span * (WIDTH - LEFT - 20)
+        return LEFT + (t - self.start) / self.span * (WIDTH - LEFT - RIGHT)
 
 
 def lane_y(lane):
     return TOP + LANES.index(lane) * LANE_H
 
 
-def bar(axis, lane, t0, t1, colour, label):
+def label(x, y, text, colour="#000"):
+    """A label starting at x, or ending there when it would run off the picture."""
+    anchor = "start"
+    if x + len(text) * CHAR_W > WIDTH - 4:
+        x, anchor = min(x, WIDTH - 4), "end"
+    return (f'<text x="{x:.1f}" y="{y}" font-size="11" fill="{colour}" '
+            f'text-anchor="{anchor}">{escape(text)}</text>')
+
+
+def bar(axis, lane, t0, t1, colour, text):
+    """A segment of a lane; its label inside when it fits, else under its start.
+    Returns (shape, label): labels are drawn over every shape."""
     x0, x1 = axis.x(t0), axis.x(t1)
     y = lane_y(lane)
-    return (f'<rect x="{x0:.1f}" y="{y + 8}" width="{max(x1 - x0, 2):.1f}" height="22" '
-            f'fill="{COLOURS[colour]}"><title>{escape(label)}</title></rect>'
-            f'<text x="{x0 + 4:.1f}" y="{y + 24}" font-size="11">{escape(label)}</text>')
+    shape = (f'<rect x="{x0:.1f}" y="{y + 8}" width="{max(x1 - x0, 2):.1f}" height="22" '
+             f'fill="{COLOURS[colour]}"><title>{escape(text)}</title></rect>')
+    inside = len(text) * CHAR_W + 8 <= x1 - x0
+    return shape, label(x0 + 4, y + 24 if inside else y + 44, text)
 
 
-def mark(axis, lane, t, label):
+def mark(axis, lane, t, text):
     x, y = axis.x(t), lane_y(lane)
     return (f'<line x1="{x:.1f}" y1="{y + 2}" x2="{x:.1f}" y2="{y + 36}" stroke="#b22" '
-            f'stroke-width="2"/><text x="{x + 3:.1f}" y="{y + 44}" font-size="11" '
-            f'fill="#b22">{escape(label)}</text>')
+            f'stroke-width="2"/>', label(x + 3, y + 48, text, "#b22"))
 
 
 def timeline_svg(name, m):
@@ -95,7 +107,7 @@ def timeline_svg(name, m):
             "link down, released: no primary"),
         mark(axis, "Sentinel", m["promoted"] or end, "Sentinel promotes the replica"),
         bar(axis, "client A", start, m["held_at"] or m["thawed"], "lock",
-            "takes the lock, reads the last unit"),
+            "takes the lock on the primary, reads the last unit"),
         bar(axis, "client B", m["died"], m["first_ok"] or end, "gap", "503 while no primary"),
         bar(axis, "client B", second_at - second[3], second_at, "new",
             f"same lock on the new primary: {second[0]}"),
@@ -118,9 +130,11 @@ def timeline_svg(name, m):
     height = TOP + len(LANES) * LANE_H + 24
     title = (f"{name}: a lock taken on the primary, lost in the failover, taken again "
              "- two holders")
+    shapes = "".join(shape for shape, _ in parts)
+    texts = "".join(text for _, text in parts)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
             f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">'
             f'<rect width="100%" height="100%" fill="white"/>'
             f'<text x="8" y="20" font-size="14" font-weight="bold">{escape(title)}</text>'
-            f"{labels}{''.join(parts)}{ticks}</svg>\n")
+            f"{labels}{shapes}{texts}{ticks}</svg>\n")
 

@@ -172,11 +172,12 @@ class Group:
         return time.monotonic()
 
     def wait_promoted(self, replica, seconds=20):
-        """The monotonic time at which a Sentinel first names `replica` the primary and
-        it says so itself; None past `seconds`."""
+        """The monotonic time at which `replica` first says it is the primary (Sentinel's
+        REPLICAOF NO ONE has run: the earliest moment a client could be told); None past
+        `seconds`."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self.primary() == replica and info(replica).get("role") == "master":
+            if info(replica).get("role") == "master":
                 self.promoted_at = time.monotonic()
                 return self.promoted_at
             time.sleep(POLL_S)
