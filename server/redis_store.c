@@ -10,6 +10,12 @@
  * writing, Redis never got a whole command and nothing ran; while reading,
  * it may have run. Calls that commit a sale (the *_sale forms) report the
  * second case as ST_OUTCOME_UNKNOWN.
+ *
+ * Under Sentinel (sentinel.h) the main Redis is wherever the primary is: a
+ * link connects to the primary in force, lets go of its connection once a
+ * newer one is, and reports a break or a READONLY reply (its server was
+ * demoted: the refused command did nothing, its error reply says so to the
+ * caller) so that the Sentinels are asked again.
  */
 #include "redis_store.h"
 
