@@ -283,7 +283,9 @@ st_result redis_call(struct worker *w, redisReply **reply, int argc, const char 
 void redis_undo(struct worker *w, int argc, const char **argv)
 {
     redisReply *reply;
-    if (redis_main(w)->ctx && redis_call(w, &reply, argc, argv) == ST_OK)
+    const struct redis_link *link = redis_main(w);
+    int live = link->ctx && (!link->follows_primary || link->generation == sentinel_generation());
+    if (live && redis_call(w, &reply, argc, argv) == ST_OK)
         freeReplyObject(reply);
 }
 

@@ -142,8 +142,9 @@ int redis_reply_int(const redisReply *reply, long long *out);
 
 /* Sends a command that undoes what this worker left on its main Redis (an
  * UNWATCH, a waiter's ZREM), best effort, and only on a live link: a link
- * dropped after a failure took its WATCH with it, and a waiter's entry
- * drops out by its score, so nothing is worth reconnecting for. */
+ * dropped after a failure took its WATCH with it (so does one to a primary
+ * that is no longer in force), and a waiter's entry drops out by its score,
+ * so nothing is worth reconnecting for. */
 void redis_undo(struct worker *w, int argc, const char **argv);
 
 /* Connects `link` if needed and sends PING. */
