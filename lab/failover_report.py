@@ -28,7 +28,7 @@ def write(out_dir, doc, fields, facts, timeline):
 
 def measured_cell(r):
     """What the window did to the row, in words."""
-    if r["kind"] == "redlock":
+    if r["kind"] == "quorum":
         what = r["first_holder"]
     elif r["kind"] == "sales":
         what = f"{r['acked_lost']} of {r['acked']} acknowledged sales lost"

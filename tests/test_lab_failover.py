@@ -54,7 +54,7 @@ class ChoiceTest(unittest.TestCase):
         self.assertEqual([s.name for s in rows],
                          ["optimistic", "keylock", "script", "quorum", "fence", "waiting"])
         self.assertEqual([failover.kind_of(s) for s in rows],
-                         ["sales", "holder", "sales", "redlock", "holder", "sales"])
+                         ["sales", "holder", "sales", "quorum", "holder", "sales"])
 
     def test_quick_takes_the_first_row_of_each_kind_and_fact(self):
         args = Args()
