@@ -376,17 +376,15 @@ static int client_gone(const struct pending *p)
 static void run_request(struct job *job, struct worker *w)
 {
     struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
+    json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
+    p->arrival_reply = NULL;
     if (client_gone(p)) {
         metrics_http(HTTP_CLIENT_GONE);
         pool_job_answering();
-        answer(p, ST_TIMEOUT, p->arrival_reply ? p->arrival_reply : new_reply(),
-               "the client closed its connection before the request started");
-        p->arrival_reply = NULL;
+        answer(p, ST_TIMEOUT, reply, "the client closed its connection before the request started");
         return;
     }
     worker_takes(w, p);
-    json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
-    p->arrival_reply = NULL;
     struct http_request req = request_of(p);
     st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
                                          : worker_check_deadline(w);

@@ -31,7 +31,7 @@ struct lane {
 };
 /* Guarded by queue_lock: */
 static struct lane plain, knobs;
-static int closed, running_threads;
+static int queue_limit, closed, running_threads;  /* queue_limit: both lanes together */
 static int knob_running, knob_running_limit = -1; /* -1: every worker */
 static int knob_queue_limit = -1;                 /* -1: queue_max     */
 static unsigned long long arrivals;
@@ -123,7 +123,7 @@ int pool_start(int workers, int queue_max)
     pthread_mutex_lock(&queue_lock);
     assert(!plain.head && !knobs.head); /* a stopped pool has drained its queues */
     closed = 0;
-    plain.limit = queue_max;
+    queue_limit = plain.limit = queue_max;
     knobs.limit = knob_queue_limit > 0 ? knob_queue_limit : queue_max;
     if (knob_running_limit <= 0 || knob_running_limit > workers)
         knob_running_limit = workers;
@@ -159,7 +159,10 @@ static st_result submit(struct lane *l, struct job *job, int knob)
 {
     job->knob = knob;
     pthread_mutex_lock(&queue_lock);
-    st_result r = closed ? ST_SHUTTING_DOWN : l->queued >= l->limit ? ST_OVERLOADED : ST_OK;
+    st_result r = closed ? ST_SHUTTING_DOWN
+                  : l->queued >= l->limit || plain.queued + knobs.queued >= queue_limit
+                      ? ST_OVERLOADED
+                      : ST_OK;
     if (r == ST_OK) {
         job->arrival = arrivals++;
         lane_push(l, job);
