@@ -155,7 +155,7 @@ struct pending {
     char *body;
     size_t len;
     int too_large;             /* the body was over config.max_body: answer 413 */
-    int bad_framing;           /* two lengths, or a length and chunks: answer 400 */
+    int bad_framing;           /* two Hosts, two lengths, a length and chunks: 400 */
     int knob;                  /* carries hold_ms or pause_ms: the pool's knob lane */
     int submitted;             /* counted in `outstanding`                     */
     int held;                  /* held by its loop, which answers it (struct loop) */
@@ -624,7 +624,8 @@ static enum MHD_Result dispatch(struct pending *p)
         return refuse(p, ST_FORBIDDEN, "the Host header names another server; see --allowed-hosts");
     if (p->bad_framing)
         return refuse(p, ST_BAD_REQUEST,
-                      "more than one Content-Length, or Content-Length with Transfer-Encoding");
+                      "more than one Host or Content-Length, or Content-Length with "
+                      "Transfer-Encoding");
     if (p->too_large)
         return refuse(p, ST_PAYLOAD_TOO_LARGE, "body is over %d bytes", config.max_body);
     MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
@@ -748,31 +749,35 @@ static void conns_expire(struct loop *l)
     }
 }
 
-/* Counts the Content-Length and Transfer-Encoding headers of a request. */
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
+/* The headers a request may carry once, and how many times it did. */
+struct head_count {
+    int host, length, encoding;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
 {
     (void)kind, (void)value;
-    int *n = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
-        n[0]++;
-    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
-        n[1]++;
+    struct head_count *n = cls;
+    n->host += strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
+    n->length += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+    n->encoding += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
     return MHD_YES;
 }
 
 /*
- * Whether the body's length is told two ways: two Content-Length headers
+ * Whether the request says where it goes or how long its body is in two
+ * ways: two Host headers (RFC 9112 says 400), two Content-Length headers
  * (even equal), or one with Transfer-Encoding. libmicrohttpd picks one; a
- * proxy in front may have picked the other, and read the rest as a second
- * request (request smuggling). Refused before the body is read, and the
- * connection closed after the answer.
+ * proxy in front may have picked the other - checked another Host, read
+ * the rest of the body as a second request (request smuggling). Refused
+ * before the body is read, and the connection closed after the answer.
  */
-static int ambiguous_framing(struct MHD_Connection *c)
+static int ambiguous_head(struct MHD_Connection *c)
 {
-    int n[2] = {0, 0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
-    return n[0] > 1 || (n[0] && n[1]);
+    struct head_count n = {0, 0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &n);
+    return n.host > 1 || n.length > 1 || (n.length && n.encoding);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -786,7 +791,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!p)
             return MHD_NO;
         conn_head_arrived(cls, c);
-        p->bad_framing = ambiguous_framing(c);
+        p->bad_framing = ambiguous_head(c);
         p->too_large = !p->bad_framing && declared_too_large(c);
         return p->bad_framing || p->too_large ? dispatch(p) : MHD_YES;
     }

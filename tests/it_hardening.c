@@ -10,7 +10,7 @@
  *   - a page on another port of the same machine (Sec-Fetch-Site:
  *     same-site) cannot sell; same-origin and none (a typed address) can;
  *   - an encoded NUL in a parameter's name or value, or in the path, is a
- *     400 that sells nothing; two Content-Lengths, or one with
+ *     400 that sells nothing; two Hosts, two Content-Lengths, or one with
  *     Transfer-Encoding, are a 400 with `Connection: close`; the Bearer
  *     scheme is case-insensitive;
  *   - a connection that trickles its request head is closed when
@@ -266,6 +266,7 @@ static void test_ambiguous_length_is_a_bad_request(void **state)
     reset(PRODUCT_FRAMING, 100);
     struct account before = account(PRODUCT_FRAMING);
     static const char *const heads[] = {
+        "Host: rebind.example\r\nContent-Length: 9\r\n\r\n{\"qty\":5}", /* a second Host */
         "Content-Length: 9\r\nContent-Length: 9\r\n\r\n{\"qty\":5}",
         "Content-Length: 9\r\nContent-Length: 0\r\n\r\n{\"qty\":5}",
         "Content-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n{\"qty\":5}\r\n0\r\n\r\n",
