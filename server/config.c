@@ -61,8 +61,8 @@ static const struct option_spec options[] = {
     INT(max_per_ip, "max-per-ip", "0", 0, 1000000,
         "open HTTP connections from one address (0 = a sixteenth of --max-connections)"),
     INT(idle_timeout_s, "idle-timeout-s", "15", 1, 3600,
-        "an HTTP connection silent this long, or this long without a whole request head since "
-        "it opened or its last reply, is closed"),
+        "an HTTP connection silent this long, or this long without a whole request since it "
+        "opened or its last reply, is closed"),
     TEXT(allowed_hosts, "allowed-hosts", "", 0,
          "more names the Host header may give, name,name,... (besides IP addresses and "
          "localhost): what clients and proxies call this server"),

@@ -29,7 +29,7 @@ struct config {
     int max_connections;                 /* open HTTP connections in all                       */
     int max_per_ip;                      /* open HTTP connections from one address             */
     int idle_timeout_s;                  /* an HTTP connection idle this long, or this long
-                                            without a whole request head, is closed           */
+                                            without a whole request, is closed                */
     char allowed_hosts[CONFIG_TEXT_MAX]; /* Host names besides IPs and localhost */
     int knob_workers; /* workers that may run hold_ms/pause_ms requests at once */
     int knob_queue;   /* such requests waiting for them before 503 overloaded   */

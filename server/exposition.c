@@ -141,7 +141,7 @@ static void render_http(FILE *out)
     };
     header(out, "stockd_http_dropped_total", "counter",
            "Connections or requests dropped without an answer: libmicrohttpd's protocol errors, "
-           "request heads not whole in time, queued requests whose client had gone.");
+           "requests not whole in time, queued requests whose client had gone.");
     for (int e = 0; e < HTTP_EVENT_COUNT; e++)
         fprintf(out, "stockd_http_dropped_total{reason=\"%s\"} %llu\n", reason[e],
                 metrics_http_of((enum http_event)e));

@@ -14,10 +14,16 @@
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
  * append, or note that the body is too large), then once with no data. On
- * that call the request is routed. Refusals (413, 404, 405, 401, 403, and
- * 503 while stopping) and the introspection pages (/strategies, /health,
+ * that call the request is routed. Refusals (400, 413, 404, 405, 401, 403,
+ * and 503 while stopping) and the introspection pages (/strategies, /health,
  * /metrics, the lab page) are answered right there on the loop: they wait
  * for nothing, so they answer at once however busy the workers are.
+ *
+ * The guards, in dispatch()'s order: a Host that names another server
+ * (DNS rebinding), a head that says two things (two Hosts, two body
+ * lengths), a body over the limit, a control character in the path or the
+ * query, then per route a browser's request from another site and the
+ * admin token. docs/security.md says whom each one stops.
  *
  * A sale that joins a queue is taken by its strategy on the loop. One that
  * the loop itself will answer (a `lua` sale on the loop's pipe, answered
@@ -92,16 +98,16 @@ enum phase {
  * close. libmicrohttpd's idle timer starts again at every byte, so a
  * client that sends a header line now and then keeps its connection for
  * ever. The loop gives each connection --idle-timeout-s for a whole request
- * head instead, from its opening or its last reply: those that are waiting
- * for one sit on the loop's `waiting` list, oldest first, and the loop
- * shuts the socket of any still there when its time is up (libmicrohttpd
- * then closes the connection as it would a client's). Idle keep-alive
- * connections end the same way and as soon as before.
+ * (its head and its body) instead, from its opening or its last reply:
+ * those that are waiting for one sit on the loop's `waiting` list, oldest
+ * first, and the loop shuts the socket of any still there when its time is
+ * up (libmicrohttpd then closes the connection as it would a client's).
+ * Idle keep-alive connections end the same way and as soon as before.
  */
 struct conn {
-    struct conn *prev, *next; /* on `waiting` while a request head is due */
+    struct conn *prev, *next; /* on `waiting` while a request is due */
     int fd;
-    long long since_ms; /* when the head became due */
+    long long since_ms; /* when the request became due */
 };
 
 /*
@@ -131,7 +137,7 @@ struct loop {
     int held;            /* requests held, waiting for the loop's own answer */
     int answered;        /* one was answered since libmicrohttpd last ran    */
     int index;           /* its place in `loops`, and in the listener's shares */
-    struct conn waiting; /* connections a request head is due from (struct conn) */
+    struct conn waiting; /* connections a request is due from (struct conn) */
     pthread_t thread;
     int running;
 };
@@ -416,6 +422,61 @@ static enum MHD_Result refuse(struct pending *p, st_result r, const char *fmt, .
     return send_reply(p);
 }
 
+/* ----------------------------------------------------- request deadlines */
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+static void conn_unwait(struct conn *k)
+{
+    if (!k->prev)
+        return;
+    k->prev->next = k->next;
+    k->next->prev = k->prev;
+    k->prev = k->next = NULL;
+}
+
+/* A request is due from `k` from now on: last on the list. */
+static void conn_wait(struct loop *l, struct conn *k)
+{
+    conn_unwait(k);
+    k->since_ms = monotonic_ms();
+    k->prev = l->waiting.prev;
+    k->next = &l->waiting;
+    l->waiting.prev->next = k;
+    l->waiting.prev = k;
+}
+
+static void conn_arrived(struct MHD_Connection *c)
+{
+    struct conn *k = conn_of(c);
+    if (k)
+        conn_unwait(k);
+}
+
+static void conn_head_due(struct loop *l, struct MHD_Connection *c)
+{
+    struct conn *k = conn_of(c);
+    if (k)
+        conn_wait(l, k);
+}
+
+/* Shuts the sockets whose request is overdue; libmicrohttpd sees them end
+ * and closes their connections. */
+static void conns_expire(struct loop *l)
+{
+    long long due = monotonic_ms() - (long long)config.idle_timeout_s * 1000;
+    for (struct conn *k; (k = l->waiting.next) != &l->waiting && k->since_ms <= due;) {
+        conn_unwait(k);
+        shutdown(k->fd, SHUT_RDWR);
+        metrics_http(HTTP_HEAD_DEADLINE);
+    }
+}
+
 /* Whether a browser says the request comes from another site: a
  * Sec-Fetch-Site other than same-origin or none (a typed address), or an
  * Origin other than this server's own (the scheme and the Host the request
@@ -605,11 +666,15 @@ static enum MHD_Result run_on_worker(struct pending *p)
     if (p->route.on_arrival && taken_on_arrival(p)) /* answered already, here: send it */
         return !p->suspended && p->phase == REPLIED ? send_reply(p) : MHD_YES;
     suspend(p);
-    st_result r = carries_knob(p) ? pool_submit_knob(&p->job) : pool_submit(&p->job);
+    p->knob = carries_knob(p);
+    st_result r = p->knob ? pool_submit_knob(&p->job) : pool_submit(&p->job);
     if (r != ST_OK) {
         struct http_request req = request_of(p);
         api_refused(&req, r);
-        finish_reply(p, r, new_reply(), pool_refusal(r));
+        finish_reply(p, r, new_reply(),
+                     p->knob && r == ST_OVERLOADED
+                         ? "the workers for hold_ms and pause_ms are busy and their queue is full"
+                         : pool_refusal(r));
         MHD_resume_connection(p->connection);
     }
     return MHD_YES;
@@ -618,6 +683,7 @@ static enum MHD_Result run_on_worker(struct pending *p)
 /* The request is complete: guard it, then answer it or queue it. */
 static enum MHD_Result dispatch(struct pending *p)
 {
+    conn_arrived(p->connection);
     if (atomic_load(&stopping))
         return refuse(p, ST_SHUTTING_DOWN, "stockd is stopping");
     if (!host_allowed(p->connection))
@@ -693,62 +759,6 @@ static struct pending *pending_new(struct loop *loop, struct MHD_Connection *c, 
     return p;
 }
 
-/* ------------------------------------------------ request head deadlines */
-
-static struct conn *conn_of(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return info ? info->socket_context : NULL;
-}
-
-static void conn_unwait(struct conn *k)
-{
-    if (!k->prev)
-        return;
-    k->prev->next = k->next;
-    k->next->prev = k->prev;
-    k->prev = k->next = NULL;
-}
-
-/* A request head is due from `k` from now on: last on the list. */
-static void conn_wait(struct loop *l, struct conn *k)
-{
-    conn_unwait(k);
-    k->since_ms = monotonic_ms();
-    k->prev = l->waiting.prev;
-    k->next = &l->waiting;
-    l->waiting.prev->next = k;
-    l->waiting.prev = k;
-}
-
-static void conn_head_arrived(struct loop *l, struct MHD_Connection *c)
-{
-    (void)l;
-    struct conn *k = conn_of(c);
-    if (k)
-        conn_unwait(k);
-}
-
-static void conn_head_due(struct loop *l, struct MHD_Connection *c)
-{
-    struct conn *k = conn_of(c);
-    if (k)
-        conn_wait(l, k);
-}
-
-/* Shuts the sockets whose request head is overdue; libmicrohttpd sees them
- * end and closes their connections. */
-static void conns_expire(struct loop *l)
-{
-    long long due = monotonic_ms() - (long long)config.idle_timeout_s * 1000;
-    for (struct conn *k; (k = l->waiting.next) != &l->waiting && k->since_ms <= due;) {
-        conn_unwait(k);
-        shutdown(k->fd, SHUT_RDWR);
-        metrics_http(HTTP_HEAD_DEADLINE);
-    }
-}
-
 /* The headers a request may carry once, and how many times it did. */
 struct head_count {
     int host, length, encoding;
@@ -790,7 +800,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         p = *state = pending_new(cls, c, method, url);
         if (!p)
             return MHD_NO;
-        conn_head_arrived(cls, c);
         p->bad_framing = ambiguous_head(c);
         p->too_large = !p->bad_framing && declared_too_large(c);
         return p->bad_framing || p->too_large ? dispatch(p) : MHD_YES;
@@ -839,7 +848,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         struct conn *k = calloc(1, sizeof *k);
         *socket_context = k;
         if (!k)
-            return; /* it goes without a head deadline: only its idle timer */
+            return; /* it goes without a request deadline: only its idle timer */
         k->fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
         conn_wait(l, k);
     } else if (*socket_context) {

@@ -60,7 +60,7 @@ void metrics_in_flight(int delta);
 enum http_event {
     HTTP_PROTOCOL_ERROR, /* libmicrohttpd gave up on a connection: a request
                             it could not parse, a client gone mid-request */
-    HTTP_HEAD_DEADLINE,  /* closed: no whole request head in time         */
+    HTTP_HEAD_DEADLINE,  /* closed: no whole request in time              */
     HTTP_CLIENT_GONE,    /* a queued request dropped: its client had gone  */
     HTTP_EVENT_COUNT
 };

@@ -13,8 +13,8 @@
  *     400 that sells nothing; two Hosts, two Content-Lengths, or one with
  *     Transfer-Encoding, are a 400 with `Connection: close`; the Bearer
  *     scheme is case-insensitive;
- *   - a connection that trickles its request head is closed when
- *     --idle-timeout-s is up, however often it sends; a handful of
+ *   - a connection that trickles its request (head or body) is closed
+ *     when --idle-timeout-s is up, however often it sends; a handful of
  *     addresses cannot take every connection slot with the default
  *     per-address limit, and /health still answers;
  *   - requests that wait on purpose (hold_ms) take a bounded share of the
@@ -320,28 +320,39 @@ static int start_short_idle(void **state)
     return stockd_start(args);
 }
 
-/* One header line every 400 ms: libmicrohttpd's idle timer (2 s here)
- * starts again at each, so only a deadline for the whole head ends it. */
-static void test_trickled_head_is_cut_off(void **state)
+/* Sends `first`, then `each` every 400 ms until the server closes the
+ * connection (or 8 s pass): how long that took, -1 when it did not. */
+static long long trickle(const char *first, const char *each)
 {
-    (void)state;
     int fd = raw_connect(NULL);
-    assert_true(fd >= 0);
+    if (fd < 0)
+        return -1;
     long long start = now_ms();
-    static const char first[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-    assert_int_equal(write(fd, first, sizeof first - 1), (ssize_t)(sizeof first - 1));
-    int ended = 0;
+    int ended = send(fd, first, strlen(first), MSG_NOSIGNAL) < 0;
     while (!ended && now_ms() - start < 8000) {
         ended = ends_within(fd, 400);
-        if (!ended && send(fd, "X-Trickle: 1\r\n", 14, MSG_NOSIGNAL) < 0)
+        if (!ended && send(fd, each, strlen(each), MSG_NOSIGNAL) < 0)
             ended = 1;
     }
-    long long took = now_ms() - start;
     close(fd);
-    fprintf(stderr, "a trickled head was cut off after %lld ms\n", took);
-    assert_true(ended);
-    assert_true(took < 4000);
-    assert_true(metric("stockd_http_dropped_total{reason=\"head_deadline\"}") >= 1);
+    return ended ? now_ms() - start : -1;
+}
+
+/* A header line, or a byte of the body, every 400 ms: libmicrohttpd's idle
+ * timer (2 s here) starts again at each, so only a deadline for the whole
+ * request ends it. */
+static void test_trickled_request_is_cut_off(void **state)
+{
+    (void)state;
+    long long head = trickle("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n", "X-Trickle: 1\r\n");
+    long long body = trickle("POST /stock/deduct/sql?product=9204 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             "Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n",
+                             " ");
+    fprintf(stderr, "a trickled head was cut off after %lld ms, a trickled body after %lld ms\n",
+            head, body);
+    assert_true(head > 0 && head < 4000);
+    assert_true(body > 0 && body < 4000);
+    assert_true(metric("stockd_http_dropped_total{reason=\"head_deadline\"}") >= 2);
     /* An ordinary request on a kept-alive connection still gets its answer. */
     json_t *doc = expect_ok("GET", "/strategies", NULL, 200);
     json_decref(doc);
@@ -613,7 +624,7 @@ int main(void)
                                         stop_stockd),
         cmocka_unit_test_setup_teardown(test_bearer_scheme_is_case_insensitive, start_with_token,
                                         stop_stockd),
-        cmocka_unit_test_setup_teardown(test_trickled_head_is_cut_off, start_short_idle,
+        cmocka_unit_test_setup_teardown(test_trickled_request_is_cut_off, start_short_idle,
                                         stop_stockd),
         cmocka_unit_test_setup_teardown(test_a_few_addresses_cannot_fill_the_server, start_small,
                                         stop_stockd),
