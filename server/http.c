@@ -458,7 +458,7 @@ static void conn_arrived(struct MHD_Connection *c)
         conn_unwait(k);
 }
 
-static void conn_head_due(struct loop *l, struct MHD_Connection *c)
+static void conn_due(struct loop *l, struct MHD_Connection *c)
 {
     struct conn *k = conn_of(c);
     if (k)
@@ -825,7 +825,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode code)
 {
     if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        conn_head_due(cls, c); /* the next request's, on a kept-alive connection */
+        conn_due(cls, c); /* the next request's, on a kept-alive connection */
     struct pending *p = *state;
     if (!p)
         return;
