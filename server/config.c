@@ -219,8 +219,10 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
     }
     if (config.max_per_ip == 0)
         config.max_per_ip = config.max_connections / 16;
-    if (config.knob_workers == 0 || config.knob_workers > config.workers)
+    if (config.knob_workers == 0)
         config.knob_workers = config.workers - config.workers / 4;
+    if (config.knob_workers > config.workers)
+        config.knob_workers = config.workers;
     if (!listens_on_loopback() && !config.admin_token[0]) {
         fprintf(err,
                 "stockd: listening on %s needs an admin token (--admin-token or "
