@@ -59,9 +59,19 @@ static const struct option_spec options[] = {
     INT(drain_ms, "drain-ms", "10000", 0, 600000,
         "on SIGTERM/SIGINT: longest wait for requests in flight before exiting"),
     INT(max_connections, "max-connections", "8192", 16, 1000000, "open HTTP connections in all"),
-    INT(max_per_ip, "max-per-ip", "1024", 1, 1000000, "open HTTP connections from one address"),
+    INT(max_per_ip, "max-per-ip", "0", 0, 1000000,
+        "open HTTP connections from one address (0 = a sixteenth of --max-connections)"),
     INT(idle_timeout_s, "idle-timeout-s", "15", 1, 3600,
-        "an HTTP connection silent this long (headers or keep-alive) is closed"),
+        "an HTTP connection silent this long, or this long without a whole request since it "
+        "opened or its last reply, is closed"),
+    TEXT(allowed_hosts, "allowed-hosts", "", 0,
+         "more names the Host header may give, name,name,... (besides IP addresses and "
+         "localhost): what clients and proxies call this server"),
+    INT(knob_workers, "knob-workers", "0", 0, 1024,
+        "workers that may run requests with hold_ms or pause_ms at once (0 = three quarters of "
+        "--workers)"),
+    INT(knob_queue, "knob-queue", "256", 1, 1000000,
+        "requests with hold_ms or pause_ms that may wait for those workers before 503 overloaded"),
     TEXT(mysql_host, "mysql-host", "127.0.0.1", 0, "MySQL/MariaDB host"),
     INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
@@ -260,6 +270,12 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         config.threads = cores > 0 ? (int)cores : 1;
     }
+    if (config.max_per_ip == 0)
+        config.max_per_ip = config.max_connections / 16;
+    if (config.knob_workers == 0)
+        config.knob_workers = config.workers - config.workers / 4;
+    if (config.knob_workers > config.workers)
+        config.knob_workers = config.workers;
     if (!listens_on_loopback() && !config.admin_token[0]) {
         fprintf(err,
                 "stockd: listening on %s needs an admin token (--admin-token or "

@@ -23,12 +23,16 @@ struct config {
     char instance_name[CONFIG_TEXT_MAX]; /* X-Stockd-Instance; "" = host:port */
     char admin_token[CONFIG_TEXT_MAX];   /* reset needs it when set            */
 
-    int queue_max;          /* requests waiting for a worker before 503 overloaded */
-    int request_timeout_ms; /* a request's deadline, from its arrival             */
-    int drain_ms;           /* a stop's hard deadline                             */
-    int max_connections;    /* open HTTP connections in all                       */
-    int max_per_ip;         /* open HTTP connections from one address             */
-    int idle_timeout_s;     /* an HTTP connection idle this long is closed        */
+    int queue_max;                       /* requests waiting for a worker before 503 overloaded */
+    int request_timeout_ms;              /* a request's deadline, from its arrival             */
+    int drain_ms;                        /* a stop's hard deadline                             */
+    int max_connections;                 /* open HTTP connections in all                       */
+    int max_per_ip;                      /* open HTTP connections from one address             */
+    int idle_timeout_s;                  /* an HTTP connection idle this long, or this long
+                                            without a whole request, is closed                */
+    char allowed_hosts[CONFIG_TEXT_MAX]; /* Host names besides IPs and localhost */
+    int knob_workers; /* workers that may run hold_ms/pause_ms requests at once */
+    int knob_queue;   /* such requests waiting for them before 503 overloaded   */
 
     char mysql_host[CONFIG_TEXT_MAX];
     int mysql_port;
