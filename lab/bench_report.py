@@ -9,7 +9,8 @@ ROW_FIELDS = [
     "label", "name", "kind", "store", "claim", "concurrency", "duration_s", "requests",
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
-    "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "instances_seen",
+    "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "pipeline",
+    "instances_seen",
     "steal_pct", "attempts", "pair_ratios", "verdict", "reason",
 ]
 
