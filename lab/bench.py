@@ -83,6 +83,9 @@ def parse_args(argv):
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
     o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
+    o.add("--peer-warmup", ["PEER_WARMUP"], 5, int,
+          "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
+          "runs)", 0)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/bench-<timestamp>/ goes")
@@ -139,7 +142,7 @@ class Bench:
         self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
         self.batches = {}  # concurrency -> the `lua` row's mean sales per write
         self.peer = None   # the running peer (lab.peer.Peer), if any
-        self.peer_note = "not asked for (--no-peer)" if args.no_peer else "not run"
+        self.peer_note = "not run"
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -339,10 +342,13 @@ class Bench:
         run here, the with runs without it (self.peer None) and self.peer_note says
         why."""
         if self.args.no_peer:
+            self.peer_note = "left out (--no-peer, --quick)"
             yield
             return
         lua, sql = sources.LUA_FILE, sources.SQL_FILE
-        texts = {"script": sources.redis_script(lua, "sell"),
+        texts = {"lua_name": sources.strategy_name(lua),
+                 "sql_name": sources.strategy_name(sources.SQL_STRATEGY_FILE),
+                 "script": sources.redis_script(lua, "sell"),
                  "deduct": sources.sql_statement(sql, "SQL_DEDUCT_IF_ENOUGH"),
                  "insert": sources.sql_statement(sql, "SQL_INSERT_ORDER"),
                  "strategy": "peer-" + sources.strategy_name(sources.SQL_STRATEGY_FILE),
@@ -393,9 +399,9 @@ class Bench:
         peer."""
         a = self.args
         for path, name, store, limit in self.peer_subjects(selected):
-            if a.warmup:  # V8 compiles the hot paths while they run, as stockd's warm-up
+            if a.peer_warmup:  # V8 compiles a hot path only after it ran a while
                 self.reset()
-                self.wrk(self.url(a.peer_port, path), max(a.conns), a.warmup)
+                self.wrk(self.url(a.peer_port, path), max(a.conns), a.peer_warmup)
                 if store:
                     self.peer_settled(store)
             for c in a.conns:
@@ -622,6 +628,7 @@ def main(argv):
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",
                   "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
                   "pairs": args.pairs, "peer": bench.peer_note,
+                  "peer_warmup_s": args.peer_warmup,
                   "peer_stack": peer_mod.describe(),
                   "retries": args.retries, "retry_budget_s": args.retry_budget,
                   "retry_spent_s": round(bench.retry_spent_s, 1)}

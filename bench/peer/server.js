@@ -4,20 +4,20 @@
  * same sales, on Node.js's usual stack, so that `make bench` can measure
  * stockd next to it on the same stack, products and load.
  *
- *   GET /stock/deduct/lua?product=P&qty=N  the `lua` sale: stockd's own sale
+ *   GET /stock/deduct/LUA?product=P&qty=N  the `lua` sale: stockd's own sale
  *       script by EVALSHA (ioredis defineCommand: EVALSHA, EVAL once on
  *       NOSCRIPT), every command of a tick sent in one write (ioredis
  *       enableAutoPipelining), the keys stockd uses (stock:{P}, ledger:{P})
- *   GET /stock/deduct/sql?product=P&qty=N  the `sql` sale: stockd's own
+ *   GET /stock/deduct/SQL?product=P&qty=N  the `sql` sale: stockd's own
  *       conditional UPDATE and ledger INSERT in one transaction, as prepared
  *       statements (mysql2 execute) on a pool's connection
  *   GET /strategies                        stockd's GET /strategies bytes,
  *       held in memory (a static JSON answer)
  *
- * Nothing of the sale is written here: the script, the two statements and
- * the static bytes come from the bench (lab/peer.py), which reads them from
- * stockd's sources and its GET /strategies, so the two servers do the same
- * work. Answers follow stockd's contract for these cases: 200 sold, 409
+ * Nothing of the sale is written here: the script, the two statements,
+ * the two strategies' names (LUA, SQL) and the static bytes come from the
+ * bench (lab/peer.py), which reads them from stockd's sources and its GET
+ * /strategies, so the two servers do the same work. Answers follow stockd's contract for these cases: 200 sold, 409
  * sold_out, 404 unknown_product, 400 bad_request, 503 backend_unavailable.
  *
  * Production settings as fastify documents them: no request logging (the
@@ -32,9 +32,10 @@
  * Settings, all from the environment: PEER_HOST, PEER_PORT, PEER_WORKERS,
  * PEER_REDIS_HOST, PEER_REDIS_PORT, PEER_MYSQL_HOST, PEER_MYSQL_PORT,
  * PEER_MYSQL_USER, PEER_MYSQL_PASSWORD, PEER_MYSQL_DB,
- * PEER_MYSQL_CONNECTIONS, PEER_SALE_SCRIPT (the Lua source),
- * PEER_DEDUCT_SQL, PEER_INSERT_SQL, PEER_SQL_STRATEGY (the ledger rows'
- * strategy), PEER_STATIC_FILE (the GET /strategies bytes).
+ * PEER_MYSQL_CONNECTIONS, PEER_LUA_NAME and PEER_SQL_NAME (the two
+ * strategies' names), PEER_SALE_SCRIPT (the Lua source), PEER_DEDUCT_SQL,
+ * PEER_INSERT_SQL, PEER_SQL_STRATEGY (the ledger rows' strategy),
+ * PEER_STATIC_FILE (the GET /strategies bytes).
  */
 const cluster = require('node:cluster');
 const fs = require('node:fs');
@@ -76,6 +77,8 @@ async function serve() {
   const mysql = require('mysql2/promise');
 
   const strategies = fs.readFileSync(setting('PEER_STATIC_FILE'));
+  const luaName = setting('PEER_LUA_NAME');
+  const sqlName = setting('PEER_SQL_NAME');
   const insertStrategy = setting('PEER_SQL_STRATEGY');
   const deductSql = setting('PEER_DEDUCT_SQL');
   const insertSql = setting('PEER_INSERT_SQL');
@@ -132,15 +135,15 @@ async function serve() {
     reply.type('application/json').send(strategies);
   });
 
-  app.get('/stock/deduct/lua', { schema }, async (req, reply) => {
+  app.get(`/stock/deduct/${luaName}`, { schema }, async (req, reply) => {
     const { product, qty } = req.query;
     const [sold, count] = await redis.sell(`stock:{${product}}`, `ledger:{${product}}`, qty);
     if (sold < 0) return refused(reply, 404, 'unknown_product', `product ${product} is not in redis`);
     if (sold === 0) return refused(reply, 409, 'sold_out', `${count} left, ${qty} asked`);
-    return { ok: true, strategy: 'lua', product, qty, remaining: count };
+    return { ok: true, strategy: luaName, product, qty, remaining: count };
   });
 
-  app.get('/stock/deduct/sql', { schema }, async (req, reply) => {
+  app.get(`/stock/deduct/${sqlName}`, { schema }, async (req, reply) => {
     const { product, qty } = req.query;
     const conn = await pool.getConnection();
     try {
@@ -154,7 +157,7 @@ async function serve() {
       }
       await conn.execute(insertSql, [product, insertStrategy, qty]);
       await conn.commit();
-      return { ok: true, strategy: 'sql', product, qty };
+      return { ok: true, strategy: sqlName, product, qty };
     } catch (e) {
       await conn.rollback().catch(() => {});
       throw e;
