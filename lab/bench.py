@@ -83,6 +83,8 @@ def parse_args(argv):
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
     o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
+    o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
+          "the peer's processes (cluster module; bench/README.md says why one here)", 1)
     o.add("--peer-warmup", ["PEER_WARMUP"], 5, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
@@ -352,7 +354,8 @@ class Bench:
                  "deduct": sources.sql_statement(sql, "SQL_DEDUCT_IF_ENOUGH"),
                  "insert": sources.sql_statement(sql, "SQL_INSERT_ORDER"),
                  "strategy": "peer-" + sources.strategy_name(sources.SQL_STRATEGY_FILE),
-                 "connections": (self.facts.settings or {}).get("workers") or 16}
+                 "connections": (self.facts.settings or {}).get("workers") or 16,
+                 "workers": self.args.peer_workers}
         peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
                              os.path.join(run_dir(), "bench-peer", "strategies.json"),
                              self.log("peer"))
@@ -628,7 +631,7 @@ def main(argv):
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",
                   "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
                   "pairs": args.pairs, "peer": bench.peer_note,
-                  "peer_warmup_s": args.peer_warmup,
+                  "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
                   "peer_stack": peer_mod.describe(),
                   "retries": args.retries, "retry_budget_s": args.retry_budget,
                   "retry_spent_s": round(bench.retry_spent_s, 1)}

@@ -1,6 +1,7 @@
 """The bench's outputs: its row fields, the text table, and bench.html (throughput
-against concurrency per strategy and per raw limit, p99 latency against concurrency,
-p50/p95/p99 at the highest concurrency, and the full table)."""
+against concurrency per strategy, per raw limit and per route of the Node.js peer, p99
+latency against concurrency, p50/p95/p99 at the highest concurrency, and the full
+table)."""
 
 from . import html as h
 from .html import esc, fmt
@@ -90,7 +91,8 @@ def render(rows, params):
     groups = [(n, {p: by[(n, top)].get(p) for p in PERCENTILES}) for n in names if (n, top) in by]
     lines_html = (h.line_chart("chart-throughput", "Throughput against concurrency (req/s, log "
                                "scale)", xs, lines("throughput_rps"), "dashed: the raw limits "
-                               "(nginx static file, Redis, MariaDB)", log=True)
+                               "(nginx static file, Redis unpipelined and pipelined, MariaDB); "
+                               "peer: the Node.js peer", log=True)
                   + h.line_chart("chart-p99", "p99 latency against concurrency (ms, log scale)",
                                  xs, lines("p99_ms"), log=True))
     bars_html = h.grouped_bar_chart("chart-latency", f"Latency percentiles at concurrency {top} "
@@ -104,7 +106,8 @@ def render(rows, params):
              ("warm-up per strategy", f"{p.get('warmup_s')} s"),
              ("stock at reset", fmt(p.get("stock"))), ("product", p.get("product")),
              ("stockd workers", (p.get("settings") or {}).get("workers")),
-             ("elapsed", f"{p.get('elapsed_s')} s"), ("driver", p.get("driver"))]
+             ("elapsed", f"{p.get('elapsed_s')} s"), ("driver", p.get("driver")),
+             ("peer", f"{p.get('peer')}: {p.get('peer_stack')}")]
     table = h.table("bench", COLUMNS, rows, cell_html,
                     lambda r: (r.get("verdict") or "", r["label"]))
     notes = ("Each strategy row: wrk with keep-alive connections for the duration, against "
@@ -113,9 +116,15 @@ def render(rows, params):
              "limit's rows in this run: http (nginx serving GET /strategies' bytes) for the "
              "no-backend endpoint, redis (the lua strategy's script by EVALSHA) for "
              "redis-store strategies, mariadb (the sql strategy's transaction) for mysql-store "
-             "ones. Everything ran on one machine, load generator included.")
+             "ones; redis-pipelined is the same script sent as many per write as the lua rows "
+             "sent (the pipeline field in bench.json). The peer rows: the same sales and GET "
+             "/strategies served by Node.js (fastify, ioredis, mysql2; bench/peer/), judged by "
+             "the same accounting. A pair row: the median of alternating measures of a subject "
+             "and its limit (or the peer), seconds apart. Everything ran on one machine, load "
+             "generator included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
-             "to what the HTTP path, Redis and MariaDB can do by themselves with the same work. "
+             "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "
+             "and to a Node.js peer doing the same sales. "
              "A strategy that claims safety must still oversell nothing and lose nothing.")
     body = (h.banner(failed, len(rows), "pass") + h.params_card(shown)
             + f'<div class="charts wide">{lines_html}</div>'

@@ -86,7 +86,7 @@ def install(log_path):
 class Peer:
     """The peer on 127.0.0.1:port. `db`: the stack's STOCKD_* settings; `texts`: the
     two strategies' names, the sale script, the two statements, the ledger rows'
-    strategy and the MySQL connections; `static`: GET
+    strategy, the MySQL connections and the processes; `static`: GET
     /strategies' bytes, written to static_path."""
 
     def __init__(self, port, db, texts, static, static_path, log_path):
@@ -103,7 +103,7 @@ class Peer:
                    PEER_MYSQL_USER=d["STOCKD_MYSQL_USER"],
                    PEER_MYSQL_PASSWORD=d["STOCKD_MYSQL_PASSWORD"],
                    PEER_MYSQL_DB=d["STOCKD_MYSQL_DB"],
-                   PEER_MYSQL_CONNECTIONS=str(t["connections"]),
+                   PEER_MYSQL_CONNECTIONS=str(t["connections"]), PEER_WORKERS=str(t["workers"]),
                    PEER_LUA_NAME=t["lua_name"], PEER_SQL_NAME=t["sql_name"],
                    PEER_SALE_SCRIPT=t["script"], PEER_DEDUCT_SQL=t["deduct"],
                    PEER_INSERT_SQL=t["insert"], PEER_SQL_STRATEGY=t["strategy"],

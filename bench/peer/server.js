@@ -24,10 +24,11 @@
  * logger off, as in fastify's own benchmarks), response schemas so that replies go through
  * fast-json-stringify, a query schema so that bad input is refused before a
  * handler runs, keep-alive left on. Node runs JavaScript on one thread, so
- * the cluster module starts one process per core (PEER_WORKERS otherwise),
- * each with its own Redis connection and its own MySQL pool; the pools
+ * the cluster module starts one process per core, or PEER_WORKERS: each
+ * has its own Redis connection and its own MySQL pool, and the pools
  * together hold PEER_MYSQL_CONNECTIONS connections, as stockd's workers
- * hold one each.
+ * hold one each. The bench asks for one process where the cores are shared
+ * with the load generator and the backends (bench/README.md says why).
  *
  * Settings, all from the environment: PEER_HOST, PEER_PORT, PEER_WORKERS,
  * PEER_REDIS_HOST, PEER_REDIS_PORT, PEER_MYSQL_HOST, PEER_MYSQL_PORT,
