@@ -134,8 +134,9 @@ def disturbance_note(seen):
 
 
 class Bench:
-    def __init__(self, args, api, facts, claim_instances, out_dir, say):
+    def __init__(self, args, api, facts, claim_instances, out_dir, say, stockd_pid=None):
         self.args, self.api, self.facts, self.say = args, api, facts, say
+        self.stockd_pid = stockd_pid  # the stockd this run started, if it did
         self.instances = claim_instances
         self.out_dir = out_dir
         self.log = lambda name: os.path.join(out_dir, name + ".log")
@@ -158,6 +159,7 @@ class Bench:
              "oversold": (acct or {}).get("oversold"),
              "lost_updates": (acct or {}).get("lost_updates"),
              "remaining": (acct or {}).get("remaining"), "mean_batch": None, "pipeline": None,
+             "cpu_us": None, "limit_cpu_us": None,
              "instances_seen": sorted(instances),
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
@@ -440,11 +442,16 @@ class Bench:
 
         def wrk_rate(port, path, store=None):
             def run():
+                pids = self.server_pids(port)
+                before = host.process_cpu_s(pids) if pids else None
                 load = self.wrk(self.url(port, path), conc, a.duration, counting=False)
                 if port == a.port and store:
                     self.api.wait_idle(SETTLE_S)
                 elif store:
                     self.peer_settled(store)
+                after = host.process_cpu_s(pids) if pids else None
+                load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
+                               if None not in (before, after) and load.requests else None)
                 return load
             return run
 
@@ -476,17 +483,29 @@ class Bench:
             self.pair_row(subject, store, claim, "peer", name, conc,
                           wrk_rate(a.peer_port, path, store), wrk_rate(a.port, path, store))
 
+    def server_pids(self, port):
+        """The processes serving `port` whose CPU time the pairs with the peer read:
+        the stockd this run started, and the peer's processes; None otherwise."""
+        if port == self.args.port and self.stockd_pid:
+            return [self.stockd_pid]
+        if port == self.args.peer_port and self.peer:
+            return host.process_tree(self.peer.proc.pid)
+        return None
+
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
         """One pair row: --pairs times the limit then the subject, each pair measured
         again if the host stole CPU during it. Its req/s and limit_rps are medians, its
         x limit the median of the pairs' ratios (pair_ratios); its steal is its pairs'
         highest, its attempts 1 + the pairs measured again."""
         limit_rates, rates, ratios, steals, again = [], [], [], [], 0
+        cpu, limit_cpu = [], []
         outcomes = Outcomes()
         for _ in range(self.args.pairs):
             (base, load), seen = self.measured(lambda: (run_limit(), run_subject()))
             limit_rates.append(base.rps)
             rates.append(load.rps)
+            limit_cpu.append(getattr(base, "cpu_us", None))
+            cpu.append(getattr(load, "cpu_us", None))
             ratios.append(round(load.rps / base.rps, 3) if base.rps and load.rps else 0.0)
             outcomes.merge(load.outcomes)
             steals.append(seen["steal_pct"] or 0.0)
@@ -499,6 +518,8 @@ class Bench:
                        f"errors: {outcomes.detail()}",
                        {"steal_pct": max(steals), "attempts": 1 + again})
         row.update(limit_rps=median(limit_rates), x_limit=median(ratios), pair_ratios=ratios)
+        if cpu and None not in cpu + limit_cpu:
+            row.update(cpu_us=median(cpu), limit_cpu_us=median(limit_cpu))
 
     def scrape_cost(self):
         """What /metrics costs: the lua strategy at 64 connections (or the highest
@@ -620,7 +641,8 @@ def main(argv):
         out_dir = make_out_dir(args.results_dir, "bench-", "bench-latest")
         say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
             f"concurrencies {args.conns}, {args.duration} s each")
-        bench = Bench(args, api, facts, len(names), out_dir, say)
+        bench = Bench(args, api, facts, len(names), out_dir, say,
+                      service.proc.pid if service.proc else None)
         rows = bench.run(selected)
         params = {"started": started, "finished": now_iso(), "host": args.host,
                   "port": args.port, "instance_names": names,

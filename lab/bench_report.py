@@ -11,7 +11,7 @@ ROW_FIELDS = [
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
     "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "pipeline",
-    "instances_seen",
+    "cpu_us", "limit_cpu_us", "instances_seen",
     "steal_pct", "attempts", "pair_ratios", "verdict", "reason",
 ]
 
@@ -34,6 +34,7 @@ COLUMNS = [
     ("busy", "busy", False), ("outcome unknown", "outcome_unknown", False),
     ("errors", "errors", False), ("oversold", "oversold", False),
     ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
+    ("server CPU µs per request", "cpu_us", False), ("its limit's", "limit_cpu_us", False),
     ("host steal %", "steal_pct", False), ("attempts", "attempts", False),
 ]
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
@@ -120,8 +121,10 @@ def render(rows, params):
              "sent (the pipeline field in bench.json). The peer rows: the same sales and GET "
              "/strategies served by Node.js (fastify, ioredis, mysql2; bench/peer/), judged by "
              "the same accounting. A pair row: the median of alternating measures of a subject "
-             "and its limit (or the peer), seconds apart. Everything ran on one machine, load "
-             "generator included.")
+             "and its limit (or the peer), seconds apart; against the peer it also reads the CPU "
+             "time the two servers spent per request (user and system, from /proc), which a "
+             "busy neighbour hardly moves. Everything ran on one machine, load generator "
+             "included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
              "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "
              "and to a Node.js peer doing the same sales. "
