@@ -23,7 +23,9 @@
  * Production settings as fastify documents them: no request logging (the
  * logger off, as in fastify's own benchmarks), response schemas so that replies go through
  * fast-json-stringify, a query schema so that bad input is refused before a
- * handler runs, keep-alive left on. Node runs JavaScript on one thread, so
+ * handler runs, keep-alive left on; and mysql2's `trace: false`, which
+ * mysql2 documents as saving a stack capture on every call (a long stack
+ * trace for errors that this service answers as 503 anyway). Node runs JavaScript on one thread, so
  * the cluster module starts one process per core, or PEER_WORKERS: each
  * has its own Redis connection and its own MySQL pool, and the pools
  * together hold PEER_MYSQL_CONNECTIONS connections, as stockd's workers
@@ -98,6 +100,7 @@ async function serve() {
     password: setting('PEER_MYSQL_PASSWORD', ''),
     database: setting('PEER_MYSQL_DB'),
     connectionLimit: Math.max(1, Math.round(Number(setting('PEER_MYSQL_CONNECTIONS', '16')) / workers)),
+    trace: false,
   });
 
   const app = Fastify({ logger: false });
