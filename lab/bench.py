@@ -355,6 +355,7 @@ class Bench:
                  "script": sources.redis_script(lua, "sell"),
                  "deduct": sources.sql_statement(sql, "SQL_DEDUCT_IF_ENOUGH"),
                  "insert": sources.sql_statement(sql, "SQL_INSERT_ORDER"),
+                 "read": sources.sql_statement(sql, "SQL_READ_STOCK"),
                  "strategy": "peer-" + sources.strategy_name(sources.SQL_STRATEGY_FILE),
                  "connections": (self.facts.settings or {}).get("workers") or 16,
                  "workers": self.args.peer_workers}

@@ -85,7 +85,7 @@ def install(log_path):
 
 class Peer:
     """The peer on 127.0.0.1:port. `db`: the stack's STOCKD_* settings; `texts`: the
-    two strategies' names, the sale script, the two statements, the ledger rows'
+    two strategies' names, the sale script, the three statements, the ledger rows'
     strategy, the MySQL connections and the processes; `static`: GET
     /strategies' bytes, written to static_path."""
 
@@ -106,7 +106,8 @@ class Peer:
                    PEER_MYSQL_CONNECTIONS=str(t["connections"]), PEER_WORKERS=str(t["workers"]),
                    PEER_LUA_NAME=t["lua_name"], PEER_SQL_NAME=t["sql_name"],
                    PEER_SALE_SCRIPT=t["script"], PEER_DEDUCT_SQL=t["deduct"],
-                   PEER_INSERT_SQL=t["insert"], PEER_SQL_STRATEGY=t["strategy"],
+                   PEER_INSERT_SQL=t["insert"], PEER_READ_SQL=t["read"],
+                   PEER_SQL_STRATEGY=t["strategy"],
                    PEER_STATIC_FILE=self.static_path, NODE_ENV="production")
         return env
 
