@@ -123,7 +123,7 @@ def render(rows, params):
              "the same accounting. A pair row: the median of alternating measures of a subject "
              "and its limit (or the peer), seconds apart; against the peer it also reads the CPU "
              "time the two servers spent per request (user and system, from /proc), which a "
-             "busy neighbour hardly moves. Everything ran on one machine, load generator "
+             "busy neighbour moves much less than a rate. Everything ran on one machine, load generator "
              "included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
              "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "

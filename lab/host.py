@@ -55,9 +55,9 @@ def process_tree(pid):
 
 def process_cpu_s(pids):
     """User plus system CPU seconds the processes spent so far (their threads
-    included), or None when one of them cannot be read. Unlike a rate, a host's
-    other load hardly moves it: a neighbour delays a request, it does not make it
-    cost more instructions."""
+    included), or None when one of them cannot be read. A host's other load moves
+    it much less than a rate: a neighbour mostly delays a request, it does not make
+    it cost more instructions."""
     total = 0
     for pid in pids:
         f = _stat_fields(pid)
