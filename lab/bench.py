@@ -85,7 +85,7 @@ def parse_args(argv):
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
     o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
           "the peer's processes (cluster module; bench/README.md says why one here)", 1)
-    o.add("--peer-warmup", ["PEER_WARMUP"], 5, int,
+    o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
