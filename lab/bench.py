@@ -4,14 +4,23 @@ same run:
 
     http      a private nginx serving the exact bytes of GET /strategies as a static
               file, and stockd's own GET /strategies (no backend)
-    redis     redis-benchmark running the `lua` strategy's sale script by EVALSHA
+    redis     redis-benchmark running the `lua` strategy's sale script by EVALSHA,
+              and (after the `lua` rows) pipelined by as many calls per write as
+              stockd's loops sent at that concurrency (`lua`'s mean batch)
     mariadb   sysbench running the `sql` strategy's sale transaction
 
-Then the three headline ratios once more, at one concurrency (64, or the highest
-below it), each subject alternated with its limit --pairs times: stockd's GET
-/strategies with nginx, the `lua` strategy with EVALSHA, the `sql` strategy with the
-sale transaction. A pair row's x limit is the median of its pairs' ratios: two
-measures seconds apart share the host's mood, two minutes apart may not.
+And the peer (bench/peer/, lab/peer.py): the `lua` and `sql` sales and GET
+/strategies served by Node.js (fastify, ioredis, mysql2) on the same stack, with the
+same script and statements, at every concurrency; its sales are checked by the same
+accounting as a safe strategy's. Without node or npm the peer rows are skipped, with
+a line that says why.
+
+Then the headline ratios once more, at one concurrency (64, or the highest below
+it), each subject alternated with its limit --pairs times: stockd's GET /strategies
+with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
+strategy with the sale transaction, and each of the three with the peer's. A pair
+row's x limit is the median of its pairs' ratios: two measures seconds apart share
+the host's mood, two minutes apart may not.
 
 A row during which the host stole more than --steal-max percent of the CPU (a
 neighbour on a virtual machine: lab/host.py) is measured again, up to --retries more
@@ -26,7 +35,7 @@ tools' consoles) and points results/bench-latest at it; checks bench.html in hea
 Chromium; prints the table and the elapsed time.
 
 --quick (the test gate): the first strategy claiming safety of each store, one
-concurrency, one second per row, no pairs."""
+concurrency, one second per row, no pairs, no peer."""
 
 import contextlib
 import os
@@ -35,7 +44,8 @@ import threading
 import time
 from statistics import median
 
-from . import bench_report, browser, facts as facts_mod, host, raw, sources, tables, wrk
+from . import bench_report, browser, facts as facts_mod, host, peer as peer_mod, raw, sources
+from . import tables, wrk
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
                      elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
@@ -47,8 +57,13 @@ from .service import Service, StaticServer, run_dir, run_guarded, stack_env
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
 # The raw limits' rows: each limit's name, and the row that defines it.
 LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale script",
+              "redis-pipelined": "redis EVALSHA sale script, pipelined",
               "mariadb": "mariadb sale transaction"}
 STOCKD_HTTP_ROW = "stockd GET /strategies"
+# The peer's rows: what it serves, its row's name, the store and limit it is judged by.
+PEER_HTTP = ("/strategies", "peer GET /strategies", None, "http")
+PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
+              sources.SQL_STRATEGY_FILE: ("peer sql", "mysql", "mariadb")}
 
 
 def parse_args(argv):
@@ -67,11 +82,18 @@ def parse_args(argv):
     o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
     o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
+    o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
+    o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
+          "the peer's processes (cluster module; bench/README.md says why one here)", 1)
+    o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
+          "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
+          "runs)", 0)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/bench-<timestamp>/ goes")
+    o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
     o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
-                      "no warm-up (the test gate's bench)")
+                      "no warm-up, no peer (the test gate's bench)")
     ns = o.parse(argv)
     ns.strategies = comma_list(ns.strategies)
     try:
@@ -81,8 +103,9 @@ def parse_args(argv):
     if not ns.conns or min(ns.conns) < 1:
         o.parser.error("--conns: at least one concurrency, each at least 1")
     if ns.quick:
-        ns.duration, ns.warmup, ns.pairs = 1, 0, 0
+        ns.duration, ns.warmup, ns.pairs, ns.no_peer = 1, 0, 0, True
     ns.http_port = ns.http_port or ns.port + 1
+    ns.peer_port = ns.peer_port or ns.port + 2
     return ns
 
 
@@ -111,14 +134,18 @@ def disturbance_note(seen):
 
 
 class Bench:
-    def __init__(self, args, api, facts, claim_instances, out_dir, say):
+    def __init__(self, args, api, facts, claim_instances, out_dir, say, stockd_pid=None):
         self.args, self.api, self.facts, self.say = args, api, facts, say
+        self.stockd_pid = stockd_pid  # the stockd this run started, if it did
         self.instances = claim_instances
         self.out_dir = out_dir
         self.log = lambda name: os.path.join(out_dir, name + ".log")
         self.rows = []
         self.retry_spent_s = 0.0
         self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
+        self.batches = {}  # concurrency -> the `lua` row's mean sales per write
+        self.peer = None   # the running peer (lab.peer.Peer), if any
+        self.peer_note = "not run"
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -131,7 +158,8 @@ class Bench:
              "max_ms": measure.max_ms, "limit": limit, "store_sold": (acct or {}).get("sold"),
              "oversold": (acct or {}).get("oversold"),
              "lost_updates": (acct or {}).get("lost_updates"),
-             "remaining": (acct or {}).get("remaining"), "mean_batch": None,
+             "remaining": (acct or {}).get("remaining"), "mean_batch": None, "pipeline": None,
+             "cpu_us": None, "limit_cpu_us": None,
              "instances_seen": sorted(instances),
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
@@ -192,11 +220,11 @@ class Bench:
         for c in self.args.conns:
             self.http_row(STOCKD_HTTP_ROW, self.args.port, c)
 
-    def http_row(self, name, port, conc):
+    def http_row(self, name, port, conc, kind="raw"):
         url = self.url(port, "/strategies")
         res, seen = self.measured(lambda: self.wrk(url, conc, self.args.duration))
         ok = res.outcomes["sold"] == res.requests and res.requests > 0
-        self.add(name, "raw", None, None, conc, res, res.outcomes, "http", None,
+        self.add(name, kind, None, None, conc, res, res.outcomes, "http", None,
                  "pass" if ok else "fail",
                  "every answer 200" if ok else f"not every answer 200: {res.outcomes.detail()}",
                  seen, res.instances)
@@ -246,8 +274,26 @@ class Bench:
         self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
         keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
             self.log("redis-benchmark")
-        self.limit_rows("redis", "redis", lambda c: raw.redis_for(
-            self.args.duration, port, sha, keys, [1], c, log))
+        self.evalsha = lambda c, pipeline: raw.redis_for(self.args.duration, port, sha, keys, [1],
+                                                         c, log, pipeline)
+        self.limit_rows("redis", "redis", lambda c: self.evalsha(c, 1))
+
+    def pipeline_at(self, conc):
+        """redis-benchmark's -P at a concurrency: the `lua` row's mean sales per write
+        there, rounded (1 when it had no batch)."""
+        return max(1, round(self.batches.get(conc) or 1))
+
+    def pipelined_limit(self):
+        """The sale script pipelined as stockd's loops pipeline it: at each concurrency
+        the `lua` strategy ran, as many EVALSHA per write as its mean batch there."""
+        if "redis" not in self.limits or not self.batches:
+            return
+        self.limits["redis-pipelined"] = lambda c: self.evalsha(c, self.pipeline_at(c))
+        for c in self.args.conns:
+            if c in self.batches:
+                self.raw_row(LIMIT_ROWS["redis-pipelined"], "redis", "redis-pipelined", c,
+                             lambda: self.evalsha(c, self.pipeline_at(c)))
+                self.rows[-1]["pipeline"] = self.pipeline_at(c)
 
     def mariadb_limit(self):
         deduct = sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH")
@@ -290,39 +336,162 @@ class Bench:
                            res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
                            seen, res.instances)
             row["mean_batch"] = mean_batch(before, after)
+            if s.name == sources.strategy_name(sources.LUA_FILE):
+                self.batches[c] = row["mean_batch"]
+
+    # ------------------------------------------------------------------ peer
+    @contextlib.contextmanager
+    def peer_running(self):
+        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
+        run here, the with runs without it (self.peer None) and self.peer_note says
+        why."""
+        if self.args.no_peer:
+            self.peer_note = "left out (--no-peer, --quick)"
+            yield
+            return
+        lua, sql = sources.LUA_FILE, sources.SQL_FILE
+        texts = {"lua_name": sources.strategy_name(lua),
+                 "sql_name": sources.strategy_name(sources.SQL_STRATEGY_FILE),
+                 "script": sources.redis_script(lua, "sell"),
+                 "deduct": sources.sql_statement(sql, "SQL_DEDUCT_IF_ENOUGH"),
+                 "insert": sources.sql_statement(sql, "SQL_INSERT_ORDER"),
+                 "read": sources.sql_statement(sql, "SQL_READ_STOCK"),
+                 "strategy": "peer-" + sources.strategy_name(sources.SQL_STRATEGY_FILE),
+                 "connections": (self.facts.settings or {}).get("workers") or 16,
+                 "workers": self.args.peer_workers}
+        peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
+                             os.path.join(run_dir(), "bench-peer", "strategies.json"),
+                             self.log("peer"))
+        try:
+            peer.start(Api(self.args.host, self.args.peer_port))
+        except peer_mod.PeerMissing as e:
+            self.peer_note = f"skipped: {e}"
+            self.say(f"the peer rows are skipped: {e}")
+            yield
+            return
+        self.peer, self.peer_note = peer, "ran"
+        self.say(f"the peer answers at {self.args.host}:{self.args.peer_port} "
+                 f"({peer_mod.describe()})")
+        try:
+            yield
+        finally:
+            peer.stop()
+            self.peer = None
+
+    def peer_subjects(self, selected):
+        """(path, row name, store, limit) of what the peer serves of this run."""
+        names = {s.name for s in selected}
+        out = [PEER_HTTP]
+        for source, (name, store, limit) in PEER_SALES.items():
+            strategy = sources.strategy_name(source)
+            if strategy in names:
+                out.append((self.sale_path(strategy), name, store, limit))
+        return out
+
+    def peer_settled(self, store):
+        """The store's accounting once the peer's last sales landed: it has no
+        in-flight gauge, so the ledger is read until two readings agree."""
+        last, deadline = None, time.time() + SETTLE_S
+        while True:
+            acct = self.api.account(self.args.product, store)
+            if acct == last or time.time() >= deadline:
+                return acct
+            last = acct
+            time.sleep(0.2)
+
+    def peer_rows(self, selected):
+        """The peer at every concurrency; a sale row is judged as a safe strategy's,
+        and answers it should not give (errors) fail it too: either is a bug in the
+        peer."""
+        a = self.args
+        for path, name, store, limit in self.peer_subjects(selected):
+            if a.peer_warmup:  # V8 compiles a hot path only after it ran a while
+                self.reset()
+                self.wrk(self.url(a.peer_port, path), max(a.conns), a.peer_warmup)
+                if store:
+                    self.peer_settled(store)
+            for c in a.conns:
+                if store is None:
+                    self.http_row(name, a.peer_port, c, kind="peer")
+                    continue
+
+                def attempt():
+                    self.reset()
+                    load = self.wrk(self.url(a.peer_port, path), c, a.duration)
+                    return load, self.peer_settled(store)
+
+                (res, acct), seen = self.measured(attempt)
+                verdict, reason = bench_verdict(True, res.outcomes, acct, 1)
+                if verdict == "pass" and res.outcomes["errors"]:
+                    verdict, reason = "fail", f"errors: {res.outcomes.detail()}"
+                if verdict != "pass":
+                    reason = f"a bug in the peer: {reason}"
+                self.add(name, "peer", store, "safe", c, res, res.outcomes, limit, acct, verdict,
+                         reason, seen)
 
     # ----------------------------------------------------------------- pairs
     def pairs(self, selected):
         """The headline ratios, each from --pairs alternating measures of a subject and
-        its limit at headline_conc(): stockd's GET /strategies against nginx, and the
+        its limit at headline_conc(): stockd's GET /strategies against nginx, the
         strategies of server/strategy_lua.c and server/strategy_sql.c (when selected)
-        against EVALSHA and the sale transaction. wrk runs with bench/rate.lua here:
-        its per-answer counting would be charged to stockd against tools that count
-        in C."""
+        against EVALSHA and the sale transaction, `lua` against EVALSHA pipelined too,
+        and each of the three against the peer's when it runs. wrk runs with
+        bench/rate.lua here: its per-answer counting would be charged to stockd
+        against tools that count in C."""
         a = self.args
         conc = headline_conc(a.conns)
+
+        def wrk_rate(port, path, store=None):
+            def run():
+                pids = self.server_pids(port)
+                before = host.process_cpu_s(pids) if pids else None
+                load = self.wrk(self.url(port, path), conc, a.duration, counting=False)
+                if port == a.port and store:
+                    self.api.wait_idle(SETTLE_S)
+                elif store:
+                    self.peer_settled(store)
+                after = host.process_cpu_s(pids) if pids else None
+                load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
+                               if None not in (before, after) and load.requests else None)
+                return load
+            return run
+
         with self.static_strategies():
             self.pair_row(STOCKD_HTTP_ROW, None, None, "http", LIMIT_ROWS["http"], conc,
-                          lambda: self.wrk(self.url(a.http_port, "/strategies"), conc, a.duration,
-                                           counting=False),
-                          lambda: self.wrk(self.url(a.port, "/strategies"), conc, a.duration,
-                                           counting=False))
+                          wrk_rate(a.http_port, "/strategies"), wrk_rate(a.port, "/strategies"))
         names = {s.name: s for s in selected}
-        for source, limit in ((sources.LUA_FILE, "redis"), (sources.SQL_STRATEGY_FILE, "mariadb")):
+        subjects = {}
+        for source, limits in ((sources.LUA_FILE, ("redis", "redis-pipelined")),
+                               (sources.SQL_STRATEGY_FILE, ("mariadb",))):
             s = names.get(sources.strategy_name(source))
-            if s is None or limit not in self.limits:
+            if s is None:
                 continue
-            run_limit = self.limits[limit]
-            url = self.url(a.port, self.sale_path(s.name))
+            subjects[source] = s
+            claim = "safe" if s.safe_for(self.instances) else "unsafe"
+            for limit in (lim for lim in limits if lim in self.limits):
+                self.reset()
+                self.pair_row(s.name, s.store, claim, limit, LIMIT_ROWS[limit], conc,
+                              lambda: self.limits[limit](conc),
+                              wrk_rate(a.port, self.sale_path(s.name), s.store))
+        if self.peer is None:
+            return
+        for path, name, store, _ in self.peer_subjects(selected):
+            s = next((s for src, s in subjects.items() if PEER_SALES[src][0] == name), None)
+            subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
+                if s else (STOCKD_HTTP_ROW, None)
+            if store:
+                self.reset()
+            self.pair_row(subject, store, claim, "peer", name, conc,
+                          wrk_rate(a.peer_port, path, store), wrk_rate(a.port, path, store))
 
-            def run_subject():
-                load = self.wrk(url, conc, a.duration, counting=False)
-                self.api.wait_idle(SETTLE_S)
-                return load
-
-            self.reset()
-            self.pair_row(s.name, s.store, "safe" if s.safe_for(self.instances) else "unsafe",
-                          limit, LIMIT_ROWS[limit], conc, lambda: run_limit(conc), run_subject)
+    def server_pids(self, port):
+        """The processes serving `port` whose CPU time the pairs with the peer read:
+        the stockd this run started, and the peer's processes; None otherwise."""
+        if port == self.args.port and self.stockd_pid:
+            return [self.stockd_pid]
+        if port == self.args.peer_port and self.peer:
+            return host.process_tree(self.peer.proc.pid)
+        return None
 
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
         """One pair row: --pairs times the limit then the subject, each pair measured
@@ -330,11 +499,14 @@ class Bench:
         x limit the median of the pairs' ratios (pair_ratios); its steal is its pairs'
         highest, its attempts 1 + the pairs measured again."""
         limit_rates, rates, ratios, steals, again = [], [], [], [], 0
+        cpu, limit_cpu = [], []
         outcomes = Outcomes()
         for _ in range(self.args.pairs):
             (base, load), seen = self.measured(lambda: (run_limit(), run_subject()))
             limit_rates.append(base.rps)
             rates.append(load.rps)
+            limit_cpu.append(getattr(base, "cpu_us", None))
+            cpu.append(getattr(load, "cpu_us", None))
             ratios.append(round(load.rps / base.rps, 3) if base.rps and load.rps else 0.0)
             outcomes.merge(load.outcomes)
             steals.append(seen["steal_pct"] or 0.0)
@@ -347,6 +519,8 @@ class Bench:
                        f"errors: {outcomes.detail()}",
                        {"steal_pct": max(steals), "attempts": 1 + again})
         row.update(limit_rps=median(limit_rates), x_limit=median(ratios), pair_ratios=ratios)
+        if cpu and None not in cpu + limit_cpu:
+            row.update(cpu_us=median(cpu), limit_cpu_us=median(limit_cpu))
 
     def scrape_cost(self):
         """What /metrics costs: the lua strategy at 64 connections (or the highest
@@ -379,8 +553,12 @@ class Bench:
         self.mariadb_limit()
         for s in selected:
             self.strategy(s)
-        if self.args.pairs:
-            self.pairs(selected)
+        self.pipelined_limit()
+        with self.peer_running():
+            if self.peer:
+                self.peer_rows(selected)
+            if self.args.pairs:
+                self.pairs(selected)
         if not self.args.quick:
             self.scrape_cost()
         self.mark_limits()
@@ -464,7 +642,8 @@ def main(argv):
         out_dir = make_out_dir(args.results_dir, "bench-", "bench-latest")
         say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
             f"concurrencies {args.conns}, {args.duration} s each")
-        bench = Bench(args, api, facts, len(names), out_dir, say)
+        bench = Bench(args, api, facts, len(names), out_dir, say,
+                      service.proc.pid if service.proc else None)
         rows = bench.run(selected)
         params = {"started": started, "finished": now_iso(), "host": args.host,
                   "port": args.port, "instance_names": names,
@@ -474,7 +653,9 @@ def main(argv):
                   "settings": facts.settings, "elapsed_s": round(time.time() - t0),
                   "driver": "wrk (keep-alive), redis-benchmark, sysbench",
                   "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
-                  "pairs": args.pairs,
+                  "pairs": args.pairs, "peer": bench.peer_note,
+                  "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
+                  "peer_stack": peer_mod.describe(),
                   "retries": args.retries, "retry_budget_s": args.retry_budget,
                   "retry_spent_s": round(bench.retry_spent_s, 1)}
         page = write_outputs(out_dir, rows, params)

@@ -1,6 +1,7 @@
 """The bench's outputs: its row fields, the text table, and bench.html (throughput
-against concurrency per strategy and per raw limit, p99 latency against concurrency,
-p50/p95/p99 at the highest concurrency, and the full table)."""
+against concurrency per strategy, per raw limit and per route of the Node.js peer, p99
+latency against concurrency, p50/p95/p99 at the highest concurrency, and the full
+table)."""
 
 from . import html as h
 from .html import esc, fmt
@@ -9,7 +10,8 @@ ROW_FIELDS = [
     "label", "name", "kind", "store", "claim", "concurrency", "duration_s", "requests",
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
-    "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "instances_seen",
+    "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "pipeline",
+    "cpu_us", "limit_cpu_us", "instances_seen",
     "steal_pct", "attempts", "pair_ratios", "verdict", "reason",
 ]
 
@@ -32,6 +34,7 @@ COLUMNS = [
     ("busy", "busy", False), ("outcome unknown", "outcome_unknown", False),
     ("errors", "errors", False), ("oversold", "oversold", False),
     ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
+    ("server CPU µs per request", "cpu_us", False), ("its limit's", "limit_cpu_us", False),
     ("host steal %", "steal_pct", False), ("attempts", "attempts", False),
 ]
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
@@ -89,7 +92,8 @@ def render(rows, params):
     groups = [(n, {p: by[(n, top)].get(p) for p in PERCENTILES}) for n in names if (n, top) in by]
     lines_html = (h.line_chart("chart-throughput", "Throughput against concurrency (req/s, log "
                                "scale)", xs, lines("throughput_rps"), "dashed: the raw limits "
-                               "(nginx static file, Redis, MariaDB)", log=True)
+                               "(nginx static file, Redis unpipelined and pipelined, MariaDB); "
+                               "peer: the Node.js peer", log=True)
                   + h.line_chart("chart-p99", "p99 latency against concurrency (ms, log scale)",
                                  xs, lines("p99_ms"), log=True))
     bars_html = h.grouped_bar_chart("chart-latency", f"Latency percentiles at concurrency {top} "
@@ -103,7 +107,8 @@ def render(rows, params):
              ("warm-up per strategy", f"{p.get('warmup_s')} s"),
              ("stock at reset", fmt(p.get("stock"))), ("product", p.get("product")),
              ("stockd workers", (p.get("settings") or {}).get("workers")),
-             ("elapsed", f"{p.get('elapsed_s')} s"), ("driver", p.get("driver"))]
+             ("elapsed", f"{p.get('elapsed_s')} s"), ("driver", p.get("driver")),
+             ("peer", f"{p.get('peer')}: {p.get('peer_stack')}")]
     table = h.table("bench", COLUMNS, rows, cell_html,
                     lambda r: (r.get("verdict") or "", r["label"]))
     notes = ("Each strategy row: wrk with keep-alive connections for the duration, against "
@@ -112,9 +117,17 @@ def render(rows, params):
              "limit's rows in this run: http (nginx serving GET /strategies' bytes) for the "
              "no-backend endpoint, redis (the lua strategy's script by EVALSHA) for "
              "redis-store strategies, mariadb (the sql strategy's transaction) for mysql-store "
-             "ones. Everything ran on one machine, load generator included.")
+             "ones; redis-pipelined is the same script sent as many per write as the lua rows "
+             "sent (the pipeline field in bench.json). The peer rows: the same sales and GET "
+             "/strategies served by Node.js (fastify, ioredis, mysql2; bench/peer/), judged by "
+             "the same accounting. A pair row: the median of alternating measures of a subject "
+             "and its limit (or the peer), seconds apart; against the peer it also reads the CPU "
+             "time the two servers spent per request (user and system, from /proc), which a "
+             "busy neighbour moves much less than a rate. Everything ran on one machine, load generator "
+             "included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
-             "to what the HTTP path, Redis and MariaDB can do by themselves with the same work. "
+             "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "
+             "and to a Node.js peer doing the same sales. "
              "A strategy that claims safety must still oversell nothing and lose nothing.")
     body = (h.banner(failed, len(rows), "pass") + h.params_card(shown)
             + f'<div class="charts wide">{lines_html}</div>'

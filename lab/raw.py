@@ -2,7 +2,9 @@
 stockd gives them:
 
     Redis    redis-benchmark running the `lua` strategy's sale script by EVALSHA,
-             with the keys and arguments stockd sends (stock:{P}, ledger:{P}, qty)
+             with the keys and arguments stockd sends (stock:{P}, ledger:{P}, qty),
+             one call at a time per connection or pipelined (-P) as stockd's loops
+             pipeline a turn's sales
     MariaDB  sysbench running the `sql` strategy's transaction (bench/sale.lua):
              START TRANSACTION; SQL_DEDUCT_IF_ENOUGH; SQL_INSERT_ORDER; COMMIT
 
@@ -62,10 +64,11 @@ def parse_redis_csv(text):
                    float(r["p99_latency_ms"]), float(r["max_latency_ms"]))
 
 
-def redis_evalsha(port, sha, keys, args, conns, n, log_path):
-    """n EVALSHA calls of `sha` over `conns` connections."""
+def redis_evalsha(port, sha, keys, args, conns, n, log_path, pipeline=1):
+    """n EVALSHA calls of `sha` over `conns` connections, `pipeline` calls in flight
+    on each (redis-benchmark -P: one write of that many calls, then their replies)."""
     cmd = [tool("redis-benchmark"), "-h", "127.0.0.1", "-p", str(port), "-c", str(conns),
-           "-n", str(n), "--threads", str(min(2, conns)), "--csv",
+           "-n", str(n), "-P", str(pipeline), "--threads", str(min(2, conns)), "--csv",
            "EVALSHA", sha, str(len(keys))] + list(keys) + [str(a) for a in args]
     m = parse_redis_csv(_run(cmd, 120, log_path))
     if m is None:
@@ -74,13 +77,15 @@ def redis_evalsha(port, sha, keys, args, conns, n, log_path):
     return m
 
 
-def redis_for(seconds, port, sha, keys, args, conns, log_path):
+def redis_for(seconds, port, sha, keys, args, conns, log_path, pipeline=1):
     """EVALSHA for about `seconds`: redis-benchmark counts requests, not time, and
     its short runs are slow to start, so runs grow until one lasts 80% of `seconds`;
-    that one is the measure (its .sent counts every run)."""
+    that one is the measure (its .sent counts every run). A pipelined client takes its
+    requests `pipeline` at a time, so n is kept a multiple of it: then it sends n."""
     n, sent = max(2000, 50 * conns), 0
     while True:
-        m = redis_evalsha(port, sha, keys, args, conns, n, log_path)
+        n = -(-n // pipeline) * pipeline
+        m = redis_evalsha(port, sha, keys, args, conns, n, log_path, pipeline)
         sent += n
         took = n / m.rps
         if took >= 0.8 * seconds or n >= 10 ** 7:

@@ -3,7 +3,9 @@ row during which the host stole CPU is measured again, within --retries and the
 budget; a headline ratio is the median of alternating pairs."""
 
 import os
+import subprocess
 import tempfile
+import time
 import unittest
 from types import SimpleNamespace
 from unittest import mock
@@ -31,6 +33,20 @@ class HostTest(unittest.TestCase):
         self.assertEqual(host.cpu_times(self.stat_file("cpu 10 0 5 85\n")), (0, 100))
         self.assertIsNone(host.cpu_times(self.stat_file("intr 1 2 3\n")))
         self.assertIsNone(host.cpu_times("/nonexistent/stat"))
+
+    def test_process_cpu_counts_this_process_and_finds_its_children(self):
+        me = os.getpid()
+        before = host.process_cpu_s([me])
+        deadline = time.process_time() + 0.05
+        while time.process_time() < deadline:
+            pass
+        self.assertGreaterEqual(host.process_cpu_s([me]) - before, 0.03)
+        child = subprocess.Popen(["sleep", "10"])
+        self.addCleanup(child.wait)
+        self.addCleanup(child.kill)
+        self.assertEqual(host.process_tree(me)[0], me)
+        self.assertIn(child.pid, host.process_tree(me))
+        self.assertIsNone(host.process_cpu_s([me, 2 ** 22 + 1]))  # above pid_max: gone
 
     def test_steal_pct(self):
         self.assertEqual(host.steal_pct((400, 10000), (460, 10600)), 10.0)

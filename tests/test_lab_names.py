@@ -11,7 +11,8 @@ from lab import sources
 from lab.common import REPO
 
 LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "*.py"))
-             + glob.glob(os.path.join(REPO, "bench", "*"))
+             + [p for p in glob.glob(os.path.join(REPO, "bench", "*")) if os.path.isfile(p)]
+             + glob.glob(os.path.join(REPO, "bench", "peer", "*.js"))
              + [os.path.join(REPO, "jmeter", "compare")]
              + glob.glob(os.path.join(REPO, "tests", "test_lab*.py"))
              + [os.path.join(REPO, "tests", "fakestockd.py")])
