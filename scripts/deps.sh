@@ -24,7 +24,7 @@ GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint bench f
 group_packages() {
     case "$1" in
         build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev" ;;
-        stack)    echo "mariadb-server mariadb-client redis-server" ;;
+        stack)    echo "mariadb-server mariadb-client redis-server redis-sentinel" ;;
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
         zk)       echo "zookeeper libzookeeper-mt-dev" ;;

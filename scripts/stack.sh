@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The private local stack: MariaDB, Redis, three Redlock Redis servers and
+# The private local stack: MariaDB, Redis and its replica, three Redlock Redis
+# servers, a replicated Redis group watched by three Sentinels, and
 # ZooKeeper, run as this user's own processes on 127.0.0.1, on non-default
 # ports, with all their state under one run directory. Nothing here touches
 # system services, and several stacks can run side by side when they are
@@ -13,6 +14,9 @@
 #                                      other with a pid file); exit 1 if a wanted one is down
 #   scripts/stack.sh left-running      what is still running here, and how to stop it
 #   scripts/stack.sh env               export lines pointing stockd at this stack
+#   scripts/stack.sh ha-env            export lines that move stockd's main Redis to the
+#                                      Sentinel group (after `env`)
+#   scripts/stack.sh ha-primary        the port of the group's primary, as the Sentinels say
 #   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as root)
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
 #   scripts/stack.sh start-one NAME    start one backend and wait until it answers
@@ -32,7 +36,9 @@
 #                                      (it reads the list again at once)
 #   scripts/stack.sh port-of NAME      the port NAME listens on in this stack
 #
-#   NAME: mysql | redis | zk | redlock (all three) | redlock-PORT | nginx | stockd-PORT
+#   NAME: mysql | redis | redis-replica | zk | redlock (all three) | redlock-PORT
+#         | ha (both group servers) | ha-PORT | sentinel (all three) | sentinel-PORT
+#         | nginx | stockd-PORT
 #         | prometheus (optional: in STACK_SERVICES, or start-one; it scrapes the
 #           stockds `scrape` names every second, for the comparison's figures)
 #   (and, for down, status and left-running, "stockd": the one build/stockd that
@@ -45,16 +51,32 @@
 # The stockd Redis (not the Redlock servers) appends every write to its AOF
 # without fsync, like MariaDB's innodb-flush-log-at-trx-commit=2 here: a crash
 # of the process (kill-one) loses nothing it answered, a crash of the machine
-# may lose the last second.
+# may lose the last second. redis-replica replicates it, so that the rows that
+# wait for a replica (WAIT) get their acknowledgement; nothing fails it over.
+#
+# The replicated group (service `ha`) is separate: two Redis servers, ha-PORT,
+# the first started as primary and the second as its replica, and three
+# Sentinels, sentinel-PORT, that watch master `stockd` with a quorum of 2 and
+# lab timings (down after 500 ms), so that a primary killed with kill-one is
+# replaced within a second or two. A group server started while another one
+# is primary starts as that one's replica: a returning old primary never
+# serves its stale data. The group keeps no snapshot or AOF: a server that
+# returns is refilled by its primary. A Sentinel's config file is its own
+# (it rewrites it); it is written anew only when no other Sentinel runs, for
+# the primary a running group server names (else the first).
 #
 # Environment (defaults):
 #   STOCKD_RUN_DIR       <repo>/run        the stack lives in $STOCKD_RUN_DIR/stack
 #   STACK_MYSQL_PORT     23306
 #   STACK_REDIS_PORT     23379
+#   STACK_REDIS_REPLICA_PORT 23380         the main Redis's replica
+#   STACK_HA_PORTS       "23384 23385"     the replicated group's servers (first: primary)
+#   STACK_SENTINEL_PORTS "23386 23387 23388"  its Sentinels
 #   STACK_REDLOCK_PORTS  "23381 23382 23383"
 #   STACK_ZK_PORT        23181
 #   STACK_PROMETHEUS_PORT 23909
-#   STACK_SERVICES       "mysql redis redlock zk"   what `up` starts (may add prometheus)
+#   STACK_SERVICES       "mysql redis redlock zk ha"   what `up` starts (may add prometheus);
+#                                      `redis` is the main Redis and its replica
 #   STACK_TIMEOUT        30                seconds to wait for a backend to answer
 #   STACK_SKIP_DEPS      unset             1: `up` and `instances-up` do not run deps.sh
 #   STACK_STOCKD_PORT_BASE 23091           first instance's port
@@ -69,22 +91,30 @@ set -euo pipefail
 
 MYSQL_PORT="${STACK_MYSQL_PORT:-23306}"
 REDIS_PORT="${STACK_REDIS_PORT:-23379}"
+REDIS_REPLICA_PORT="${STACK_REDIS_REPLICA_PORT:-23380}"
+HA_PORTS="${STACK_HA_PORTS-23384 23385}"
+SENTINEL_PORTS="${STACK_SENTINEL_PORTS-23386 23387 23388}"
+HA_MASTER_NAME=stockd
 REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
 PROMETHEUS_PORT="${STACK_PROMETHEUS_PORT:-23909}"
-SERVICES="${STACK_SERVICES:-mysql redis redlock zk}"
+SERVICES="${STACK_SERVICES:-mysql redis redlock zk ha}"
 TIMEOUT="${STACK_TIMEOUT:-30}"
 STOCKD_PORT_BASE="${STACK_STOCKD_PORT_BASE:-23091}"
 NGINX_PORT="${STACK_NGINX_PORT:-23080}"
 MAX_INSTANCES=64
 
 read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
-for p in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "$STOCKD_PORT_BASE" "$NGINX_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
+read -ra HA_LIST <<<"$HA_PORTS"
+read -ra SENTINEL_LIST <<<"$SENTINEL_PORTS"
+for p in "$MYSQL_PORT" "$REDIS_PORT" "$REDIS_REPLICA_PORT" "$ZK_PORT" "$STOCKD_PORT_BASE" "$NGINX_PORT" \
+    "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}" "${HA_LIST[@]+"${HA_LIST[@]}"}" \
+    "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
     is_port "$p" || die "not a port number: '$p'"
 done
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 for s in $SERVICES; do
-    case "$s" in mysql|redis|redlock|zk|prometheus) ;; *) die "unknown service '$s' in STACK_SERVICES (mysql redis redlock zk prometheus)" ;; esac
+    case "$s" in mysql|redis|redlock|zk|ha|prometheus) ;; *) die "unknown service '$s' in STACK_SERVICES (mysql redis redlock zk ha prometheus)" ;; esac
 done
 
 RUN_DIR="${STOCKD_RUN_DIR:-$STOCKD_REPO/run}"
@@ -103,12 +133,17 @@ MYSQL_SOCKET_NAME="mysql.sock"
 
 # ---------------------------------------------------------------- backends
 
+ha_names() { local p; for p in "${HA_LIST[@]+"${HA_LIST[@]}"}"; do echo "ha-$p"; done; }
+sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do echo "sentinel-$p"; done; }
+
 # wanted_backends: the backends STACK_SERVICES asks for.
 wanted_backends() {
     local s p
     for s in $SERVICES; do
         case "$s" in
+            redis) echo redis; echo redis-replica ;;
             redlock) for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do echo "redlock-$p"; done ;;
+            ha) ha_names; sentinel_names ;;
             *) echo "$s" ;;
         esac
     done
@@ -118,8 +153,11 @@ port_of() {
     case "$1" in
         mysql) echo "$MYSQL_PORT" ;;
         redis) echo "$REDIS_PORT" ;;
+        redis-replica) echo "$REDIS_REPLICA_PORT" ;;
         zk) echo "$ZK_PORT" ;;
         redlock-*) echo "${1#redlock-}" ;;
+        ha-*) echo "${1#ha-}" ;;
+        sentinel-*) echo "${1#sentinel-}" ;;
         stockd-*) echo "${1#stockd-}" ;;
         nginx) echo "$NGINX_PORT" ;;
         prometheus) echo "$PROMETHEUS_PORT" ;;
@@ -187,8 +225,11 @@ answers() {
             # ping succeeds as soon as the server answers, even "access denied"
             mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
                 -h127.0.0.1 -P"$port" -uroot ping >/dev/null 2>&1 ;;
-        redis|redlock-*)
+        redis|redis-replica|redlock-*|ha-*)
             [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == PONG ]] ;;
+        sentinel-*)
+            # a Sentinel is of use once it names the group's primary
+            [[ -n "$(sentinel_ask "$port" get-master-addr-by-name "$HA_MASTER_NAME")" ]] ;;
         zk)
             # ruok says imok even while not serving; srvr shows the mode only then
             tcp_ask 127.0.0.1 "$port" srvr | grep -q '^Mode: ' ;;
@@ -337,26 +378,120 @@ SQL
 # ------------------------------------------------------------------ redis
 
 start_redis() {
-    local name="$1" port pid
+    local name="$1" port pid primary
     port="$(port_of "$name")"
     command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
     # The stockd Redis keeps an AOF (see the header), rewritten past 16 MB so
     # that a restart after kill-one loads it quickly.
-    local aof=(--appendonly no)
+    local aof=(--appendonly no) role=()
     if [[ "$name" == redis ]]; then
         aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
     fi
+    case "$name" in
+        redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
+        ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
+    esac
     # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
     # a request in flight, to make a lost reply happen on demand.
     launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
-        --save '' "${aof[@]}" --daemonize no \
+        --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
-        --pidfile "$(pidfile_of "$name")" --maxclients 4000 \
+        --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
         --enable-debug-command local
     pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
     wait_ready "$name" "$pid" || return 1
+    if (( ${#role[@]} )); then wait_replica_linked "$name" || return 1; fi
     [[ "$name" == redis ]] && seed_redis "$port"
     return 0
+}
+
+# redis_role PORT: master or slave (empty when nothing answers).
+redis_role() {
+    timeout 3 redis-cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
+}
+
+# ha_running_primary NAME: the port of a group server other than NAME that
+# runs as primary; fails when there is none.
+ha_running_primary() {
+    local other
+    for other in $(ha_names); do
+        [[ "$other" != "$1" ]] && pid_of "$other" >/dev/null || continue
+        [[ "$(redis_role "$(port_of "$other")")" == master ]] && { port_of "$other"; return 0; }
+    done
+    return 1
+}
+
+# wait_replica_linked NAME: a replica is ready once its first sync is done.
+wait_replica_linked() {
+    local port deadline
+    port="$(port_of "$1")"
+    deadline=$(( SECONDS + TIMEOUT ))
+    until timeout 3 redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
+            grep -q '^master_link_status:up'; do
+        if (( SECONDS >= deadline )); then
+            echo "${0##*/}: $1 did not finish its sync with its primary within ${TIMEOUT}s" >&2
+            log_tail "$1"
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+# sentinel_ask PORT ARGS...: SENTINEL ARGS on one Sentinel; the reply's words.
+sentinel_ask() {
+    local port="$1"
+    shift
+    timeout 3 redis-cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
+}
+
+# ha_primary: the group's primary port, as the first Sentinel that answers
+# names it.
+ha_primary() {
+    local p addr
+    for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
+        addr="$(sentinel_ask "$p" get-master-addr-by-name "$HA_MASTER_NAME" | tr '\n' ' ')"
+        [[ "$addr" =~ ^[0-9.]+\ ([0-9]+)\ $ ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
+    done
+    return 1
+}
+
+# start_sentinel NAME: one Sentinel of the group. Its timings are a lab's:
+# the primary is down after 500 ms of silence, and a failover-timeout of 1 s,
+# which also means that a Sentinel starts no new failover of the group
+# within 2 s of the last one.
+start_sentinel() {
+    local name="$1" port dir conf primary="" other pid
+    command -v redis-sentinel >/dev/null || die "redis-sentinel not found (scripts/deps.sh stack)"
+    port="$(port_of "$name")"
+    dir="$(workdir_of "$name")"
+    conf="$dir/sentinel.conf"
+    mkdir -p "$dir"
+    local alone=1
+    for other in $(sentinel_names); do
+        [[ "$other" != "$name" ]] && pid_of "$other" >/dev/null && alone=0
+    done
+    if [[ ! -s "$conf" ]] || (( alone )); then
+        primary="$(ha_running_primary "")" || primary="${HA_LIST[0]}"
+        printf '%s\n' \
+            "# written by scripts/stack.sh; the Sentinel rewrites it as the group changes" \
+            "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
+            "sentinel resolve-hostnames no" \
+            "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
+            "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
+            "sentinel failover-timeout $HA_MASTER_NAME 1000" \
+            "sentinel parallel-syncs $HA_MASTER_NAME 1" >"$conf" || return 1
+    fi
+    launch "$name" redis-sentinel "$conf" --logfile "$(logfile_of "$name")" \
+        --pidfile "$(pidfile_of "$name")"
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid"
+}
+
+cmd_ha_env() {
+    local p list=""
+    for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do list+="${list:+,}127.0.0.1:$p"; done
+    printf 'export STOCKD_REDIS_SENTINEL=%s\n' "$list"
+    printf 'export STOCKD_REDIS_MASTER_NAME=%s\n' "$HA_MASTER_NAME"
 }
 
 # seed_redis PORT: the Redis side of sql/seed.sql - product 1001 with 5000
@@ -533,7 +668,8 @@ cmd_instances_up() {
     mapfile -t ports < <(instance_ports "$n")
     (( ${ports[-1]} <= 65535 )) || die "STACK_STOCKD_PORT_BASE $STOCKD_PORT_BASE + $n instances passes port 65535"
     for p in "${ports[@]}" "$NGINX_PORT"; do
-        for old in "$MYSQL_PORT" "$REDIS_PORT" "$ZK_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
+        for old in "$MYSQL_PORT" "$REDIS_PORT" "$REDIS_REPLICA_PORT" "$ZK_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}" \
+            "${HA_LIST[@]+"${HA_LIST[@]}"}" "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
             [[ "$p" != "$old" ]] || die "port $p is both a backend's and an instance's or nginx's"
         done
     done
@@ -603,7 +739,8 @@ start_one() {
     local t0=$SECONDS
     case "$name" in
         mysql) start_mysql ;;
-        redis|redlock-*) start_redis "$name" ;;
+        redis|redis-replica|redlock-*|ha-*) start_redis "$name" ;;
+        sentinel-*) start_sentinel "$name" ;;
         zk) start_zk ;;
         stockd-*) start_instance "$name" ;;
         nginx) start_nginx ;;
@@ -625,7 +762,7 @@ stop_one() {
     kill -CONT "$pid" 2>/dev/null || true  # a frozen one (freeze-one) cannot stop
     deadline=$(( SECONDS + TIMEOUT ))
     case "$name" in
-        redis|redlock-*)
+        redis|redis-replica|redlock-*|ha-*)
             # A graceful stop writes a snapshot (and flushes the stockd
             # Redis's AOF) that the next start loads: stop-one and start-one
             # keep the data, as they do for MariaDB.
@@ -667,7 +804,13 @@ signal_one() {
 # expand_name NAME: expand a user-given backend name (redlock = all three).
 expand_name() {
     case "$1" in
-        mysql|redis|zk|prometheus) echo "$1" ;;
+        mysql|redis|redis-replica|zk|prometheus) echo "$1" ;;
+        ha) ha_names ;;
+        sentinel) sentinel_names ;;
+        ha-*|sentinel-*)
+            { ha_names; sentinel_names; } | grep -qx -- "$1" ||
+                die "unknown backend '$1' (group: ${HA_LIST[*]-none}; Sentinels: ${SENTINEL_LIST[*]-none})"
+            echo "$1" ;;
         redlock) for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do echo "redlock-$p"; done ;;
         redlock-*)
             local p
@@ -681,7 +824,7 @@ expand_name() {
                 die "unknown instance '$1'"
             fi
             echo "$1" ;;
-        *) die "unknown backend '$1' (mysql redis zk redlock redlock-PORT nginx stockd-PORT prometheus)" ;;
+        *) die "unknown backend '$1' (mysql redis redis-replica zk redlock redlock-PORT ha ha-PORT sentinel sentinel-PORT nginx stockd-PORT prometheus)" ;;
     esac
 }
 
@@ -719,8 +862,9 @@ cmd_down() {
         n="$(basename "$f" .pid)"
         case "$n" in
             mysql) last+=("$n") ;;
-            redis|zk|redlock-[0-9]*|prometheus) names+=("$n") ;;
-            nginx|stockd-[0-9]*) first+=("$n") ;;
+            redis|redis-replica|zk|redlock-[0-9]*|ha-[0-9]*|prometheus) names+=("$n") ;;
+            # the Sentinels before the group, so that no failover starts
+            nginx|stockd-[0-9]*|sentinel-[0-9]*) first+=("$n") ;;
             *) say "leaving unknown pid file $f alone" ;;
         esac
     done
@@ -739,7 +883,7 @@ shown_backends() {
         for f in "$STACK"/*.pid; do
             [[ -e "$f" ]] || continue
             n="$(basename "$f" .pid)"
-            case "$n" in mysql|redis|zk|redlock-[0-9]*|nginx|stockd-[0-9]*|prometheus) echo "$n" ;; esac
+            case "$n" in mysql|redis|redis-replica|zk|redlock-[0-9]*|ha-[0-9]*|sentinel-[0-9]*|nginx|stockd-[0-9]*|prometheus) echo "$n" ;; esac
         done
         if [[ -e "$(pidfile_of stockd)" ]]; then echo stockd; fi
     } | awk '!seen[$0]++'
@@ -818,6 +962,8 @@ case "$cmd" in
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;
+    ha-env) cmd_ha_env ;;
+    ha-primary) ha_primary || die "no Sentinel names the primary of '$HA_MASTER_NAME'" ;;
     left-running) cmd_left_running ;;
     mysql) cmd_mysql "$@" ;;
     stop-one|start-one|kill-one|freeze-one|thaw-one)
