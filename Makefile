@@ -33,7 +33,7 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos soak \
+.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover soak \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -157,6 +157,18 @@ bench: build
 chaos: build
 	@$(DEPS) stack zk
 	@bench/chaos
+
+# make failover: Redis primary failover under every strategy that touches Redis
+# (lab/failover.py): a write lands on the group's primary but not its replica (the
+# replica held back with CLIENT PAUSE WRITE), the primary is killed, Sentinel
+# promotes the replica, a second client comes; each row is judged against its
+# strategy's failover fact (loses_sales, two_holders, safe). Starts two stockds
+# that follow the Sentinels at PORT and PORT+1 and the stack; prints the table,
+# writes results/failover-<timestamp>/ (the debate table, timeline.svg), exits 1
+# when a row contradicts its fact. Knobs: STRATEGIES=lua,fenced FAILOVER_SALES=5
+failover: build
+	@$(DEPS) stack zk
+	@bench/failover
 
 # make soak: SOAK_S seconds (default 600) of a fixed rate (SOAK_RATE, 200/s)
 # over every strategy; stockd's RSS and open fds, sampled every 10 s, must end

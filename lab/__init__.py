@@ -1,5 +1,6 @@
 """stockd's lab: the one orchestrator behind `make compare` (jmeter/compare),
-`make bench` (bench/bench), `make chaos` (bench/chaos) and `make soak` (bench/soak).
+`make bench` (bench/bench), `make chaos` (bench/chaos), `make failover` (bench/failover)
+and `make soak` (bench/soak).
 Python standard library only.
 
     common        errors that stop a run (exit 2), progress lines, options read from
@@ -30,4 +31,8 @@ Python standard library only.
                   one drives, the backends' probes
     chaos_gate    a chaos row's figures and verdict from its timeline
     chaos, soak   faults under load (`make chaos`), a long steady load (`make soak`)
+    redis_group   the stack's replicated Redis group: its Sentinels' view, the replica
+                  held back (CLIENT PAUSE WRITE), a primary killed and its promotion
+    failover, failover_report   a Redis primary failover under every strategy that
+                  touches Redis (`make failover`), and its table and timeline picture
 """

@@ -3,6 +3,8 @@
     compare [FLAGS]            the comparison (what jmeter/compare runs)
     bench [FLAGS]              the bench (what bench/bench runs)
     chaos [FLAGS]              faults injected under load (what bench/chaos runs)
+    failover [FLAGS]           a Redis primary failover under each strategy (what
+                               bench/failover runs)
     soak [FLAGS]               the soak (what bench/soak runs)
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
                                in headless Chromium (PATH: the page or its directory;
@@ -18,7 +20,8 @@ import json
 import os
 import sys
 
-from . import bench, bench_report, browser, chaos, compare, compare_report, readme, soak
+from . import (bench, bench_report, browser, chaos, compare, compare_report, failover, readme,
+               soak)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -73,7 +76,7 @@ def render(argv):
 
 
 COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
-            "soak": soak.main, "check-report": check_report, "render": render,
+            "failover": failover.main, "soak": soak.main, "check-report": check_report, "render": render,
             "readme": readme.main}
 
 
