@@ -33,7 +33,7 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover soak \
+.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -169,6 +169,17 @@ chaos: build
 failover: build
 	@$(DEPS) stack zk
 	@bench/failover
+
+# make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
+# a same-site page, an encoded NUL, two body lengths, a flood of held sales whose
+# clients went, nine addresses trickling a thousand heads each, a trickled head,
+# nginx clients across stockd's idle timeout, broken requests against the log.
+# Starts two instances behind the stack's nginx at PORT (nothing may answer
+# there) and the stack; prints probe, expected and answered; exits 1 on a
+# mismatch. About 40 s.
+probe: build
+	@$(DEPS) stack nginx
+	@bench/probe
 
 # make soak: SOAK_S seconds (default 600) of a fixed rate (SOAK_RATE, 200/s)
 # over every strategy; stockd's RSS and open fds, sampled every 10 s, must end

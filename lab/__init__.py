@@ -8,7 +8,7 @@ Python standard library only.
     api           HTTP client for stockd: /strategies, /stock/{p}, reset, /metrics,
                   the X-Stockd-Instance header
     facts         the strategies' facts from GET /strategies (store, claims,
-                  contention, lease, exposed_by, needs): nothing is known by name
+                  contention, lease, exposed_by, needs, failover): nothing is known by name
     outcomes      answers counted by outcome: sold, sold_out, busy, outcome_unknown,
                   errors by word
     service       the private stack (scripts/stack.sh), one stockd or N behind nginx,

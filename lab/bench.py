@@ -232,7 +232,7 @@ class Bench:
         if lua not in self.facts.by_name:
             raise SetupError(f"server/strategy_lua.c registers '{lua}', which GET /strategies "
                              "does not list")
-        script = sources.redis_script(sources.LUA_FILE, "sell")
+        script = sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT)
         sha = sources.sha1(script)
         port = int(stack_env()["STOCKD_REDIS_PORT"])
         self.reset()

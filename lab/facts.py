@@ -9,6 +9,11 @@ it plans and expects from these fields, never from a strategy's name:
     lease         null, or {"busy_holder", "paused_holder"}: "safe" | "oversells"
     exposed_by    request parameters that make an unsafe strategy's race show
     needs         the backends it needs to answer
+    failover      what a failover of the Redis primary does to it: "safe",
+                  "loses_sales" (acknowledged sales vanish with the primary) or
+                  "two_holders" (its lock vanishes: a second holder oversells);
+                  published by every row that keeps anything in Redis (stockd
+                  refuses to start with a row that does not), absent from the others
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -19,6 +24,7 @@ REQUIRED = ("store", "safe_single", "safe_multi", "contention", "lease", "expose
 CONTENTION = ("waits", "retries", "none")
 LEASE_CASES = ("busy_holder", "paused_holder")
 LEASE_VALUES = ("safe", "oversells")
+FAILOVER_VALUES = ("safe", "loses_sales", "two_holders")
 REQUEST_PARAMS = ("hold_ms", "ttl_ms", "pause_ms")
 SETTINGS = ("lock_wait_ms",)
 
@@ -36,6 +42,7 @@ class Strategy:
         self.caveat = doc.get("caveat")
         self.summary = doc.get("summary")
         self.lock = doc.get("lock")  # the lock it takes, or None
+        self.failover = doc.get("failover")  # None: it keeps nothing in Redis
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""
@@ -95,6 +102,8 @@ def _problem(doc, i):
     for field, ok in checks:
         if not ok(doc[field]):
             return f"strategy '{name}' has an unusable {field}: {doc[field]!r}"
+    if "failover" in doc and doc["failover"] not in FAILOVER_VALUES:
+        return f"strategy '{name}' has an unusable failover: {doc['failover']!r}"
     if not (doc["safe_single"] and doc["safe_multi"]) and not doc["exposed_by"]:
         return (f"strategy '{name}' is not safe everywhere but lists no exposed_by "
                 "parameters to show its race with")

@@ -19,7 +19,7 @@ strategy's kind calls for and is judged against its `failover` fact:
              lets Sentinel promote the replica, and sends B's request, which takes the
              same lock on the new primary and sells; then it thaws A, which writes
              too. two_holders rows must oversell, safe rows must not.
-  redlock    (independent servers, not a replicated group) under load, one of the
+  quorum     (Redlock: independent servers, not a replicated group) under load, one of the
              three servers is killed: it must go on selling and oversell nothing.
 
 Once Sentinel has promoted the replica, the dead server is restarted, as a supervisor
@@ -98,7 +98,7 @@ def parse_args(argv):
 def kind_of(s):
     """The sequence a strategy's row runs: from its facts, never from its name."""
     if sources.backend_name("redlock.c") in s.needs:
-        return "redlock"
+        return "quorum"
     return "holder" if s.lock else "sales"
 
 
@@ -332,7 +332,7 @@ class Failover:
                    lost_updates=account.get("lost_updates"))
         return m, cut
 
-    def redlock_row(self, s, row, product, env):
+    def quorum_row(self, s, row, product, env):
         """Sales through Redlock while one of its three servers is killed and restarted."""
         self.reset(product, ENDLESS_STOCK)
         victim = faults_mod.redlock_names(env)[0]
@@ -405,8 +405,8 @@ class Failover:
         row = {f: None for f in ROW_FIELDS}
         row.update(strategy=s.name, kind=kind_of(s), fact=s.failover, problems=[])
         self.say(f"{s.name}: {row['kind']} row (fact: {s.failover})")
-        if row["kind"] == "redlock":
-            self.redlock_row(s, row, product, env)
+        if row["kind"] == "quorum":
+            self.quorum_row(s, row, product, env)
         else:
             sequence = self.sales_row if row["kind"] == "sales" else self.holder_row
             try:

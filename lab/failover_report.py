@@ -28,7 +28,7 @@ def write(out_dir, doc, fields, facts, timeline):
 
 def measured_cell(r):
     """What the window did to the row, in words."""
-    if r["kind"] == "redlock":
+    if r["kind"] == "quorum":
         what = r["first_holder"]
     elif r["kind"] == "sales":
         what = f"{r['acked_lost']} of {r['acked']} acknowledged sales lost"
@@ -88,7 +88,7 @@ def bar(axis, lane, t0, t1, colour, text):
 def mark(axis, lane, t, text):
     x, y = axis.x(t), lane_y(lane)
     return (f'<line x1="{x:.1f}" y1="{y + 2}" x2="{x:.1f}" y2="{y + 36}" stroke="#b22" '
-            f'stroke-width="2"/>', label(x + 3, y + 48, text, "#b22"))
+            f'stroke-width="2"/>', label(x + 4, y + 24, text, "#b22"))
 
 
 def timeline_svg(name, m):

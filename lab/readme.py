@@ -46,14 +46,22 @@ def lease(s):
     return f"{s.lease['busy_holder']} / {s.lease['paused_holder']}"
 
 
+FAILOVER = {"safe": "safe", "loses_sales": "loses acknowledged sales",
+            "two_holders": "two holders: oversells"}
+
+
+def failover(s):
+    return FAILOVER[s.failover] if s.failover else ""
+
+
 def table(f):
     """The markdown table of every strategy, in the server's order."""
     lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
-             "frozen holder | what it is |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "frozen holder | Redis primary fails over | what it is |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in f.strategies:
         lines.append(f"| `{s.name}` | {s.store} | {claim(s)} | {CONTENTION[s.contention]} "
-                     f"| {lease(s)} | {cell(s.summary)} |")
+                     f"| {lease(s)} | {failover(s)} | {cell(s.summary)} |")
     return "\n".join(lines)
 
 

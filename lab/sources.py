@@ -12,6 +12,8 @@ from .common import REPO, SetupError
 
 SERVER = os.path.join(REPO, "server")
 LUA_FILE = os.path.join(SERVER, "strategy_lua.c")
+SALE_SCRIPT_FILE = os.path.join(SERVER, "redis_sale.c")  # the script LUA_FILE runs
+SALE_SCRIPT = "redis_sale_script"
 SQL_FILE = os.path.join(SERVER, "sql.c")
 SQL_STRATEGY_FILE = os.path.join(SERVER, "strategy_sql.c")
 
@@ -47,7 +49,7 @@ def read(path):
 
 
 def redis_script(path, variable):
-    """The source of `static struct redis_script <variable> = {.source = "..." ...}`."""
+    """The source of `[static] struct redis_script <variable> = {.source = "..." ...}`."""
     text = read(path)
     m = re.search(r"struct\s+redis_script\s+" + re.escape(variable) + r"\s*=\s*\{\s*\.source\s*=",
                   text)

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "redlock.h"
+#include "sentinel.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -58,16 +59,35 @@ static const struct option_spec options[] = {
     INT(drain_ms, "drain-ms", "10000", 0, 600000,
         "on SIGTERM/SIGINT: longest wait for requests in flight before exiting"),
     INT(max_connections, "max-connections", "8192", 16, 1000000, "open HTTP connections in all"),
-    INT(max_per_ip, "max-per-ip", "1024", 1, 1000000, "open HTTP connections from one address"),
+    INT(max_per_ip, "max-per-ip", "0", 0, 1000000,
+        "open HTTP connections from one address (0 = a sixteenth of --max-connections)"),
     INT(idle_timeout_s, "idle-timeout-s", "15", 1, 3600,
-        "an HTTP connection silent this long (headers or keep-alive) is closed"),
+        "an HTTP connection silent this long, or this long without a whole request since it "
+        "opened or its last reply, is closed"),
+    TEXT(allowed_hosts, "allowed-hosts", "", 0,
+         "more names the Host header may give, name,name,... (besides IP addresses and "
+         "localhost): what clients and proxies call this server"),
+    INT(knob_workers, "knob-workers", "0", 0, 1024,
+        "workers that may run requests with hold_ms or pause_ms at once (0 = three quarters of "
+        "--workers)"),
+    INT(knob_queue, "knob-queue", "256", 1, 1000000,
+        "requests with hold_ms or pause_ms that may wait for those workers before 503 overloaded"),
     TEXT(mysql_host, "mysql-host", "127.0.0.1", 0, "MySQL/MariaDB host"),
     INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
     TEXT(mysql_password, "mysql-password", "stockd", 1, "MySQL/MariaDB password"),
     TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
-    TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host"),
-    INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port"),
+    TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host (ignored with --redis-sentinel)"),
+    INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port (ignored with --redis-sentinel)"),
+    TEXT(redis_sentinel, "redis-sentinel", "", 0,
+         "Sentinels host:port,host:port,...: the main Redis is the primary they name, followed "
+         "through failovers (then --redis-host and --redis-port are ignored)"),
+    TEXT(redis_master_name, "redis-master-name", "stockd", 0,
+         "the master name the Sentinels watch the main Redis under"),
+    INT(redis_wait_replicas, "redis-wait-replicas", "1", 1, 64,
+        "lua-wait, redis-lock-wait: replicas that must acknowledge a write (WAIT)"),
+    INT(redis_wait_timeout_ms, "redis-wait-timeout-ms", "200", 1, 60000,
+        "lua-wait, redis-lock-wait: how long WAIT waits for them, milliseconds"),
     TEXT(redlock, "redlock", "", 0, "redlock: independent Redis servers, host:port,host:port,..."),
     TEXT(zk, "zk", "", 0, "zk-lock: ZooKeeper servers, host:port,host:port,..."),
     INT(zk_session_ms, "zk-session-ms", "10000", 1000, 600000,
@@ -155,6 +175,48 @@ static int load_defaults_and_env(FILE *err)
     return 0;
 }
 
+int config_servers(const char *list, const char *what, struct server_addr *out, int max, FILE *err)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        if (count == max) {
+            fprintf(err, "stockd: %s: at most %d servers\n", what, max);
+            return -1;
+        }
+        if (!colon || colon == p || (size_t)(colon - p) >= CONFIG_TEXT_MAX) {
+            fprintf(err, "stockd: %s: '%.*s' is not host:port\n", what, (int)len, p);
+            return -1;
+        }
+        char port_text[8] = "";
+        size_t port_len = len - (size_t)(colon + 1 - p);
+        char *stop = port_text;
+        long port = 0;
+        if (port_len > 0 && port_len < sizeof port_text) {
+            memcpy(port_text, colon + 1, port_len);
+            errno = 0;
+            port = strtol(port_text, &stop, 10);
+        }
+        if (port_len == 0 || errno || *stop || port < 1 || port > 65535) {
+            fprintf(err, "stockd: %s: '%.*s' has no valid port\n", what, (int)len, p);
+            return -1;
+        }
+        memcpy(out[count].host, p, (size_t)(colon - p));
+        out[count].host[colon - p] = '\0';
+        out[count].port = (int)port;
+        count++;
+        p += len + (end != NULL);
+        if (end && !*p) {
+            fprintf(err, "stockd: %s: the list ends with a comma\n", what);
+            return -1;
+        }
+    }
+    return count;
+}
+
 /* 127.0.0.0/8: only this machine can connect. */
 static int listens_on_loopback(void)
 {
@@ -201,12 +263,19 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     log_threshold = level;
-    if (redlock_configure(config.redlock, err) != 0)
+    if (redlock_configure(config.redlock, err) != 0 ||
+        sentinel_configure(config.redis_sentinel, config.redis_master_name, err) != 0)
         return CONFIG_EXIT_USAGE;
     if (config.threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         config.threads = cores > 0 ? (int)cores : 1;
     }
+    if (config.max_per_ip == 0)
+        config.max_per_ip = config.max_connections / 16;
+    if (config.knob_workers == 0)
+        config.knob_workers = config.workers - config.workers / 4;
+    if (config.knob_workers > config.workers)
+        config.knob_workers = config.workers;
     if (!listens_on_loopback() && !config.admin_token[0]) {
         fprintf(err,
                 "stockd: listening on %s needs an admin token (--admin-token or "

@@ -23,12 +23,16 @@ struct config {
     char instance_name[CONFIG_TEXT_MAX]; /* X-Stockd-Instance; "" = host:port */
     char admin_token[CONFIG_TEXT_MAX];   /* reset needs it when set            */
 
-    int queue_max;          /* requests waiting for a worker before 503 overloaded */
-    int request_timeout_ms; /* a request's deadline, from its arrival             */
-    int drain_ms;           /* a stop's hard deadline                             */
-    int max_connections;    /* open HTTP connections in all                       */
-    int max_per_ip;         /* open HTTP connections from one address             */
-    int idle_timeout_s;     /* an HTTP connection idle this long is closed        */
+    int queue_max;                       /* requests waiting for a worker before 503 overloaded */
+    int request_timeout_ms;              /* a request's deadline, from its arrival             */
+    int drain_ms;                        /* a stop's hard deadline                             */
+    int max_connections;                 /* open HTTP connections in all                       */
+    int max_per_ip;                      /* open HTTP connections from one address             */
+    int idle_timeout_s;                  /* an HTTP connection idle this long, or this long
+                                            without a whole request, is closed                */
+    char allowed_hosts[CONFIG_TEXT_MAX]; /* Host names besides IPs and localhost */
+    int knob_workers; /* workers that may run hold_ms/pause_ms requests at once */
+    int knob_queue;   /* such requests waiting for them before 503 overloaded   */
 
     char mysql_host[CONFIG_TEXT_MAX];
     int mysql_port;
@@ -38,9 +42,13 @@ struct config {
 
     char redis_host[CONFIG_TEXT_MAX];
     int redis_port;
-    char redlock[CONFIG_TEXT_MAX]; /* redlock servers: host:port,host:port */
-    char zk[CONFIG_TEXT_MAX];      /* zk-lock: ZooKeeper host:port,host:port, "" = none */
-    int zk_session_ms;             /* zk-lock: ZooKeeper session timeout    */
+    char redis_sentinel[CONFIG_TEXT_MAX];    /* Sentinels naming the main Redis, "" = none */
+    char redis_master_name[CONFIG_TEXT_MAX]; /* the group they watch                      */
+    int redis_wait_replicas;                 /* the WAIT rows: acknowledgements required   */
+    int redis_wait_timeout_ms;               /* the WAIT rows: how long WAIT may take      */
+    char redlock[CONFIG_TEXT_MAX];           /* redlock servers: host:port,host:port */
+    char zk[CONFIG_TEXT_MAX];                /* zk-lock: ZooKeeper host:port,host:port, "" = none */
+    int zk_session_ms;                       /* zk-lock: ZooKeeper session timeout    */
 
     int connect_timeout_ms; /* per backend connection attempt               */
     int io_timeout_ms;      /* per backend command                          */
@@ -50,6 +58,16 @@ struct config {
     int lock_wait_ms;        /* lock strategies: wait before answering busy */
     int batch_max;           /* sql-batch: sales in one transaction, at most */
 };
+
+/* One host:port of a server list (--redlock, --redis-sentinel). */
+struct server_addr {
+    char host[CONFIG_TEXT_MAX];
+    int port;
+};
+
+/* Parses `list`, "host:port,host:port,...", into at most `max` servers;
+ * the count (0 for ""), or -1 after printing why, named `what`, to `err`. */
+int config_servers(const char *list, const char *what, struct server_addr *out, int max, FILE *err);
 
 /* The configuration in force; filled once by config_load() at startup. */
 extern struct config config;

@@ -132,6 +132,21 @@ static void render_load(FILE *out)
     fprintf(out, "stockd_in_flight_requests %d\n", metrics_in_flight_now());
 }
 
+static void render_http(FILE *out)
+{
+    static const char *const reason[HTTP_EVENT_COUNT] = {
+        [HTTP_PROTOCOL_ERROR] = "protocol_error",
+        [HTTP_HEAD_DEADLINE] = "head_deadline",
+        [HTTP_CLIENT_GONE] = "client_gone",
+    };
+    header(out, "stockd_http_dropped_total", "counter",
+           "Connections or requests dropped without an answer: libmicrohttpd's protocol errors, "
+           "requests not whole in time, queued requests whose client had gone.");
+    for (int e = 0; e < HTTP_EVENT_COUNT; e++)
+        fprintf(out, "stockd_http_dropped_total{reason=\"%s\"} %llu\n", reason[e],
+                metrics_http_of((enum http_event)e));
+}
+
 static void render_backends(FILE *out)
 {
     header(out, "stockd_backend_up", "gauge", "1 when the backend answered its last health probe.");
@@ -197,6 +212,7 @@ char *exposition_metrics(size_t *len)
                         "Sales per batch: per sql-batch transaction, per lua pipeline.", &in_sales,
                         metrics_batches, combines);
     render_load(out);
+    render_http(out);
     render_backends(out);
     products_render(out);
     render_process(out);

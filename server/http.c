@@ -14,10 +14,16 @@
  * libmicrohttpd calls on_request() several times per request: once with the
  * headers (we allocate the request's state), once per body chunk (we
  * append, or note that the body is too large), then once with no data. On
- * that call the request is routed. Refusals (413, 404, 405, 401, 403, and
- * 503 while stopping) and the introspection pages (/strategies, /health,
+ * that call the request is routed. Refusals (400, 413, 404, 405, 401, 403,
+ * and 503 while stopping) and the introspection pages (/strategies, /health,
  * /metrics, the lab page) are answered right there on the loop: they wait
  * for nothing, so they answer at once however busy the workers are.
+ *
+ * The guards, in dispatch()'s order: a Host that names another server
+ * (DNS rebinding), a head that says two things (two Hosts, two body
+ * lengths), a body over the limit, a control character in the path or the
+ * query, then per route a browser's request from another site and the
+ * admin token. docs/security.md says whom each one stops.
  *
  * A sale that joins a queue is taken by its strategy on the loop. One that
  * the loop itself will answer (a `lua` sale on the loop's pipe, answered
@@ -58,6 +64,7 @@
 #include "router.h"
 #include "worker.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -69,7 +76,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* Set once a stop begins: every request from then on is refused. */
@@ -82,6 +91,23 @@ enum phase {
     RUNNING, /* queued or running on a worker          */
     REPLIED, /* reply built, waiting to be sent        */
     SENT,
+};
+
+/*
+ * A connection of a loop's, from libmicrohttpd's notification of it to its
+ * close. libmicrohttpd's idle timer starts again at every byte, so a
+ * client that sends a header line now and then keeps its connection for
+ * ever. The loop gives each connection --idle-timeout-s for a whole request
+ * (its head and its body) instead, from its opening or its last reply:
+ * those that are waiting for one sit on the loop's `waiting` list, oldest
+ * first, and the loop shuts the socket of any still there when its time is
+ * up (libmicrohttpd then closes the connection as it would a client's).
+ * Idle keep-alive connections end the same way and as soon as before.
+ */
+struct conn {
+    struct conn *prev, *next; /* on `waiting` while a request is due */
+    int fd;
+    long long since_ms; /* when the request became due */
 };
 
 /*
@@ -104,12 +130,13 @@ enum phase {
  */
 struct loop {
     struct MHD_Daemon *daemon;
-    struct worker *w; /* the loop's own: never blocks, owns a Redis pipe */
-    int wake;         /* an eventfd: other threads wake the loop with it */
-    atomic_int woken; /* a wake-up is written and the loop has not run since */
-    int held;         /* requests held, waiting for the loop's own answer */
-    int answered;     /* one was answered since libmicrohttpd last ran    */
-    int index;        /* its place in `loops`, and in the listener's shares */
+    struct worker *w;    /* the loop's own: never blocks, owns a Redis pipe */
+    int wake;            /* an eventfd: other threads wake the loop with it */
+    atomic_int woken;    /* a wake-up is written and the loop has not run since */
+    int held;            /* requests held, waiting for the loop's own answer */
+    int answered;        /* one was answered since libmicrohttpd last ran    */
+    int index;           /* its place in `loops`, and in the listener's shares */
+    struct conn waiting; /* connections a request is due from (struct conn) */
     pthread_t thread;
     int running;
 };
@@ -123,6 +150,7 @@ struct pending {
     struct job job;    /* first: the pool hands it back to run_request() */
     struct loop *loop; /* whose daemon holds the connection */
     struct MHD_Connection *connection;
+    int fd; /* the connection's socket, to see whether its client went */
     enum phase phase;
     const char *method, *path; /* owned by libmicrohttpd for the request */
     struct route_match route;
@@ -132,6 +160,8 @@ struct pending {
     char *body;
     size_t len;
     int too_large;             /* the body was over config.max_body: answer 413 */
+    int bad_framing;           /* two Hosts, two lengths, a length and chunks: 400 */
+    int knob;                  /* carries hold_ms or pause_ms: the pool's knob lane */
     int submitted;             /* counted in `outstanding`                     */
     int held;                  /* held by its loop, which answers it (struct loop) */
     int suspended;             /* its connection was suspended for another thread  */
@@ -193,7 +223,7 @@ static void add_headers(struct MHD_Response *response, const struct pending *p)
         MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->route.allow);
     if (p->result == ST_OVERLOADED)
         MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (p->result == ST_SHUTTING_DOWN)
+    if (p->result == ST_SHUTTING_DOWN || p->bad_framing)
         MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
@@ -334,15 +364,32 @@ static void worker_takes(struct worker *w, const struct pending *p)
     w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
 }
 
+/* Whether the client of a suspended request has closed its connection (or
+ * reset it): then nobody is left to read the answer. A client that only
+ * shut its sending side looks the same, and HTTP clients do not do that. */
+static int client_gone(const struct pending *p)
+{
+    char byte;
+    ssize_t n = recv(p->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* On a worker: run the handler with this thread's backend connections,
- * unless the server is stopping or the request's deadline has passed while
- * it waited in the queue. */
+ * unless the server is stopping, the request's deadline has passed while
+ * it waited in the queue, or its client has gone meanwhile (dropped, and
+ * counted: a burst of abandoned requests must not keep the workers). */
 static void run_request(struct job *job, struct worker *w)
 {
     struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
-    worker_takes(w, p);
     json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
     p->arrival_reply = NULL;
+    if (client_gone(p)) {
+        metrics_http(HTTP_CLIENT_GONE);
+        pool_job_answering();
+        answer(p, ST_TIMEOUT, reply, "the client closed its connection before the request started");
+        return;
+    }
+    worker_takes(w, p);
     struct http_request req = request_of(p);
     st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
                                          : worker_check_deadline(w);
@@ -374,14 +421,70 @@ static enum MHD_Result refuse(struct pending *p, st_result r, const char *fmt, .
     return send_reply(p);
 }
 
+/* ----------------------------------------------------- request deadlines */
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+static void conn_unwait(struct conn *k)
+{
+    if (!k->prev)
+        return;
+    k->prev->next = k->next;
+    k->next->prev = k->prev;
+    k->prev = k->next = NULL;
+}
+
+/* A request is due from `k` from now on: last on the list. */
+static void conn_wait(struct loop *l, struct conn *k)
+{
+    conn_unwait(k);
+    k->since_ms = monotonic_ms();
+    k->prev = l->waiting.prev;
+    k->next = &l->waiting;
+    l->waiting.prev->next = k;
+    l->waiting.prev = k;
+}
+
+static void conn_arrived(struct MHD_Connection *c)
+{
+    struct conn *k = conn_of(c);
+    if (k)
+        conn_unwait(k);
+}
+
+static void conn_due(struct loop *l, struct MHD_Connection *c)
+{
+    struct conn *k = conn_of(c);
+    if (k)
+        conn_wait(l, k);
+}
+
+/* Shuts the sockets whose request is overdue; libmicrohttpd sees them end
+ * and closes their connections. */
+static void conns_expire(struct loop *l)
+{
+    long long due = monotonic_ms() - (long long)config.idle_timeout_s * 1000;
+    for (struct conn *k; (k = l->waiting.next) != &l->waiting && k->since_ms <= due;) {
+        conn_unwait(k);
+        shutdown(k->fd, SHUT_RDWR);
+        metrics_http(HTTP_HEAD_DEADLINE);
+    }
+}
+
 /* Whether a browser says the request comes from another site: a
- * Sec-Fetch-Site of cross-site, or an Origin other than this server's own
- * (the scheme and the Host the request was sent to). */
+ * Sec-Fetch-Site other than same-origin or none (a typed address), or an
+ * Origin other than this server's own (the scheme and the Host the request
+ * was sent to). */
 static int cross_site(struct MHD_Connection *c)
 {
     const char *site = header(c, "Sec-Fetch-Site");
-    if (site && strcmp(site, "cross-site") == 0)
-        return 1;
+    if (site && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0)
+        return 1; /* cross-site, and same-site: another port or subdomain */
     const char *origin = header(c, "Origin"), *host = header(c, MHD_HTTP_HEADER_HOST);
     if (!origin)
         return 0;
@@ -403,12 +506,101 @@ static int token_matches(const char *given)
     return diff == 0;
 }
 
+/* The scheme's name is case-insensitive (RFC 9110, 11.1). */
 static int authorized(struct MHD_Connection *c)
 {
     if (!config.admin_token[0])
         return 1;
     const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
-    return auth && strncmp(auth, "Bearer ", 7) == 0 && token_matches(auth + 7);
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    auth += 7;
+    while (*auth == ' ')
+        auth++;
+    return token_matches(auth);
+}
+
+/* Whether `name` (of `len` bytes) is one of --allowed-hosts. */
+static int allowed_name(const char *name, size_t len)
+{
+    for (const char *at = config.allowed_hosts; *at;) {
+        size_t n = strcspn(at, ",");
+        if (n == len && strncasecmp(at, name, len) == 0)
+            return 1;
+        at += n + (at[n] == ',');
+    }
+    return 0;
+}
+
+/*
+ * Whether the Host header names this server. A page of any site whose name
+ * its owner points at 127.0.0.1 once it has loaded (DNS rebinding) is, to
+ * the browser, of that same site: Origin and Sec-Fetch-Site say nothing
+ * wrong, but Host carries the page's name. So a Host must be an IP address
+ * (a name was never involved), `localhost`, or one of --allowed-hosts; its
+ * port is not checked, because a proxy in front passes on its own (the
+ * stack's nginx, docker-compose's). A request with no Host at all comes
+ * from no browser.
+ */
+static int host_allowed(struct MHD_Connection *c)
+{
+    const char *host = header(c, MHD_HTTP_HEADER_HOST);
+    if (!host)
+        return 1;
+    char name[256];
+    size_t len;
+    if (host[0] == '[') { /* an IPv6 address, [::1]:8080 */
+        len = strcspn(host + 1, "]");
+        if (host[1 + len] != ']' || len >= sizeof name)
+            return 0;
+        memcpy(name, host + 1, len);
+        name[len] = '\0';
+        struct in6_addr a6;
+        return inet_pton(AF_INET6, name, &a6) == 1;
+    }
+    len = strcspn(host, ":");
+    if (len >= sizeof name)
+        return 0;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    struct in_addr a4;
+    return inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0 ||
+           allowed_name(name, len);
+}
+
+/* Whether `s` holds a control character. The query and the path are
+ * decoded by unescape() below, which makes an encoded NUL one too. */
+static int has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* Whether the path or any query parameter holds a control character. */
+static int request_has_control(const struct pending *p)
+{
+    if (has_control(p->path))
+        return 1;
+    for (unsigned i = 0; i < p->nargs; i++)
+        if (has_control(p->args[i].key) || (p->args[i].value && has_control(p->args[i].value)))
+            return 1;
+    return 0;
+}
+
+/*
+ * libmicrohttpd's decoding of the path and the query, %HH, except that a
+ * NUL it decodes becomes DEL: as a NUL it would cut the text short without
+ * a word (`qty=1%00junk` read as 1), as DEL it is refused with a 400.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls, (void)c;
+    size_t n = MHD_http_unescape(s);
+    for (char *nul; (nul = memchr(s, '\0', n)) != NULL;)
+        *nul = 0x7f;
+    return n;
 }
 
 /* Answers a page on this thread. */
@@ -449,24 +641,39 @@ static int taken_on_arrival(struct pending *p)
     return 0;
 }
 
+/* Whether the request asks to wait on purpose (hold_ms or pause_ms other
+ * than 0, in the query or the body): it queues in the pool's knob lane. A
+ * body that only names them is taken at its word: the lane is only slower. */
+static int carries_knob(const struct pending *p)
+{
+    for (unsigned i = 0; i < p->nargs; i++)
+        if ((strcmp(p->args[i].key, "hold_ms") == 0 || strcmp(p->args[i].key, "pause_ms") == 0) &&
+            p->args[i].value && *p->args[i].value && strcmp(p->args[i].value, "0") != 0)
+            return 1;
+    return p->body && (strstr(p->body, "hold_ms") || strstr(p->body, "pause_ms"));
+}
+
 /* Queues the request on the pool, unless its route's handler took it on
  * arrival; a full queue or a stopping pool answers at once (the
  * connection is resumed to send it). The connection is suspended before
  * anything can answer it from another thread. */
 static enum MHD_Result run_on_worker(struct pending *p)
 {
-    MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
     p->phase = RUNNING;
     p->submitted = 1;
     atomic_fetch_add(&outstanding, 1);
     if (p->route.on_arrival && taken_on_arrival(p)) /* answered already, here: send it */
         return !p->suspended && p->phase == REPLIED ? send_reply(p) : MHD_YES;
     suspend(p);
-    st_result r = pool_submit(&p->job);
+    p->knob = carries_knob(p);
+    st_result r = p->knob ? pool_submit_knob(&p->job) : pool_submit(&p->job);
     if (r != ST_OK) {
         struct http_request req = request_of(p);
         api_refused(&req, r);
-        finish_reply(p, r, new_reply(), pool_refusal(r));
+        finish_reply(p, r, new_reply(),
+                     p->knob && r == ST_OVERLOADED
+                         ? "the workers for hold_ms and pause_ms are busy and their queue is full"
+                         : pool_refusal(r));
         MHD_resume_connection(p->connection);
     }
     return MHD_YES;
@@ -475,10 +682,20 @@ static enum MHD_Result run_on_worker(struct pending *p)
 /* The request is complete: guard it, then answer it or queue it. */
 static enum MHD_Result dispatch(struct pending *p)
 {
+    conn_arrived(p->connection);
     if (atomic_load(&stopping))
         return refuse(p, ST_SHUTTING_DOWN, "stockd is stopping");
+    if (!host_allowed(p->connection))
+        return refuse(p, ST_FORBIDDEN, "the Host header names another server; see --allowed-hosts");
+    if (p->bad_framing)
+        return refuse(p, ST_BAD_REQUEST,
+                      "more than one Host or Content-Length, or Content-Length with "
+                      "Transfer-Encoding");
     if (p->too_large)
         return refuse(p, ST_PAYLOAD_TOO_LARGE, "body is over %d bytes", config.max_body);
+    MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
+    if (request_has_control(p))
+        return refuse(p, ST_BAD_REQUEST, "a control character (an encoded NUL?) in the request");
     route_find(p->method, p->path, &p->route);
     if (p->route.result == ST_NOT_FOUND)
         return refuse(p, ST_NOT_FOUND, "no such path; see /strategies");
@@ -533,11 +750,43 @@ static struct pending *pending_new(struct loop *loop, struct MHD_Connection *c, 
     p->later.answer = answer_later;
     p->later.hand_off = hand_off;
     p->connection = c;
+    p->fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
     p->method = method;
     p->path = url;
     p->arrived_us = monotonic_us();
     metrics_in_flight(1);
     return p;
+}
+
+/* The headers a request may carry once, and how many times it did. */
+struct head_count {
+    int host, length, encoding;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind, (void)value;
+    struct head_count *n = cls;
+    n->host += strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
+    n->length += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+    n->encoding += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
+    return MHD_YES;
+}
+
+/*
+ * Whether the request says where it goes or how long its body is in two
+ * ways: two Host headers (RFC 9112 says 400), two Content-Length headers
+ * (even equal), or one with Transfer-Encoding. libmicrohttpd picks one; a
+ * proxy in front may have picked the other - checked another Host, read
+ * the rest of the body as a second request (request smuggling). Refused
+ * before the body is read, and the connection closed after the answer.
+ */
+static int ambiguous_head(struct MHD_Connection *c)
+{
+    struct head_count n = {0, 0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &n);
+    return n.host > 1 || n.length > 1 || (n.length && n.encoding);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -550,10 +799,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         p = *state = pending_new(cls, c, method, url);
         if (!p)
             return MHD_NO;
-        if (!declared_too_large(c))
-            return MHD_YES;
-        p->too_large = 1;
-        return dispatch(p);
+        p->bad_framing = ambiguous_head(c);
+        p->too_large = !p->bad_framing && declared_too_large(c);
+        return p->bad_framing || p->too_large ? dispatch(p) : MHD_YES;
     }
     if (*upload_data_size) {
         append_body(p, upload_data, *upload_data_size);
@@ -575,7 +823,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode code)
 {
-    (void)cls, (void)c, (void)code;
+    if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        conn_due(cls, c); /* the next request's, on a kept-alive connection */
     struct pending *p = *state;
     if (!p)
         return;
@@ -591,18 +840,48 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)c, (void)socket_context;
     struct loop *l = cls;
-    listener_count(l->index, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    int started = code == MHD_CONNECTION_NOTIFY_STARTED;
+    listener_count(l->index, started ? 1 : -1);
+    if (started) {
+        struct conn *k = calloc(1, sizeof *k);
+        *socket_context = k;
+        if (!k)
+            return; /* it goes without a request deadline: only its idle timer */
+        k->fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
+        conn_wait(l, k);
+    } else if (*socket_context) {
+        conn_unwait(*socket_context);
+        free(*socket_context);
+    }
 }
+
+/*
+ * libmicrohttpd's complaints are about one connection each - a request it
+ * cannot parse, a client gone in the middle of one - and anyone can cause
+ * as many as they like: each is counted (stockd_http_dropped_total), and
+ * at most one line per LOG_EVERY_MS says how many there were, and the last.
+ */
+#define LOG_EVERY_MS 10000
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    static _Atomic long long logged_ms = -LOG_EVERY_MS;
+    static atomic_ullong unlogged;
+    metrics_http(HTTP_PROTOCOL_ERROR);
+    unsigned long long before = atomic_fetch_add(&unlogged, 1);
+    long long now = monotonic_ms(), last = atomic_load(&logged_ms);
+    if (now - last < LOG_EVERY_MS || !atomic_compare_exchange_strong(&logged_ms, &last, now))
+        return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    log_warn("http: %s", line);
+    atomic_fetch_sub(&unlogged, before + 1);
+    if (before)
+        log_warn("http: %llu more connection errors since the last line; now: %s", before, line);
+    else
+        log_warn("http: %s", line);
 }
 
 /* ------------------------------------------------------------ the loops */
@@ -679,6 +958,7 @@ static void loop_turn(struct loop *l, int epoll_fd)
         take_connections(l);
     l->answered = 0; /* this run sends what is answered by now */
     MHD_run(l->daemon);
+    conns_expire(l);
     redis_pipe_flush(pipe);
     redis_pipe_expire(pipe);
 }
@@ -726,10 +1006,10 @@ static struct MHD_Daemon *loop_daemon(struct loop *l)
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        loop_share(config.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        loop_share(config.max_per_ip), MHD_OPTION_END);
+        l, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, loop_share(config.max_connections),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, loop_share(config.max_per_ip), MHD_OPTION_END);
 }
 
 static int loop_open(struct loop *l)
@@ -808,6 +1088,7 @@ int http_start(void)
         loop_count = 0;
         return -1;
     }
+    pool_limit_knobs(config.knob_workers, config.knob_queue);
     if (pool_start(config.workers, config.queue_max) != 0) {
         loop_count = 0;
         listener_close();
@@ -818,8 +1099,10 @@ int http_start(void)
         loop_count = 0;
         return start_failed();
     }
-    for (int i = 0; i < loop_count; i++)
+    for (int i = 0; i < loop_count; i++) {
         loops[i] = (struct loop){.index = i, .wake = -1};
+        loops[i].waiting.prev = loops[i].waiting.next = &loops[i].waiting;
+    }
     for (int i = 0; i < loop_count; i++) {
         if (loop_open(&loops[i]) != 0) {
             log_error("cannot start HTTP loop %d", i);

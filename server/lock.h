@@ -69,6 +69,10 @@ struct lock_kind {
     void (*forget)(struct worker *w, const struct deduct_request *rq, struct held_lock *held);
 };
 
+/* redis-lock's lock (SET NX PX, compare-and-delete release), which
+ * redis-lock-wait follows with a WAIT. */
+extern const struct lock_kind lock_redis_set_nx;
+
 st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out);
 

@@ -17,7 +17,8 @@
  *   store.h      where stock and ledger live: mysql_sale.c, redis_sale.c
  *   stock.c      accounting and reset across the stores
  *   backend.c    the backend table: mysql_store.c, redis_store.c,
- *                redlock.c, zk_store.c
+ *                redlock.c, zk_store.c; sentinel.c the main Redis's
+ *                primary, followed through failovers
  *   health.c     the backends, probed in the background
  *   metrics.c    what is counted; exposition.c /metrics and the lab's JSON;
  *                products.c the watched products, sampled
@@ -34,7 +35,8 @@
  * connections it uses - except a sale that only joins a queue of sales
  * sharing one trip (combine.h): it joins on the loop, and one worker
  * leads the queue. One thread per configured backend probes it for
- * /health. The main thread only waits for a signal.
+ * /health, and under Sentinel one follows the primary (sentinel.h).
+ * The main thread only waits for a signal.
  */
 #include "api.h"
 #include "config.h"
@@ -42,6 +44,7 @@
 #include "http.h"
 #include "log.h"
 #include "products.h"
+#include "sentinel.h"
 #include "zk_store.h"
 
 #include <mysql.h>
@@ -69,7 +72,7 @@ static int start(void)
         log_error("cannot initialise the MySQL client library");
         return -1;
     }
-    if (api_prepare() != 0 || health_start() != 0 || products_start() != 0)
+    if (api_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 || products_start() != 0)
         return -1;
     return http_start();
 }
@@ -78,6 +81,7 @@ static void release(void)
 {
     products_stop();
     health_stop();
+    sentinel_stop();
     zk_store_close();
     api_release();
     mysql_library_end();

@@ -23,6 +23,7 @@ static struct histogram latency[METRICS_STRATEGIES], lock_wait[METRICS_STRATEGIE
 static atomic_ullong locks_lost[METRICS_STRATEGIES], attempts[METRICS_STRATEGIES];
 static atomic_ullong reconnects[METRICS_BACKENDS];
 static atomic_int in_flight;
+static atomic_ullong http_events[HTTP_EVENT_COUNT];
 
 static void add(atomic_ullong *counter, unsigned long long n)
 {
@@ -87,6 +88,16 @@ void metrics_batch(size_t strategy, int sales)
 void metrics_in_flight(int delta)
 {
     atomic_fetch_add_explicit(&in_flight, delta, memory_order_relaxed);
+}
+
+void metrics_http(enum http_event e)
+{
+    add(&http_events[e], 1);
+}
+
+unsigned long long metrics_http_of(enum http_event e)
+{
+    return get(&http_events[e]);
 }
 
 unsigned long long metrics_requests(size_t strategy, st_result r)

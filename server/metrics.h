@@ -56,7 +56,18 @@ void metrics_batch(size_t strategy, int sales);
 /* Requests between their first byte and their reply (http.c keeps it). */
 void metrics_in_flight(int delta);
 
+/* What happened to HTTP connections outside any answered request. */
+enum http_event {
+    HTTP_PROTOCOL_ERROR, /* libmicrohttpd gave up on a connection: a request
+                            it could not parse, a client gone mid-request */
+    HTTP_HEAD_DEADLINE,  /* closed: no whole request in time              */
+    HTTP_CLIENT_GONE,    /* a queued request dropped: its client had gone  */
+    HTTP_EVENT_COUNT
+};
+void metrics_http(enum http_event e);
+
 /* Reading them back. */
+unsigned long long metrics_http_of(enum http_event e);
 unsigned long long metrics_requests(size_t strategy, st_result r);
 void metrics_latency(size_t strategy, struct histogram_reading *out);
 void metrics_lock_wait(size_t strategy, struct histogram_reading *out);

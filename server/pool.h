@@ -23,6 +23,8 @@ struct worker;
 
 struct job {
     struct job *next;
+    unsigned long long arrival; /* set by the pool: its place in arrival order */
+    int knob;                   /* set by the pool: queued in the knob lane    */
     /* Runs on a worker thread, with that thread's worker. */
     void (*run)(struct job *job, struct worker *w);
 };
@@ -34,6 +36,15 @@ int pool_start(int workers, int queue_max);
 /* Queues `job`: ST_OK; ST_OVERLOADED when the queue is full;
  * ST_SHUTTING_DOWN once pool_close() was called. */
 st_result pool_submit(struct job *job);
+
+/* Queues `job` in the knob lane, for a request that waits on purpose
+ * (hold_ms, pause_ms): at most `running` such jobs run at once, at most
+ * `waiting` wait; beyond that ST_OVERLOADED, as pool_submit(). */
+st_result pool_submit_knob(struct job *job);
+
+/* Sets the knob lane's bounds for the next pool_start() (by default every
+ * worker and queue_max). */
+void pool_limit_knobs(int running, int waiting);
 
 /* Why pool_submit() refused with `r`, for the reply's message. */
 const char *pool_refusal(st_result r);

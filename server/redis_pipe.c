@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_store.h"
+#include "sentinel.h"
 #include "worker.h"
 
 #include <assert.h>
@@ -32,11 +33,15 @@ struct call_list {
 };
 
 struct redis_pipe {
-    redisContext *ctx;    /* NULL: no connection                      */
-    int connected;        /* the connect finished: written means sent */
-    int writing;          /* bytes are left to write                  */
-    long long connect_ms; /* when the connect began                   */
-    int connections;      /* made so far: after the first, reconnects */
+    redisContext *ctx;          /* NULL: no connection                      */
+    char host[CONFIG_TEXT_MAX]; /* the server it connects to: the main Redis, */
+    int port;                   /* or under Sentinel the primary of...     */
+    unsigned generation;        /* ...this generation (sentinel.h)         */
+    int moved;                  /* a READONLY reply: the server is a replica */
+    int connected;              /* the connect finished: written means sent */
+    int writing;                /* bytes are left to write                  */
+    long long connect_ms;       /* when the connect began                   */
+    int connections;            /* made so far: after the first, reconnects */
     struct call_list queued, sent;
     int loaded;                          /* scripts loaded on this connection        */
     struct pipe_call loads[SCRIPTS_MAX]; /* their SCRIPT LOADs          */
@@ -102,13 +107,13 @@ static void drop_connection(struct redis_pipe *p, const char *what, const char *
     if (!detail)
         detail = p->ctx && p->ctx->err ? p->ctx->errstr : "connection lost";
     char why[256];
-    snprintf(why, sizeof why, "redis %.64s:%d: %.40s: %.100s", config.redis_host, config.redis_port,
-             what, detail);
+    snprintf(why, sizeof why, "redis %.64s:%d: %.40s: %.100s", p->host, p->port, what, detail);
     log_warn("%s", why);
     redisFree(p->ctx);
     p->ctx = NULL;
     p->writing = 0;
     p->loaded = 0;
+    sentinel_suspect(p->generation);
     int sent = p->connected;
     p->connected = 0;
     if (sent) {
@@ -136,18 +141,40 @@ void redis_pipe_call(struct redis_pipe *p, struct pipe_call *call)
     list_push(&p->queued, call);
 }
 
+/* Which server to connect to: the main Redis, or under Sentinel the
+ * primary in force; 0, or -1 with every queued call answered while there
+ * is none. */
+static int choose_server(struct redis_pipe *p)
+{
+    p->moved = 0;
+    if (!sentinel_enabled()) {
+        snprintf(p->host, sizeof p->host, "%s", config.redis_host);
+        p->port = config.redis_port;
+        return 0;
+    }
+    char why[200], message[256];
+    p->generation = sentinel_primary(p->host, sizeof p->host, &p->port, why, sizeof why);
+    if (p->host[0])
+        return 0;
+    snprintf(message, sizeof message, "redis: no primary: %s", why);
+    fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, message);
+    return -1;
+}
+
 /* Starts a non-blocking connect; 0, or -1 with every queued call answered. */
 static int connect_pipe(struct redis_pipe *p)
 {
+    if (choose_server(p) != 0)
+        return -1;
     if (p->connections++)
         metrics_reconnect(BACKEND_REDIS);
-    p->ctx = redisConnectNonBlock(config.redis_host, config.redis_port);
+    p->ctx = redisConnectNonBlock(p->host, p->port);
     p->connect_ms = monotonic_ms();
     if (p->ctx && !p->ctx->err)
         return 0;
     char why[256];
-    snprintf(why, sizeof why, "redis %.64s:%d: connect: %.100s", config.redis_host,
-             config.redis_port, p->ctx ? p->ctx->errstr : "out of memory");
+    snprintf(why, sizeof why, "redis %.64s:%d: connect: %.100s", p->host, p->port,
+             p->ctx ? p->ctx->errstr : "out of memory");
     redisFree(p->ctx);
     p->ctx = NULL;
     fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, why);
@@ -209,12 +236,26 @@ static int answered_late(struct pipe_call *call, long long now)
     return 1;
 }
 
+/* Whether the connection is to a server that is no longer the primary:
+ * new calls wait until the calls sent there are answered, then go to the
+ * new one. */
+static int must_move(const struct redis_pipe *p)
+{
+    return p->ctx && (p->moved || (sentinel_enabled() && p->generation != sentinel_generation()));
+}
+
 void redis_pipe_flush(struct redis_pipe *p)
 {
-    if (!p->queued.head) { /* only what an earlier write left, if anything */
-        if (p->writing)
+    if (!p->queued.head || (must_move(p) && p->sent.head)) {
+        if (p->writing) /* only what an earlier write left, if anything */
             write_out(p);
         return;
+    }
+    if (must_move(p)) {
+        log_info("redis %s:%d: the loop's pipe follows the primary", p->host, p->port);
+        redisFree(p->ctx);
+        p->ctx = NULL;
+        p->connected = p->writing = p->loaded = 0;
     }
     if (!p->ctx && connect_pipe(p) != 0)
         return;
@@ -276,7 +317,7 @@ static int finish_connect(struct redis_pipe *p)
         return 0;
     }
     p->connected = 1;
-    log_debug("redis: the loop's pipe is connected to %s:%d", config.redis_host, config.redis_port);
+    log_debug("redis: the loop's pipe is connected to %s:%d", p->host, p->port);
     return 1;
 }
 
@@ -295,6 +336,13 @@ static void answer_oldest(struct redis_pipe *p, redisReply *reply)
             if (!atomic_load_explicit(&call->script->known, memory_order_acquire))
                 fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD failed");
         }
+    } else if (redis_is_readonly(reply)) {
+        /* A demoted primary refused the call: nothing ran. Go on to the
+         * primary once what was sent here is answered. */
+        if (!p->moved)
+            sentinel_suspect(p->generation);
+        p->moved = 1;
+        call->done(call, ST_OK, reply, NULL);
     } else if (redis_is_noscript(reply)) {
         /* Flushed under us (SCRIPT FLUSH): nothing ran. Load it again with
          * the next write and send the call once more - once. */

@@ -82,6 +82,48 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
+struct redis_script redis_sale_script = {
+    .source = "local count = tonumber(redis.call('GET', KEYS[1]))\n"
+              "if not count then return {-1, 0} end\n"
+              "local qty = tonumber(ARGV[1])\n"
+              "if count < qty then return {0, count} end\n"
+              "local left = redis.call('DECRBY', KEYS[1], qty)\n"
+              "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
+              "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+              "return {1, left}\n",
+};
+
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    redis_key(a->stock, "stock", rq->product, "");
+    redis_key(a->ledger, "ledger", rq->product, "");
+    snprintf(a->qty, sizeof a->qty, "%d", rq->qty);
+    a->argv[0] = a->stock;
+    a->argv[1] = a->ledger;
+    a->argv[2] = a->qty;
+}
+
+st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
+                              const redisReply *reply, int batch, struct deduct_reply *out)
+{
+    long long sold, count;
+    out->attempts = 1;
+    out->batch = batch;
+    if (reply->type == REDIS_REPLY_ERROR)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        redis_reply_int(reply->element[0], &sold) != 0 ||
+        redis_reply_int(reply->element[1], &count) != 0)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                           "redis: unexpected reply from the sale script");
+    if (sold < 0)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
+    out->remaining = count;
+    if (sold == 0)
+        return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
+    return ST_OK;
+}
+
 /* ------------------------------------------------------------ the store */
 
 /* WATCH stock:{P}:initial (the reset epoch), then GET stock:{P}. */

@@ -3,8 +3,9 @@
  *
  * The redis store (`store_redis`, store.h) keeps a product's count in
  * stock:{P}, what reset set it to in stock:{P}:initial, and its ledger in
- * the hash ledger:{P} (sold, orders). redis_sale_exec() is the one place a
- * sale is written to Redis together with its ledger entry.
+ * the hash ledger:{P} (sold, orders). A sale is written to Redis together
+ * with its ledger entry in one of two places: redis_sale_exec() (MULTI/EXEC)
+ * or redis_sale_script (one script).
  */
 #ifndef STOCKD_REDIS_SALE_H
 #define STOCKD_REDIS_SALE_H
@@ -34,5 +35,23 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
  * EXEC's reply was lost. */
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
                           const struct redis_stock *k, long long left);
+
+/* The whole sale as one Lua script (lua, lua-wait): it checks the count,
+ * DECRBYs it and records the sale in the ledger, answering {1, left} when
+ * sold, {0, count} when short, {-1, 0} when the product is not in Redis. */
+extern struct redis_script redis_sale_script;
+
+/* One sale's keys and argument, as the script takes them (argv). */
+struct redis_script_args {
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty[16];
+    const char *argv[3];
+};
+
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq);
+
+/* What the script answered for one sale, sent in a write of `batch`
+ * sales, into *out; the error in w. */
+st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
+                              const redisReply *reply, int batch, struct deduct_reply *out);
 
 #endif

@@ -10,6 +10,12 @@
  * writing, Redis never got a whole command and nothing ran; while reading,
  * it may have run. Calls that commit a sale (the *_sale forms) report the
  * second case as ST_OUTCOME_UNKNOWN.
+ *
+ * Under Sentinel (sentinel.h) the main Redis is wherever the primary is: a
+ * link connects to the primary in force, lets go of its connection once a
+ * newer one is, and reports a break or a READONLY reply (its server was
+ * demoted: the refused command did nothing, its error reply says so to the
+ * caller) so that the Sentinels are asked again.
  */
 #include "redis_store.h"
 
@@ -17,6 +23,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "sentinel.h"
 #include "worker.h"
 
 #include <pthread.h>
@@ -33,14 +40,25 @@ struct redis_links {
     struct redis_link subscriber; /* pub/sub waits (reentrant-lock)      */
 };
 
+/* A link to the main Redis: the configured server, or under Sentinel the
+ * primary in force (its address is filled in when it connects). */
+static void main_link_init(struct redis_link *link)
+{
+    *link = (struct redis_link){
+        .host = config.redis_host, .port = config.redis_port, .backend = BACKEND_REDIS};
+    if (sentinel_enabled()) {
+        link->follows_primary = 1;
+        link->host = link->primary_host;
+    }
+}
+
 static struct redis_links *links_of(struct worker *w)
 {
     int fresh;
     struct redis_links *l = worker_links(w, BACKEND_REDIS, sizeof *l, &fresh);
     if (fresh) {
-        l->main = (struct redis_link){
-            .host = config.redis_host, .port = config.redis_port, .backend = BACKEND_REDIS};
-        l->subscriber = l->main;
+        main_link_init(&l->main);
+        main_link_init(&l->subscriber);
     }
     return l;
 }
@@ -85,6 +103,8 @@ static st_result link_broken_as(struct worker *w, st_result r, struct redis_link
                 r == ST_OUTCOME_UNKNOWN ? " (the sale was sent; its reply was lost)" : "");
     log_warn("%s", w->error);
     redis_link_close(link);
+    if (link->follows_primary)
+        sentinel_suspect(link->generation);
     return r;
 }
 
@@ -109,11 +129,34 @@ static int wait_allowed_ms(const struct worker *w)
     return left <= 0 ? 0 : left < config.io_timeout_ms ? (int)left : config.io_timeout_ms;
 }
 
+/* A link that follows the primary: once a newer primary is in force, it
+ * drops its connection and takes the new address. ST_BACKEND_UNAVAILABLE,
+ * at once, while there is none. */
+static st_result follow_primary(struct worker *w, struct redis_link *link)
+{
+    if (link->ctx && link->generation == sentinel_generation())
+        return ST_OK;
+    if (link->ctx)
+        log_info("redis %s:%d: the primary moved; reconnecting", link->host, link->port);
+    redis_link_close(link);
+    char why[200];
+    link->generation = sentinel_primary(link->primary_host, sizeof link->primary_host, &link->port,
+                                        why, sizeof why);
+    if (!link->primary_host[0])
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: no primary: %s", why);
+    return ST_OK;
+}
+
 /* Connects if needed, and sets how long the link's reads and writes may
  * block (`wait_ms`; a setsockopt only when it changes). */
 static st_result connect_if_needed(struct worker *w, struct redis_link *link, int wait_ms)
 {
     link->used_ms = monotonic_ms();
+    if (link->follows_primary) {
+        st_result r = follow_primary(w, link);
+        if (r != ST_OK)
+            return r;
+    }
     if (!link->ctx) {
         if (link->connections++)
             metrics_reconnect(link->backend);
@@ -146,6 +189,29 @@ void redis_free_replies(redisReply **replies, int count)
             freeReplyObject(replies[i]);
         replies[i] = NULL;
     }
+}
+
+int redis_is_readonly(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "READONLY", 8) == 0;
+}
+
+/* A READONLY reply: the server is a replica now. The refused commands did
+ * nothing (their error replies say so to the caller); the link lets go of
+ * the server and the primary is asked for again. */
+static void moved_if_readonly(struct redis_link *link, redisReply **replies, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (redis_is_readonly(replies[i]) ||
+            (replies[i]->type == REDIS_REPLY_ARRAY && replies[i]->elements > 0 &&
+             redis_is_readonly(replies[i]->element[0]))) {
+            log_warn("redis %s:%d is a replica now (READONLY); looking for the primary", link->host,
+                     link->port);
+            redis_link_close(link);
+            if (link->follows_primary)
+                sentinel_suspect(link->generation);
+            return;
+        }
 }
 
 /* How a broken read is reported: a read-only request changed nothing; a
@@ -186,6 +252,7 @@ static st_result round_trip(struct worker *w, struct redis_link *link, enum requ
         }
         replies[i] = got;
     }
+    moved_if_readonly(link, replies, count);
     return ST_OK;
 }
 
@@ -216,7 +283,9 @@ st_result redis_call(struct worker *w, redisReply **reply, int argc, const char 
 void redis_undo(struct worker *w, int argc, const char **argv)
 {
     redisReply *reply;
-    if (redis_main(w)->ctx && redis_call(w, &reply, argc, argv) == ST_OK)
+    const struct redis_link *link = redis_main(w);
+    int live = link->ctx && (!link->follows_primary || link->generation == sentinel_generation());
+    if (live && redis_call(w, &reply, argc, argv) == ST_OK)
         freeReplyObject(reply);
 }
 
@@ -394,6 +463,44 @@ st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
     return round_trip(w, redis_main(w), COMMITS, count, argcs, argvs, replies);
 }
 
+st_result redis_wait_replicas(struct worker *w, const char *what, st_result failure)
+{
+    int wait_ms = config.redis_wait_timeout_ms, left = wait_allowed_ms(w);
+    if (left < wait_ms + 10) /* WAIT must answer before the read gives up */
+        wait_ms = left > 20 ? left - 10 : 1;
+    char replicas[16], wait_text[16];
+    snprintf(replicas, sizeof replicas, "%d", config.redis_wait_replicas);
+    snprintf(wait_text, sizeof wait_text, "%d", wait_ms);
+    const char *argv[] = {"WAIT", replicas, wait_text};
+    const int argc = 3;
+    const char *const *argvs[] = {argv};
+    redisReply *reply;
+    struct redis_link *link = redis_main(w);
+    /* WAIT speaks for the writes of its own connection only. */
+    if (!link->ctx || (link->follows_primary && link->generation != sentinel_generation()))
+        return worker_fail(w, failure,
+                           "%s not known replicated: the connection that wrote it is gone", what);
+    enum request_kind kind = failure == ST_OUTCOME_UNKNOWN ? COMMITS : READS;
+    st_result r = round_trip(w, link, kind, 1, &argc, argvs, &reply);
+    if (r == ST_OK && reply->type != REDIS_REPLY_INTEGER) {
+        r = worker_fail(w, failure, "redis %s:%d: WAIT: %s", link->host, link->port,
+                        reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        freeReplyObject(reply);
+    }
+    if (r != ST_OK) /* what was written stands, replicated or not */
+        return kind == COMMITS && r != ST_OUTCOME_UNKNOWN
+                   ? worker_fail(w, ST_OUTCOME_UNKNOWN, "%s not known replicated: WAIT failed",
+                                 what)
+                   : r;
+    long long acked = reply->integer;
+    freeReplyObject(reply);
+    if (acked < config.redis_wait_replicas)
+        return worker_fail(w, failure,
+                           "%s not replicated: %lld of %d replicas acknowledged within %d ms", what,
+                           acked, config.redis_wait_replicas, wait_ms);
+    return ST_OK;
+}
+
 int redis_reply_int(const redisReply *reply, long long *out)
 {
     if (reply->type == REDIS_REPLY_INTEGER) {
@@ -476,4 +583,5 @@ const struct backend backend_redis = {
     .drop_if_closed = drop_if_closed,
     .close = close_links,
     .clear = clear,
+    .describe = sentinel_describe, /* under Sentinel: the primary in use */
 };

@@ -14,6 +14,7 @@
 #define STOCKD_REDIS_STORE_H
 
 #include "backend.h"
+#include "config.h"
 #include "result.h"
 
 #include <hiredis/hiredis.h>
@@ -61,6 +62,11 @@ struct redis_link {
     redisContext *ctx;
     const char *host;
     int port;
+    /* The main Redis's links under Sentinel (sentinel.h): host and port are
+     * the primary of `generation`, copied into primary_host. */
+    int follows_primary;
+    unsigned generation;
+    char primary_host[CONFIG_TEXT_MAX];
     long long used_ms;       /* when a request last went through it          */
     int wait_ms;             /* how long its reads and writes may block now  */
     enum backend_id backend; /* whose server it is, for the metrics          */
@@ -119,13 +125,26 @@ void redis_free_replies(redisReply **replies, int count);
 st_result redis_eval_sales(struct worker *w, struct redis_script *script, int count, int nkeys,
                            int argc, const char *const *const *argvs, redisReply **replies);
 
+/* Whether a server refused a write for being a replica (a demoted
+ * primary): nothing ran, and the primary is elsewhere now. */
+int redis_is_readonly(const redisReply *reply);
+
+/* WAIT for config.redis_wait_replicas replicas to acknowledge every write
+ * this worker made on its main Redis, for at most redis-wait-timeout-ms
+ * (less if the request's deadline comes first). Too few is `failure`, with
+ * "<what> not replicated: N of M replicas acknowledged within T ms". When
+ * `failure` is ST_OUTCOME_UNKNOWN (the write was a sale), so is every other
+ * way WAIT can fail: the sale stands on the primary, replicated or not. */
+st_result redis_wait_replicas(struct worker *w, const char *what, st_result failure);
+
 /* Reads an integer reply or a bulk string that holds one; -1 if neither. */
 int redis_reply_int(const redisReply *reply, long long *out);
 
 /* Sends a command that undoes what this worker left on its main Redis (an
  * UNWATCH, a waiter's ZREM), best effort, and only on a live link: a link
- * dropped after a failure took its WATCH with it, and a waiter's entry
- * drops out by its score, so nothing is worth reconnecting for. */
+ * dropped after a failure took its WATCH with it (so does one to a primary
+ * that is no longer in force), and a waiter's entry drops out by its score,
+ * so nothing is worth reconnecting for. */
 void redis_undo(struct worker *w, int argc, const char **argv);
 
 /* Connects `link` if needed and sends PING. */

@@ -10,57 +10,17 @@
 #include "worker.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    char host[CONFIG_TEXT_MAX];
-    int port;
-} servers[REDLOCK_MAX];
+static struct server_addr servers[REDLOCK_MAX];
 static int server_count;
 
 int redlock_configure(const char *list, FILE *err)
 {
-    server_count = 0;
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = memchr(p, ':', len);
-        if (server_count == REDLOCK_MAX) {
-            fprintf(err, "stockd: redlock: at most %d servers\n", REDLOCK_MAX);
-            return -1;
-        }
-        if (!colon || colon == p || (size_t)(colon - p) >= CONFIG_TEXT_MAX) {
-            fprintf(err, "stockd: redlock: '%.*s' is not host:port\n", (int)len, p);
-            return -1;
-        }
-        char port_text[8] = "";
-        size_t port_len = len - (size_t)(colon + 1 - p);
-        if (port_len == 0 || port_len >= sizeof port_text) {
-            fprintf(err, "stockd: redlock: '%.*s' has no valid port\n", (int)len, p);
-            return -1;
-        }
-        memcpy(port_text, colon + 1, port_len);
-        char *stop;
-        errno = 0;
-        long port = strtol(port_text, &stop, 10);
-        if (errno || *stop || port < 1 || port > 65535) {
-            fprintf(err, "stockd: redlock: '%.*s' has no valid port\n", (int)len, p);
-            return -1;
-        }
-        memcpy(servers[server_count].host, p, (size_t)(colon - p));
-        servers[server_count].host[colon - p] = '\0';
-        servers[server_count].port = (int)port;
-        server_count++;
-        p += len + (end != NULL);
-        if (end && !*p) {
-            fprintf(err, "stockd: redlock: the list ends with a comma\n");
-            return -1;
-        }
-    }
-    return 0;
+    int count = config_servers(list, "redlock", servers, REDLOCK_MAX, err);
+    server_count = count > 0 ? count : 0;
+    return count < 0 ? -1 : 0;
 }
 
 int redlock_count(void)

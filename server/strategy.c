@@ -33,30 +33,34 @@ extern const struct strategy strategy_zk_lock;
 extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
 extern const struct strategy strategy_sql_batch;
+extern const struct strategy strategy_lua_wait;
+extern const struct strategy strategy_redis_lock_wait;
 
 const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
 
 /* One strategy per row, in presentation order. */
 static const struct strategy *const strategies[] = {
-    &strategy_nolock,         /* SELECT then UPDATE: the race itself         */
-    &strategy_mutex,          /* a process mutex: one instance only          */
-    &strategy_sql,            /* one conditional UPDATE                      */
-    &strategy_for_update,     /* SELECT ... FOR UPDATE: pessimistic          */
-    &strategy_cas,            /* version compare-and-set: optimistic         */
-    &strategy_watch,          /* Redis WATCH/MULTI/EXEC                      */
-    &strategy_redis_lock,     /* SET NX PX lease, compare-and-delete release */
-    &strategy_redis_nolock,   /* GET then SET: the race on Redis             */
-    &strategy_lua,            /* the whole sale in one Lua script            */
-    &strategy_setnx_expire,   /* SETNX then EXPIRE, DEL without owner check  */
-    &strategy_getset,         /* the SETNX/GETSET timestamp lock             */
-    &strategy_reentrant_lock, /* Redisson-style: re-entrant, watchdog        */
-    &strategy_redlock,        /* a majority of independent Redis servers     */
-    &strategy_fenced,         /* a lease plus a fencing token checked by SQL */
-    &strategy_mutex_tx,       /* a mutex released before COMMIT              */
-    &strategy_zk_lock,        /* ZooKeeper sequential node, Curator recipe   */
-    &strategy_mysql_lock,     /* a unique-key row in a lock table            */
-    &strategy_get_lock,       /* MySQL GET_LOCK / RELEASE_LOCK               */
-    &strategy_sql_batch,      /* many sales in one transaction: group commit */
+    &strategy_nolock,          /* SELECT then UPDATE: the race itself         */
+    &strategy_mutex,           /* a process mutex: one instance only          */
+    &strategy_sql,             /* one conditional UPDATE                      */
+    &strategy_for_update,      /* SELECT ... FOR UPDATE: pessimistic          */
+    &strategy_cas,             /* version compare-and-set: optimistic         */
+    &strategy_watch,           /* Redis WATCH/MULTI/EXEC                      */
+    &strategy_redis_lock,      /* SET NX PX lease, compare-and-delete release */
+    &strategy_redis_lock_wait, /* redis-lock, its acquisition WAITed for     */
+    &strategy_redis_nolock,    /* GET then SET: the race on Redis             */
+    &strategy_lua,             /* the whole sale in one Lua script            */
+    &strategy_lua_wait,        /* lua, then WAIT for a replica                */
+    &strategy_setnx_expire,    /* SETNX then EXPIRE, DEL without owner check  */
+    &strategy_getset,          /* the SETNX/GETSET timestamp lock             */
+    &strategy_reentrant_lock,  /* Redisson-style: re-entrant, watchdog        */
+    &strategy_redlock,         /* a majority of independent Redis servers     */
+    &strategy_fenced,          /* a lease plus a fencing token checked by SQL */
+    &strategy_mutex_tx,        /* a mutex released before COMMIT              */
+    &strategy_zk_lock,         /* ZooKeeper sequential node, Curator recipe   */
+    &strategy_mysql_lock,      /* a unique-key row in a lock table            */
+    &strategy_get_lock,        /* MySQL GET_LOCK / RELEASE_LOCK               */
+    &strategy_sql_batch,       /* many sales in one transaction: group commit */
 };
 
 _Static_assert(sizeof strategies / sizeof strategies[0] <= METRICS_STRATEGIES,
@@ -89,6 +93,9 @@ const struct strategy *strategy_find(const char *name)
     return NULL;
 }
 
+/* The rows that must state a failover fact. */
+static const backend_set touches_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
+
 int strategy_row_sound(const struct strategy *s)
 {
     return s->name && s->store && s->summary && !s->lock != !s->deduct &&
@@ -96,7 +103,7 @@ int strategy_row_sound(const struct strategy *s)
            (!s->lock || s->lock->release) &&
            (!s->lock || !s->lock->fences || s->store->claim_fence) &&
            (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
-           (s->safe_multi || s->exposed_by);
+           (s->safe_multi || s->exposed_by) && !s->failover == !(strategy_needs(s) & touches_redis);
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
@@ -133,6 +140,12 @@ static const char *lease_outcome_name(enum lease_outcome o)
     return o == LEASE_SAFE ? "safe" : "oversells";
 }
 
+static const char *const failover_names[] = {
+    [FAILOVER_SAFE] = "safe",
+    [FAILOVER_LOSES_SALES] = "loses_sales",
+    [FAILOVER_TWO_HOLDERS] = "two_holders",
+};
+
 static json_t *exposed_by_json(unsigned exposed_by)
 {
     json_t *params = json_array();
@@ -160,5 +173,7 @@ json_t *strategy_json(const struct strategy *s)
         s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),
                              "paused_holder", lease_outcome_name(s->lease->paused_holder))
                  : json_null());
+    if (s->failover)
+        json_object_set_new(o, "failover", json_string(failover_names[s->failover]));
     return o;
 }

@@ -5,11 +5,11 @@
  * Each lives in its own strategy_*.c file, which opens with its story (the
  * race, the fix, the price) and defines one `const struct strategy`: a row
  * that says everything there is to know about it - where it sells from,
- * what it claims, how it behaves under contention and when its lease runs
- * out, what exposes its race. /strategies publishes the rows, and the
- * tests, the comparison and docs/strategies.md read them from there, so
- * no other file names a strategy to learn a property of it. The table in
- * strategy.c lists every row; adding a strategy is one file and one line.
+ * what it claims, how it behaves under contention, when its lease runs
+ * out and when its Redis primary fails over, what exposes its race. /strategies publishes the rows,
+ * and the tests, the comparison and docs/strategies.md read them from there, so no other file
+ * names a strategy to learn a property of it. The table in strategy.c lists every row; adding a
+ * strategy is one file and one line.
  */
 #ifndef STOCKD_STRATEGY_H
 #define STOCKD_STRATEGY_H
@@ -81,6 +81,16 @@ struct lease {
  * the holder goes on, or wakes, and writes over a later holder's sale. */
 extern const struct lease lease_expires_under_holder;
 
+/* What a failover of the main Redis's replicated group does to a row that
+ * keeps anything in Redis: a write acknowledged by the primary and not yet
+ * on the replica is gone once the replica is promoted. */
+enum failover_outcome {
+    FAILOVER_NONE,        /* it keeps nothing in Redis: no fact          */
+    FAILOVER_SAFE,        /* nothing acknowledged is lost, no two holders */
+    FAILOVER_LOSES_SALES, /* the store is Redis: acknowledged sales vanish */
+    FAILOVER_TWO_HOLDERS, /* the lock vanishes: a second holder oversells */
+};
+
 /* Request parameters that make an unsafe strategy's race show every run. */
 enum {
     EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
@@ -95,13 +105,14 @@ struct strategy {
     const char *caveat;        /* the condition a safety claim rests on, or NULL */
     const char *summary;
     enum contention contention;
-    const struct lease *lease;    /* NULL: it holds no lease                     */
-    unsigned exposed_by;          /* EXPOSED_BY_*: 0 when safe everywhere         */
-    int hold_per_batch;           /* hold_ms is spent once per batch, not per sale */
-    int answers_later;            /* it answers through rq->later: the result its
-                                     deduct returns is not the answer             */
-    deduct_fn deduct;             /* the strategy's own body, or...                */
-    const struct lock_kind *lock; /* ...a lock around the shared read-then-write   */
+    const struct lease *lease;      /* NULL: it holds no lease                     */
+    enum failover_outcome failover; /* a primary failover: every row on Redis  */
+    unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
+    int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
+    int answers_later;              /* it answers through rq->later: the result its
+                                       deduct returns is not the answer             */
+    deduct_fn deduct;               /* the strategy's own body, or...                */
+    const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
 };
 
 /* Sells with strategy `s`: its own body, or its lock around read_then_write. */

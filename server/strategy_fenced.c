@@ -144,6 +144,7 @@ const struct strategy strategy_fenced = {
     .summary = "SET lock NX PX plus INCR fence in one script; MySQL refuses writes with a stale "
                "token",
     .contention = CONTENTION_WAITS,
+    .failover = FAILOVER_SAFE,
     .lease = &fenced_out,
     .lock = &fenced_lock,
 };

@@ -32,6 +32,7 @@
 #include "combine.h"
 #include "metrics.h"
 #include "redis_pipe.h"
+#include "redis_sale.h"
 #include "redis_store.h"
 #include "sale.h"
 #include "store.h"
@@ -41,58 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Returns {1, left} when sold, {0, count} when short, {-1, 0} when the
- * product is not in Redis. */
-static struct redis_script sell = {
-    .source = "local count = tonumber(redis.call('GET', KEYS[1]))\n"
-              "if not count then return {-1, 0} end\n"
-              "local qty = tonumber(ARGV[1])\n"
-              "if count < qty then return {0, count} end\n"
-              "local left = redis.call('DECRBY', KEYS[1], qty)\n"
-              "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
-              "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
-              "return {1, left}\n",
-};
-
-/* What the script answered for one sale, sent in a write of `batch`
- * sales, into *out; the error in w. */
-static st_result sale_result(struct worker *w, const struct deduct_request *rq,
-                             const redisReply *reply, int batch, struct deduct_reply *out)
-{
-    long long sold, count;
-    out->attempts = 1;
-    out->batch = batch;
-    if (reply->type == REDIS_REPLY_ERROR)
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        redis_reply_int(reply->element[0], &sold) != 0 ||
-        redis_reply_int(reply->element[1], &count) != 0)
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
-                           "redis: unexpected reply from the sale script");
-    if (sold < 0)
-        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
-    out->remaining = count;
-    if (sold == 0)
-        return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
-    return ST_OK;
-}
-
-/* One sale's keys and argument, as the script takes them. */
-struct script_args {
-    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty[16];
-    const char *argv[3];
-};
-
-static void script_args_of(struct script_args *a, const struct deduct_request *rq)
-{
-    redis_key(a->stock, "stock", rq->product, "");
-    redis_key(a->ledger, "ledger", rq->product, "");
-    snprintf(a->qty, sizeof a->qty, "%d", rq->qty);
-    a->argv[0] = a->stock;
-    a->argv[1] = a->ledger;
-    a->argv[2] = a->qty;
-}
-
 /* Each sale's answer: its own reply, or the pipeline's `failure`. */
 static void answer_each(struct worker *w, struct combined_sale *batch, int n, redisReply **replies,
                         st_result failure, const char *why)
@@ -100,7 +49,7 @@ static void answer_each(struct worker *w, struct combined_sale *batch, int n, re
     int i = 0;
     for (struct combined_sale *s = batch; s; s = s->next, i++) {
         if (replies[i]) {
-            s->result = sale_result(w, s->rq, replies[i], n, s->out);
+            s->result = redis_script_result(w, s->rq, replies[i], n, s->out);
             freeReplyObject(replies[i]);
         } else {
             s->result = failure;
@@ -115,7 +64,7 @@ static void answer_each(struct worker *w, struct combined_sale *batch, int n, re
 static void run_pipeline(struct worker *w, int key, struct combined_sale *batch, int n)
 {
     (void)key; /* one pipeline for every product */
-    struct script_args *args = calloc((size_t)n, sizeof *args);
+    struct redis_script_args *args = calloc((size_t)n, sizeof *args);
     const char *const **argvs = calloc((size_t)n, sizeof *argvs);
     redisReply **replies = calloc((size_t)n, sizeof *replies);
     if (!args || !argvs || !replies) {
@@ -123,10 +72,10 @@ static void run_pipeline(struct worker *w, int key, struct combined_sale *batch,
     } else {
         int i = 0;
         for (struct combined_sale *s = batch; s; s = s->next, i++) {
-            script_args_of(&args[i], s->rq);
+            redis_script_args_of(&args[i], s->rq);
             argvs[i] = args[i].argv;
         }
-        st_result r = redis_eval_sales(w, &sell, n, 2, 3, argvs, replies);
+        st_result r = redis_eval_sales(w, &redis_sale_script, n, 2, 3, argvs, replies);
         char why[sizeof w->error];
         snprintf(why, sizeof why, "%s", w->error);
         metrics_batch(strategy_index(batch->rq->strategy), n);
@@ -142,7 +91,7 @@ static const struct combiner pipeline = {.run = run_pipeline, .across_products =
 /* A sale on an HTTP loop's pipe. */
 struct piped_sale {
     struct pipe_call call; /* first: the pipe hands it back */
-    struct script_args args;
+    struct redis_script_args args;
     struct worker *loop; /* the loop's own, which answers it */
     const struct deduct_request *rq;
     struct deduct_reply *out;
@@ -153,7 +102,7 @@ static void piped_sale_done(struct pipe_call *call, st_result r, const redisRepl
 {
     struct piped_sale *s = (struct piped_sale *)(void *)call;
     if (r == ST_OK) {
-        r = sale_result(s->loop, s->rq, reply, call->batch, s->out);
+        r = redis_script_result(s->loop, s->rq, reply, call->batch, s->out);
         why = s->loop->error;
     }
     if (call->batch_index == 0)
@@ -175,9 +124,9 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     s->loop = w;
     s->rq = rq;
     s->out = out;
-    script_args_of(&s->args, rq);
+    redis_script_args_of(&s->args, rq);
     s->call = (struct pipe_call){.done = piped_sale_done,
-                                 .script = &sell,
+                                 .script = &redis_sale_script,
                                  .nkeys = 2,
                                  .argc = 3,
                                  .argv = s->args.argv,
@@ -202,6 +151,7 @@ const struct strategy strategy_lua = {
     .safe_multi = 1,
     .summary = "one Lua script checks, decrements and records the sale inside Redis",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
+    .failover = FAILOVER_LOSES_SALES,
     .answers_later = 1,
     .deduct = deduct,
 };

@@ -46,7 +46,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 
-static const struct lock_kind redis_set_nx = {
+const struct lock_kind lock_redis_set_nx = {
     .name = "redis lock",
     .backend = BACKEND_REDIS,
     .names = {"lock:{%d}"},
@@ -62,6 +62,7 @@ const struct strategy strategy_redis_lock = {
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
     .contention = CONTENTION_WAITS,
+    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
-    .lock = &redis_set_nx,
+    .lock = &lock_redis_set_nx,
 };

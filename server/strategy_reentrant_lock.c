@@ -15,7 +15,9 @@
  * that channel on a connection of their own and sleep until a release, or
  * until the holder's TTL would run out, within lock_wait_ms. While the lock
  * is held, a watchdog thread renews its TTL every ttl/3, so a holder that
- * is slow but alive keeps it however long it works (hold_ms > ttl_ms).
+ * is slow but alive keeps it however long it works (hold_ms > ttl_ms). The
+ * TTL is 100 ms at least, whatever ttl_ms asks: renewing more often than
+ * every 33 ms would only load Redis.
  * Waking by broadcast is unfair on its own: a release wakes every waiter
  * one network hop late, while the worker that released goes straight on to
  * its next request and would take the lock first, again and again, until a
@@ -114,6 +116,18 @@ static void names_of(int product, struct names *n)
 
 /* ------------------------------------------------------------ watchdog */
 
+/* The shortest lease: the watchdog renews every third of it, and a
+ * request's ttl_ms of a few milliseconds would have it call Redis hundreds
+ * of times a second per holder. */
+#define MIN_LEASE_MS 100
+
+/* The lease the lock is taken and renewed with: ttl_ms, at least
+ * MIN_LEASE_MS. */
+static int lease_ms(const struct deduct_request *rq)
+{
+    return rq->ttl_ms > MIN_LEASE_MS ? rq->ttl_ms : MIN_LEASE_MS;
+}
+
 /* One per holder: a thread with its own worker (so its own Redis link)
  * that renews the TTL every ttl/3 until told to stop, and skips renewals
  * while frozen. Fields below `mu` are guarded by it. */
@@ -180,8 +194,8 @@ static struct watchdog *watchdog_start(const struct deduct_request *rq, const st
         return NULL;
     d->names = *n;
     snprintf(d->token, sizeof d->token, "%s", token);
-    snprintf(d->ttl, sizeof d->ttl, "%d", rq->ttl_ms);
-    d->period_ms = rq->ttl_ms / 3 > 0 ? rq->ttl_ms / 3 : 1;
+    snprintf(d->ttl, sizeof d->ttl, "%d", lease_ms(rq));
+    d->period_ms = lease_ms(rq) / 3;
     cond_init_monotonic(&d->wake);
     pthread_mutex_init(&d->mu, NULL);
     if (pthread_create(&d->thread, NULL, watchdog_run, d) != 0) {
@@ -226,7 +240,7 @@ static st_result lock_once(struct worker *w, const struct deduct_request *rq, co
                            const char *token, long long *count)
 {
     char ttl[16], wait[16];
-    snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
+    snprintf(ttl, sizeof ttl, "%d", lease_ms(rq));
     snprintf(wait, sizeof wait, "%d", config.lock_wait_ms);
     const char *argv[] = {n->key, n->waiters, token, ttl, wait};
     redisReply *reply;
@@ -252,7 +266,7 @@ static st_result unlock_once(struct worker *w, const struct deduct_request *rq,
                              const struct names *n, const char *token, long long *left)
 {
     char ttl[16];
-    snprintf(ttl, sizeof ttl, "%d", rq->ttl_ms);
+    snprintf(ttl, sizeof ttl, "%d", lease_ms(rq));
     const char *argv[] = {n->key, n->channel, token, ttl};
     redisReply *reply;
     st_result r = redis_eval(w, &unlock_script, &reply, 2, 4, argv);
@@ -396,7 +410,7 @@ static st_result acquire(struct worker *w, const struct deduct_request *rq, stru
         return r;
     held->state = watchdog_start(rq, &n, held->token);
     if (!held->state)
-        log_warn("reentrant-lock: no watchdog thread; the lock lives %d ms", rq->ttl_ms);
+        log_warn("reentrant-lock: no watchdog thread; the lock lives %d ms", lease_ms(rq));
 
     /* Re-enter, as nested code holding the lock would, then leave once. */
     long long count = 0, left = 0;
@@ -458,6 +472,7 @@ const struct strategy strategy_reentrant_lock = {
     .summary = "Redisson-style re-entrant hash lock, renewed by a watchdog, waiters woken by "
                "pub/sub",
     .contention = CONTENTION_WAITS,
+    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &renewed_while_running,
     .lock = &reentrant,
 };

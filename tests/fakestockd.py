@@ -15,14 +15,18 @@ import urllib.parse
 
 
 def strategy(name, store="mysql", safe=True, safe_multi=None, contention="waits", lease=None,
-             exposed_by=None, needs=None, lock=None):
-    """One /strategies entry with every fact the lab reads."""
+             exposed_by=None, needs=None, lock=None, failover=None):
+    """One /strategies entry with every fact the lab reads (a failover fact only
+    when given)."""
     safe_multi = safe if safe_multi is None else safe_multi
-    return {"name": name, "store": store, "safe_single": safe, "safe_multi": safe_multi,
+    entry = {"name": name, "store": store, "safe_single": safe, "safe_multi": safe_multi,
             "contention": contention, "lease": lease, "lock": lock,
             "exposed_by": ([] if safe and safe_multi else ["hold_ms"]) if exposed_by is None
             else exposed_by,
             "needs": [store] if needs is None else needs, "summary": f"{name} summary"}
+    if failover is not None:
+        entry["failover"] = failover
+    return entry
 
 
 def document(strategies, lock_wait_ms=5000):

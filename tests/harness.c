@@ -882,6 +882,16 @@ int stack_start_one(const char *name)
     return stack_command("start-one", name);
 }
 
+int stack_freeze_one(const char *name)
+{
+    return stack_command("freeze-one", name);
+}
+
+int stack_thaw_one(const char *name)
+{
+    return stack_command("thaw-one", name);
+}
+
 /* Runs `command` and copies its standard output into `out`; 0 when it
  * exited 0. */
 static int command_output(const char *command, char *out, size_t size)
@@ -918,12 +928,24 @@ int wait_row_locked(int product, long timeout_ms)
     }
 }
 
-int redis_cli(const char *args, char *out, size_t size)
+int redis_cli_at(int port, const char *args, char *out, size_t size)
 {
     char command[1024];
-    snprintf(command, sizeof command, "redis-cli -h 127.0.0.1 -p %s %s",
-             env_or("STOCKD_REDIS_PORT", "24379"), args);
+    snprintf(command, sizeof command, "redis-cli -h 127.0.0.1 -p %d %s", port, args);
     return command_output(command, out, size);
+}
+
+int redis_cli(const char *args, char *out, size_t size)
+{
+    return redis_cli_at(atoi(env_or("STOCKD_REDIS_PORT", "24379")), args, out, size);
+}
+
+int stack_ha_primary(void)
+{
+    char command[PATH_MAX + 64], out[64];
+    snprintf(command, sizeof command, "'%s/scripts/stack.sh' ha-primary 2>/dev/null",
+             env_or("STOCKD_REPO", "."));
+    return command_output(command, out, sizeof out) == 0 ? atoi(out) : 0;
 }
 
 int zk_tree(const char *path, char *out, size_t size)

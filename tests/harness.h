@@ -283,6 +283,13 @@ int stack_stop_one(const char *name);
 /* scripts/stack.sh kill-one NAME: kill -9, a crash (start-one brings it back). */
 int stack_kill_one(const char *name);
 int stack_start_one(const char *name);
+/* scripts/stack.sh freeze-one / thaw-one NAME: SIGSTOP, SIGCONT. */
+int stack_freeze_one(const char *name);
+int stack_thaw_one(const char *name);
+
+/* The port of the replicated group's primary, as its Sentinels name it
+ * (scripts/stack.sh ha-primary); 0 when none answers. */
+int stack_ha_primary(void);
 
 /* Waits (at most timeout_ms) until a transaction holds `product`'s stock
  * row in MariaDB, as a SELECT ... FOR UPDATE NOWAIT from outside finds it;
@@ -292,6 +299,9 @@ int wait_row_locked(int product, long timeout_ms);
 /* Runs `redis-cli ARGS` against the stack's main Redis and copies its
  * output into `out`; 0 when it exited 0. */
 int redis_cli(const char *args, char *out, size_t size);
+
+/* The same against the Redis server on `port`. */
+int redis_cli_at(int port, const char *args, char *out, size_t size);
 
 /* The ZooKeeper nodes under `path`, one per line, sorted, into `out`
  * (zkCli.sh ls -R); 0 on success. */

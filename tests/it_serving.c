@@ -154,7 +154,9 @@ static void test_stopping_refuses_and_closes(void **state)
 static int start_few_workers(void **state)
 {
     (void)state;
-    static const char *const args[] = {"--workers", FEW_WORKERS, NULL};
+    /* Every worker may hold a request (by default a quarter stays free). */
+    static const char *const args[] = {"--workers", FEW_WORKERS, "--knob-workers", FEW_WORKERS,
+                                       NULL};
     return start_with(args);
 }
 
@@ -207,7 +209,8 @@ static void test_introspection_answers_while_workers_are_held(void **state)
 static int start_tiny_queue(void **state)
 {
     (void)state;
-    static const char *const args[] = {"--workers", "2", "--queue-max", "2", NULL};
+    static const char *const args[] = {"--workers", "2", "--knob-workers", "2", "--queue-max",
+                                       "2",         NULL};
     return start_with(args);
 }
 

@@ -51,6 +51,16 @@ class FactsTest(unittest.TestCase):
                 facts.parse(document([entry]))
             self.assertIn(field, str(e.exception))
 
+    def test_the_failover_fact_of_rows_on_redis(self):
+        f = parsed(strategy("alpha"), strategy("beta", store="redis", failover="loses_sales"),
+                   strategy("gamma", needs=["mysql", "redis"], failover="two_holders"))
+        self.assertEqual([s.failover for s in f.strategies], [None, "loses_sales", "two_holders"])
+
+    def test_an_unknown_failover_fact_is_an_error(self):
+        with self.assertRaises(SetupError) as e:
+            parsed(strategy("alpha", store="redis", failover="sometimes"))
+        self.assertIn("unusable failover", str(e.exception))
+
     def test_unsafe_without_exposed_by_is_an_error(self):
         with self.assertRaises(SetupError) as e:
             parsed(strategy("alpha", safe=False, exposed_by=[]))

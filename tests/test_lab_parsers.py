@@ -127,7 +127,7 @@ class SourcesTest(unittest.TestCase):
         self.assertEqual(sources.literals(text), 'a\nb "q"c')
 
     def test_server_sources(self):
-        script = sources.redis_script(sources.LUA_FILE, "sell")
+        script = sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT)
         self.assertIn("redis.call('DECRBY', KEYS[1]", script)
         self.assertTrue(script.endswith("\n"))
         self.assertEqual(len(sources.sha1(script)), 40)

@@ -25,10 +25,18 @@ class ReadmeTest(unittest.TestCase):
         unsafe["caveat"] = "never"
         unsafe["summary"] = "SETNX <expiry> | then GET"
         alpha, beta = table_of(entry, unsafe).splitlines()[2:]
-        self.assertIn("| yes\\* / yes\\* | waits its turn | safe / oversells |", alpha)
+        self.assertIn("| yes\\* / yes\\* | waits its turn | safe / oversells |  |", alpha)
         # an unsafe claim is not starred; a summary cannot break the table or hide text
-        self.assertIn("| no / no | nothing waits |  |", beta)
+        self.assertIn("| no / no | nothing waits |  |  |", beta)
         self.assertIn("SETNX &lt;expiry&gt; \\| then GET |", beta)
+
+    def test_the_failover_fact_of_a_row_on_redis(self):
+        rows = table_of(strategy("gamma", store="redis", failover="loses_sales"),
+                        strategy("delta", needs=["mysql", "redis"], failover="two_holders"),
+                        strategy("alpha")).splitlines()[2:]
+        self.assertIn("| loses acknowledged sales |", rows[0])
+        self.assertIn("| two holders: oversells |", rows[1])
+        self.assertIn("| waits its turn |  |  |", rows[2])
 
     def test_the_block_between_the_markers(self):
         text = f"intro\n{readme.BEGIN}\nold table\n{readme.END}\nafter\n"

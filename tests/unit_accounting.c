@@ -84,13 +84,41 @@ static void test_strategy_table(void **state)
     assert_null(strategy_at(strategy_count()));
 }
 
+/* A row states what a Redis failover does to it exactly when it keeps
+ * something in Redis (its store or its lock), and /strategies says so. */
+static void test_failover_fact(void **state)
+{
+    (void)state;
+    const backend_set on_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct strategy *s = strategy_at(i);
+        struct strategy row = *s;
+        json_t *o = strategy_json(s);
+        const char *published = json_string_value(json_object_get(o, "failover"));
+        if (strategy_needs(s) & on_redis) {
+            assert_int_not_equal(s->failover, FAILOVER_NONE);
+            assert_non_null(published);
+            row.failover = FAILOVER_NONE; /* a row on Redis without the fact */
+        } else {
+            assert_null(json_object_get(o, "failover"));
+            row.failover = FAILOVER_SAFE; /* a fact for a row that has no Redis */
+        }
+        assert_false(strategy_row_sound(&row));
+        json_decref(o);
+    }
+    const struct strategy *waits = strategy_find("lua-wait");
+    assert_non_null(waits);
+    json_t *o = strategy_json(waits);
+    assert_string_equal(json_string_value(json_object_get(o, "failover")), "safe");
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_formulas),
-        cmocka_unit_test(test_json),
-        cmocka_unit_test(test_result_table),
-        cmocka_unit_test(test_strategy_table),
+        cmocka_unit_test(test_formulas),      cmocka_unit_test(test_json),
+        cmocka_unit_test(test_result_table),  cmocka_unit_test(test_strategy_table),
+        cmocka_unit_test(test_failover_fact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

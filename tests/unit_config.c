@@ -1,6 +1,7 @@
 /*
  * unit_config.c - configuration: defaults, STOCKD_* variables, flags (which
- * win), bounds, and a --help that documents every variable.
+ * win), bounds, the limits derived from others, and a --help that documents
+ * every variable.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,6 +53,26 @@ static void test_env_then_flags(void **state)
     unsetenv("STOCKD_MYSQL_HOST");
 }
 
+/* --max-per-ip and --knob-workers default to a share of another limit. */
+static void test_derived_limits(void **state)
+{
+    (void)state;
+    char text[4096] = "";
+    char *defaults[] = {"stockd", NULL};
+    assert_int_equal(load(1, defaults, text, sizeof text), CONFIG_RUN);
+    assert_int_equal(config.max_per_ip, 8192 / 16);
+    assert_int_equal(config.knob_workers, 12); /* of 16 workers */
+    assert_int_equal(config.knob_queue, 256);
+    char *small[] = {"stockd", "--max-connections=160", "--workers=1", NULL};
+    assert_int_equal(load(3, small, text, sizeof text), CONFIG_RUN);
+    assert_int_equal(config.max_per_ip, 10);
+    assert_int_equal(config.knob_workers, 1);
+    char *given[] = {"stockd", "--max-per-ip=3", "--workers=8", "--knob-workers=99", NULL};
+    assert_int_equal(load(4, given, text, sizeof text), CONFIG_RUN);
+    assert_int_equal(config.max_per_ip, 3);
+    assert_int_equal(config.knob_workers, 8); /* no more than there are */
+}
+
 static void test_rejects(void **state)
 {
     (void)state;
@@ -73,12 +94,14 @@ static void test_rejects(void **state)
 static void test_help(void **state)
 {
     (void)state;
-    char text[8192] = "";
+    char text[16384] = "";
     char *argv[] = {"stockd", "--help", NULL};
     assert_int_equal(load(2, argv, text, sizeof text), CONFIG_EXIT_OK);
     const char *documented[] = {
-        "STOCKD_LISTEN",     "STOCKD_PORT",        "STOCKD_THREADS",      "STOCKD_MYSQL_PASSWORD",
-        "STOCKD_REDIS_PORT", "STOCKD_LOCK_TTL_MS", "STOCKD_LOCK_WAIT_MS", "--optimistic-attempts"};
+        "STOCKD_LISTEN",         "STOCKD_PORT",           "STOCKD_THREADS",
+        "STOCKD_MYSQL_PASSWORD", "STOCKD_REDIS_PORT",     "STOCKD_LOCK_TTL_MS",
+        "STOCKD_LOCK_WAIT_MS",   "--optimistic-attempts", "STOCKD_ALLOWED_HOSTS",
+        "STOCKD_KNOB_WORKERS",   "STOCKD_KNOB_QUEUE"};
     for (size_t i = 0; i < sizeof documented / sizeof documented[0]; i++)
         assert_non_null(strstr(text, documented[i]));
     const char *password = strstr(text, "STOCKD_MYSQL_PASSWORD");
@@ -89,9 +112,8 @@ static void test_help(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_env_then_flags),
-        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_env_then_flags),
+        cmocka_unit_test(test_derived_limits), cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,9 @@
  * unit_pool.c - the worker pool: every queued job runs exactly once, on a
  * worker of its own thread; jobs really run in parallel on different
  * workers (the property races need); the queue is bounded; a closed pool
- * refuses new jobs; and stopping drains the queue before joining.
+ * refuses new jobs; stopping drains the queue before joining; and knob
+ * jobs take no more than their share of the workers, wait beyond it, are
+ * refused beyond their own queue, and never hold up a plain job.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,12 +131,50 @@ static void test_full_queue_refuses(void **state)
     assert_int_equal(atomic_load(&runs), WORKERS + QUEUE);
 }
 
+/* Two of four workers for knob jobs, one may wait: the third waits, the
+ * fourth is refused, and plain jobs still run on the other two workers
+ * while the knob jobs hold theirs. */
+static void test_knob_jobs_keep_to_their_share(void **state)
+{
+    (void)state;
+    enum { SHARE = 2 };
+    static struct counted knobs[SHARE + 2], plain[2];
+    atomic_int knob_runs = 0, plain_runs = 0;
+    gate_open = 0;
+    pool_limit_knobs(SHARE, 1);
+    assert_int_equal(pool_start(WORKERS, 16), 0);
+    for (int i = 0; i < SHARE + 2; i++)
+        knobs[i] = (struct counted){.job = {.run = held}, .runs = &knob_runs};
+    for (int i = 0; i < SHARE; i++) {
+        assert_int_equal(pool_submit_knob(&knobs[i].job), ST_OK);
+        wait_busy(i + 1);
+    }
+    assert_int_equal(pool_submit_knob(&knobs[SHARE].job), ST_OK); /* waits */
+    assert_int_equal(pool_submit_knob(&knobs[SHARE + 1].job), ST_OVERLOADED);
+    struct pool_load load;
+    pool_load(&load);
+    assert_int_equal(load.busy, SHARE); /* two workers idle, the knob job waits */
+    assert_int_equal(load.queued, 1);
+    for (int i = 0; i < 2; i++) {
+        plain[i] = (struct counted){.job = {.run = count_run}, .runs = &plain_runs};
+        assert_int_equal(pool_submit(&plain[i].job), ST_OK);
+    }
+    while (atomic_load(&plain_runs) < 2) /* they pass the waiting knob job */
+        pool_load(&load);
+    assert_int_equal(atomic_load(&knob_runs), 0);
+    open_gate();
+    pool_stop();
+    pool_limit_knobs(WORKERS, 16);
+    assert_int_equal(atomic_load(&knob_runs), SHARE + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_job_runs_once),
         cmocka_unit_test(test_jobs_run_in_parallel),
         cmocka_unit_test(test_full_queue_refuses),
+        cmocka_unit_test(test_knob_jobs_keep_to_their_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,294 @@
+"""Hostile clients against real stockd instances (`make probe`): what a web page,
+another local user or a slow client can do, tried the way they would, at a scale the
+integration tests leave out (docs/security.md says what each probe stands for).
+
+It brings the private stack up (scripts/stack.sh up, left running) and two stockd
+instances behind the stack's nginx on host:port (scripts/stack.sh instances-up 2,
+stopped at the end), then probes the first instance directly and the pair through
+nginx: a DNS-rebinding Host, a same-site page, an encoded NUL, two body lengths, a
+flood of held sales whose clients went at once, nine addresses trickling a thousand
+request heads each, a trickled head against --idle-timeout-s, keep-alive requests
+through nginx across stockd's idle timeout, and broken requests against the log.
+Prints a table of probe, expected and answered; exit status 1 when any probe answers
+otherwise, 2 when the run cannot be made. About 40 s."""
+
+import concurrent.futures
+import os
+import socket
+import sys
+import threading
+import time
+
+from . import tables
+from .api import Api, metric
+from .common import Options, Progress, SetupError, elapsed_line
+from .service import Service, run_dir, run_guarded
+
+PRODUCT = 7701
+FLOOD = 480  # held sales, 1000 ms each, whose clients close at once
+ADDRESSES = 9  # 127.0.0.2 .. 127.0.0.10
+TRICKLERS = 1000  # per address
+BROKEN = 2000
+IDLE_TIMEOUT_S = 15  # stockd's default --idle-timeout-s
+NGINX_GAPS_S = (9.5, 10.5, 14.5, 14.9, 15.0, 15.1, 15.5)
+
+
+def parse_args(argv):
+    o = Options("bench/probe", __doc__.split("\n\n")[0])
+    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where nginx listens")
+    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int,
+          "nginx's port, in front of the two instances (nothing may answer there)", 1)
+    return o.parse(argv)
+
+
+def connect(port, source=None, timeout=5.0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    if source:
+        s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def exchange(port, data, timeout=5.0):
+    """Sends `data` on a new connection and reads until the server closes or
+    `timeout`: (status, the answer's text); status 0 when none came."""
+    s = connect(port, timeout=timeout)
+    got = b""
+    try:
+        s.sendall(data)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    finally:
+        s.close()
+    text = got.decode("latin-1")
+    try:
+        return int(text.split(" ", 2)[1]), text
+    except (IndexError, ValueError):
+        return 0, text
+
+
+def request(method, path, *headers, body=b""):
+    """The bytes of a request; Host: 127.0.0.1 unless `headers` name one."""
+    host = [] if any(h.lower().startswith("host:") for h in headers) else ["Host: 127.0.0.1"]
+    lines = [f"{method} {path} HTTP/1.1"] + host + list(headers) + \
+            [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode() + body
+
+
+def word_of(text):
+    for w in ("forbidden", "bad_request", "overloaded", "payload_too_large"):
+        if f'"{w}"' in text:
+            return w
+    return ""
+
+
+class Probe:
+    def __init__(self, api, direct, say):
+        self.api, self.direct, self.say = api, direct, say
+        self.port = direct.port
+        self.rows = []
+
+    def row(self, probe, expected, answered, ok):
+        self.rows.append({"probe": probe, "expected": expected, "answered": answered,
+                          "verdict": "pass" if ok else "FAIL"})
+
+    def answer(self, probe, expected_status, data):
+        status, text = exchange(self.port, data)
+        got = f"{status} {word_of(text)}".strip()
+        self.row(probe, f"{expected_status}", got, status == int(expected_status.split()[0]))
+
+    def sold(self):
+        a = self.direct.account(PRODUCT, "mysql")
+        return a["sold"] if a else None
+
+    def guards(self):
+        self.direct.must_reset(PRODUCT, 1000000)
+        before = self.sold()
+        self.answer("reset from a rebound name (Host rebind.example)", "403 forbidden",
+                    request("POST", f"/stock/reset?product={PRODUCT}&count=5",
+                            "Host: rebind.example:8080", "Origin: http://rebind.example:8080"))
+        self.answer("a sale from a same-site page (another port)", "403 forbidden",
+                    request("GET", f"/stock/deduct/sql?product={PRODUCT}",
+                            "Sec-Fetch-Site: same-site"))
+        self.answer("an encoded NUL: ?qty%00x=5", "400 bad_request",
+                    request("POST", f"/stock/deduct/sql?product={PRODUCT}&qty%00x=5"))
+        self.answer("two Host headers", "400 bad_request",
+                    request("GET", f"/stock/{PRODUCT}", "Host: 127.0.0.1",
+                            "Host: rebind.example"))
+        self.answer("two Content-Lengths", "400 bad_request",
+                    request("POST", f"/stock/deduct/sql?product={PRODUCT}",
+                            "Content-Length: 9", body=b'{"qty":5}'))
+        self.answer("Content-Length and chunked", "400 bad_request",
+                    request("POST", f"/stock/deduct/sql?product={PRODUCT}",
+                            "Transfer-Encoding: chunked", body=b'9\r\n{"qty":5}\r\n0\r\n\r\n'))
+        after = self.sold()
+        self.row("  ... and what they sold", "0", f"{after - before}", after == before)
+
+    def dropped(self, reason):
+        _, samples = self.direct.metrics()
+        return metric(samples, "stockd_http_dropped_total", reason=reason) or 0
+
+    def flood(self):
+        """FLOOD held sales whose clients close at once, then a request that needs a
+        worker: it must not wait behind them."""
+        gone_before = self.dropped("client_gone")
+        data = request("POST", f"/stock/deduct/nolock?product={PRODUCT}&hold_ms=1000")
+        for _ in range(FLOOD):
+            s = connect(self.port)
+            s.sendall(data)
+            s.close()
+        time.sleep(0.2)
+        t0 = time.time()
+        self.direct.account(PRODUCT, "mysql")
+        took = (time.time() - t0) * 1000
+        time.sleep(1.5)
+        gone = self.dropped("client_gone") - gone_before
+        self.row(f"GET /stock/{PRODUCT} after {FLOOD} held sales whose clients went",
+                 "< 500 ms", f"{took:.0f} ms", took < 500)
+        self.row("  ... the abandoned sales dropped before they ran", f">= {FLOOD // 2}",
+                 f"{gone:.0f}", gone >= FLOOD // 2)
+
+    def slowloris(self):
+        """ADDRESSES x TRICKLERS half-sent heads, then /health from 127.0.0.1."""
+        socks = []
+        head = b"GET /strategies HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for a in range(ADDRESSES):
+            for _ in range(TRICKLERS):
+                try:
+                    s = connect(self.port, f"127.0.0.{a + 2}", timeout=2)
+                    s.sendall(head)
+                    socks.append(s)
+                except OSError:
+                    pass
+        time.sleep(1)
+        t0 = time.time()
+        try:
+            status, _ = exchange(self.port, request("GET", "/health"), timeout=3)
+        except OSError:
+            status = 0
+        took = (time.time() - t0) * 1000
+        for s in socks:
+            s.close()
+        self.row(f"/health while {ADDRESSES} addresses x {TRICKLERS} heads trickle",
+                 "answered < 1000 ms", f"{status} after {took:.0f} ms",
+                 status in (200, 503) and took < 1000)
+
+    def trickle(self, out):
+        """One header line every 2 s: closed at --idle-timeout-s, not kept."""
+        s = connect(self.port)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        t0, closed = time.time(), None
+        s.settimeout(2)
+        while time.time() - t0 < IDLE_TIMEOUT_S + 5:
+            try:
+                if s.recv(4096) == b"":
+                    closed = time.time() - t0
+                    break
+            except socket.timeout:
+                pass
+            except OSError:
+                closed = time.time() - t0
+                break
+            try:
+                s.sendall(b"X-Trickle: 1\r\n")
+            except OSError:
+                closed = time.time() - t0
+                break
+        s.close()
+        out.append(closed)
+
+    def through_nginx(self, gap, out):
+        """A keep-alive client of nginx that comes back after `gap` seconds."""
+        codes = []
+        for i in range(2):
+            if i:
+                time.sleep(gap)
+            try:
+                codes.append(self.api.call("GET", f"/stock/{PRODUCT}").status)
+            except OSError:
+                codes.append(0)
+        out.extend(codes)
+
+    def idle_boundary(self):
+        """Clients of nginx coming back around stockd's idle timeout (nginx must have
+        let the upstream connection go first), alongside a trickled head."""
+        closed, codes = [], []
+        threads = [threading.Thread(target=self.trickle, args=(closed,))]
+        threads += [threading.Thread(target=self.through_nginx, args=(g, codes))
+                    for g in NGINX_GAPS_S]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        c = closed[0] if closed else None
+        # The loops look at the deadlines at least once a second.
+        self.row("a head trickled one line every 2 s", f"closed by {IDLE_TIMEOUT_S + 2} s",
+                 "kept" if c is None else f"closed after {c:.1f} s",
+                 c is not None and c <= IDLE_TIMEOUT_S + 2)
+        bad = [x for x in codes if x != 200]
+        self.row(f"nginx, clients back after {NGINX_GAPS_S[0]:g}..{NGINX_GAPS_S[-1]:g} s idle",
+                 "no 502", f"{len(codes)} requests, {len(bad)} not 200 {bad or ''}".strip(),
+                 not bad)
+
+    def log_lines(self):
+        path = os.path.join(run_dir(), "stack", f"stockd-{self.port}.log")
+        try:
+            with open(path, "rb") as f:
+                return f.read().count(b"\n")
+        except OSError:
+            return None
+
+    def broken(self):
+        before = self.log_lines()
+        errors_before = self.dropped("protocol_error")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: exchange(self.port, b"\x16\x03\x01\x02\x05 not HTTP\r\n\r\n"),
+                          range(BROKEN)))
+        grown = (self.log_lines() or 0) - (before or 0)
+        counted = self.dropped("protocol_error") - errors_before
+        self.row(f"{BROKEN} broken requests: log lines", "<= 2", f"{grown}",
+                 before is not None and grown <= 2)
+        self.row("  ... counted in /metrics", f">= {BROKEN}", f"{counted:.0f}", counted >= BROKEN)
+
+    def run(self):
+        for step in (self.guards, self.flood, self.slowloris, self.idle_boundary, self.broken):
+            self.say(step.__doc__.split("\n")[0] if step.__doc__ else step.__name__)
+            step()
+        return self.rows
+
+
+def main(argv):
+    args = parse_args(argv)
+    say = Progress("probe")
+    t0 = time.time()
+    api = Api.with_admin_token(args.host, args.port)
+    service = Service(api, 2, say)
+
+    def work():
+        if api.answers():
+            raise SetupError(f"something answers at {api.where()}: the probe starts its own "
+                             "instances behind nginx there; choose a free --port")
+        service.ensure()
+        first = service.scrape_targets()[0]
+        direct = Api.with_admin_token("127.0.0.1", int(first.rsplit(":", 1)[1]))
+        return Probe(api, direct, say).run()
+
+    status, rows = run_guarded(say, service, work)
+    if status is not None:
+        return status
+    print(tables.text_table(rows, [("probe", "probe", "<"), ("expected", "expected", "<"),
+                                   ("answered", "answered", "<"), ("", "verdict", "<")]))
+    failed = [r for r in rows if r["verdict"] != "pass"]
+    print(f"{len(rows) - len(failed)}/{len(rows)} probes answer as expected")
+    print(elapsed_line(time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

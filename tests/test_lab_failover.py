@@ -1,0 +1,144 @@
+"""The failover run's logic without a stack: which rows run and which sequence each
+takes (from the facts only), a row's verdict against its fact from its figures, what
+the window's measurements make of a row, and the report's table and picture."""
+
+import unittest
+
+from fakestockd import document, strategy
+from lab import facts, failover, failover_report, sources
+
+REDLOCK = sources.backend_name("redlock.c")
+
+
+def row_doc(name, fact, **kw):
+    doc = strategy(name, **kw)
+    doc["failover"] = fact
+    return doc
+
+
+FACTS = facts.parse(document([
+    strategy("plain", store="mysql"),
+    row_doc("optimistic", "loses_sales", store="redis", needs=["redis"]),
+    row_doc("keylock", "two_holders", needs=["mysql", "redis"], lock="key",
+            lease={"busy_holder": "oversells", "paused_holder": "oversells"}),
+    row_doc("script", "loses_sales", store="redis", needs=["redis"]),
+    row_doc("quorum", "safe", needs=["mysql", REDLOCK], lock="majority"),
+    row_doc("fence", "safe", needs=["mysql", "redis"], lock="fenced",
+            lease={"busy_holder": "safe", "paused_holder": "safe"}),
+    row_doc("waiting", "safe", store="redis", needs=["redis"]),
+]))
+
+
+class Args:
+    strategies = []
+    quick = False
+
+
+def row(kind, fact, **figures):
+    r = {f: None for f in failover.ROW_FIELDS}
+    r.update(strategy="x", kind=kind, fact=fact, problems=[], store_sold=1, **figures)
+    return r
+
+
+def window(**times):
+    """Measurements of a row's window, in seconds from the death."""
+    m = {"died": 100.0, "cut": 99.0, "link_down": 100.2, "promoted": 100.8,
+         "replica_back": 102.0, "first_ok": 101.7, "gap": [], "heal_error": None}
+    m.update({k: 100.0 + v if isinstance(v, float) else v for k, v in times.items()})
+    return m
+
+
+class ChoiceTest(unittest.TestCase):
+    def test_rows_with_a_fact_and_their_sequences(self):
+        rows = failover.chosen(FACTS, Args())
+        self.assertEqual([s.name for s in rows],
+                         ["optimistic", "keylock", "script", "quorum", "fence", "waiting"])
+        self.assertEqual([failover.kind_of(s) for s in rows],
+                         ["sales", "holder", "sales", "quorum", "holder", "sales"])
+
+    def test_quick_takes_the_first_row_of_each_kind_and_fact(self):
+        args = Args()
+        args.quick = True
+        self.assertEqual([s.name for s in failover.chosen(FACTS, args)],
+                         ["optimistic", "keylock", "quorum", "fence", "waiting"])
+
+
+class VerdictTest(unittest.TestCase):
+    def verdict(self, r):
+        failover.Failover.judge(r)
+        return r["verdict"], r["reason"]
+
+    def test_a_loss_the_fact_announces_passes(self):
+        self.assertEqual(self.verdict(row("sales", "loses_sales", acked_lost=5)), ("pass", ""))
+        self.assertEqual(self.verdict(row("holder", "two_holders", oversold=1, lost_updates=1)),
+                         ("pass", ""))
+
+    def test_a_window_that_did_not_show_fails(self):
+        verdict, reason = self.verdict(row("sales", "loses_sales", acked_lost=0))
+        self.assertEqual(verdict, "fail")
+        self.assertIn("did not show", reason)
+        self.assertEqual(self.verdict(row("holder", "two_holders", oversold=0,
+                                          lost_updates=0))[0], "fail")
+
+    def test_a_safe_row_that_loses_or_oversells_fails(self):
+        self.assertIn("lost 2", self.verdict(row("sales", "safe", acked_lost=2))[1])
+        self.assertIn("oversold 1", self.verdict(row("holder", "safe", oversold=1))[1])
+        self.assertEqual(self.verdict(row("holder", "safe", oversold=0, lost_updates=0)),
+                         ("pass", ""))
+
+    def test_an_unreadable_ledger_fails(self):
+        r = row("sales", "safe", acked_lost=0)
+        r["store_sold"] = None
+        self.assertIn("could not be read", self.verdict(r)[1])
+
+
+class WindowTest(unittest.TestCase):
+    def measure(self, m):
+        run = failover.Failover.__new__(failover.Failover)
+        run.bound_s = 2.5
+        r = row("sales", "loses_sales")
+        run.measured(r, m, m["cut"])
+        return r
+
+    def test_the_times_from_the_death(self):
+        r = self.measure(window(gap=[(100.1, (503, "backend_unavailable", {}, 0.01))]))
+        self.assertEqual((r["promote_s"], r["replica_back_s"], r["first_ok_s"]), (0.8, 2.0, 1.7))
+        self.assertEqual(r["gap_answers"], "503 backend_unavailable x1")
+        self.assertEqual(r["problems"], [])
+
+    def test_other_answers_or_slow_ones_while_no_primary_are_problems(self):
+        r = self.measure(window(gap=[(100.1, (500, "internal", {}, 0.01)),
+                                     (100.2, (503, "timeout", {}, 3.0))]))
+        self.assertTrue(any("other than 503" in p for p in r["problems"]))
+        self.assertTrue(any("3000 ms" in p for p in r["problems"]))
+
+    def test_a_late_first_sale_is_a_problem(self):
+        r = self.measure(window(first_ok=5.0))
+        self.assertTrue(any("after the promotion" in p for p in r["problems"]))
+        self.assertTrue(any("no 200" in p for p in self.measure(window(first_ok=None))["problems"]))
+
+    def test_no_promotion_is_a_problem(self):
+        r = self.measure(window(promoted=None))
+        self.assertTrue(any("promoted no replica" in p for p in r["problems"]))
+
+
+class ReportTest(unittest.TestCase):
+    def test_the_debate_table_has_every_column(self):
+        r = row("holder", "two_holders", oversold=1, lost_updates=1, acked=2)
+        r.update(strategy="keylock", first_holder="200", second_holder="200", verdict="pass")
+        table = failover_report.debate_table([r], FACTS)
+        self.assertIn("| `keylock` | safe | oversells | oversells | two_holders | "
+                      "A 200, B 200: oversold 1 (pass) |", table)
+
+    def test_the_timeline_names_the_two_holders(self):
+        m = window()
+        m.update(second=(101.9, (200, None, {}, 0.05)), held_at=99.05, thawed=102.0,
+                 first=(200, None, {}, 3.0))
+        svg = failover_report.timeline_svg("keylock", m)
+        for words in ("kill -9", "Sentinel promotes the replica", "frozen between its read",
+                      "same lock on the new primary: 200", "writes: 200"):
+            self.assertIn(words, svg)
+
+
+if __name__ == "__main__":
+    unittest.main()
