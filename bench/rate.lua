@@ -4,7 +4,7 @@
 -- It has no response() function, so wrk runs as fast as it does with no script: a
 -- pair compares stockd with a tool that counts in C (redis-benchmark, sysbench,
 -- nginx under the same wrk), and count.lua's call into Lua per answer would be
--- charged to stockd (about 7% of `lua`'s rate at 64 connections, alternating runs).
+-- charged to stockd, a cost the tools it is compared with do not pay.
 -- wrk counts the answers with a status of 400 or more; every other answer of a
 -- pair's requests is a 200.
 

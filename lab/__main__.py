@@ -13,7 +13,8 @@
                                check
     render [DIR]               re-render DIR's report.html or bench.html from its
                                results (default results/latest)
-    readme [--check|--write F] the README's strategy table, from GET /strategies
+    readme [--check|--write F] the strategy table of docs/strategies.md, from
+                               GET /strategies
 """
 
 import json

@@ -12,7 +12,7 @@ keep-alive connections back to back and a probe every 50 ms (lab.load); after
 back, and goes on for --after seconds (up to 15 s while a strategy has not sold
 again). Each (fault, strategy) row is judged by lab.chaos_gate: stockd alive (never
 restarted), no request past the deadline plus --margin-ms, 503 while the backend was
-gone, the first 200 within 2 s of its return and no 503 after that, 0 oversold and 0
+gone (judged by when each request was sent), the first 200 within 2 s of its return and no 503 after that, 0 oversold and 0
 lost, and a ledger equal to the 200s plus at most the outcome_unknown answers.
 
 It starts its own stockd on host:port (refusing a port where something answers), with
@@ -166,6 +166,7 @@ class Chaos:
         try:
             started = load.start()
             time.sleep(a.before)
+            injecting = time.monotonic()
             injected = injection.inject()
             time.sleep(max(0.0, injected + a.hold - time.monotonic()))
             back = injection.restore()
@@ -175,7 +176,7 @@ class Chaos:
         finally:
             load.stop()
             injection.undo()
-        return Timeline(started, injected, back, stopped)
+        return Timeline(started, injecting, injected, back, stopped)
 
     def wait_recovered(self, load, back):
         """Past --after, go on (up to RECOVER_WAIT_S after the return) while a strategy

@@ -2,16 +2,22 @@
 the load driver recorded (lab.load.Answer), the fault's timeline and the store's
 accounting afterwards.
 
-Timeline (monotonic seconds): `injected` when the fault was in place (the process
-killed, stopped or frozen), `back` when every faulted backend answered again. While
-gone, a strategy that needs the backend must answer 503, never hang: no request may
-take longer than the request deadline plus a margin; the requests sent meanwhile
-must include 503s (the fault showed), or, when the backend's quorum stays, 200s
-answered meanwhile. Once back, it must answer 200
-again within RECOVER_S, without stockd being restarted, and nothing but contract
-answers may follow later. A strategy claiming safety must show 0 oversold and 0 lost,
-and its store's ledger must hold the 200s' units plus at most the outcome_unknown
-answers' units (lab.outcomes.ledger_problem)."""
+Timeline (monotonic seconds): `injecting` when the fault's command began, `injected`
+when it returned (the process killed, stopped or frozen somewhere in between),
+`back` when every faulted backend answered again. Requests are judged by when they
+were sent, never by when their answer came: a request sent during a freeze is
+answered after the thaw, and one sent in the instant before the freeze is answered
+long after it. So a request *met the outage* when it was sent before `back` and was
+still unanswered at `injecting` (the earliest moment the fault can have landed; the
+command's return comes later, and a request sent in between met the fault all the
+same). While gone, a strategy that needs the backend must answer 503, never hang: no
+request may take longer than the request deadline plus a margin; the requests that
+met the outage must include 503s (the fault showed), or, when the backend's quorum
+stays, requests sent after `injected` must get 200s before `back`. Once back, it
+must answer 200 again within RECOVER_S, without stockd being restarted, and no
+request sent later than that may get a 503. A strategy claiming safety must show 0
+oversold and 0 lost, and its store's ledger must hold the 200s' units plus at most
+the outcome_unknown answers' units (lab.outcomes.ledger_problem)."""
 
 from collections import Counter
 
@@ -26,8 +32,9 @@ CONTRACT = {200: ("",), 409: ("sold_out", "busy"), 503: FAULT_WORDS}
 
 
 class Timeline:
-    def __init__(self, started, injected, back, stopped):
-        self.started, self.injected, self.back, self.stopped = started, injected, back, stopped
+    def __init__(self, started, injecting, injected, back, stopped):
+        self.started, self.injecting, self.injected = started, injecting, injected
+        self.back, self.stopped = back, stopped
 
     def gone_s(self):
         return None if self.back is None else self.back - self.injected
@@ -45,7 +52,8 @@ def figures(answers, timeline, acct):
     """The row's numbers (a dict; the verdict is judged from it)."""
     t = timeline
     gone_until = t.back or t.stopped
-    during = [a for a in answers if t.injected <= a.start < gone_until]
+    met = [a for a in answers if a.start < gone_until and a.end >= t.injecting]
+    sent_during = [a for a in answers if t.injected <= a.start < gone_until]
     late = [a for a in answers if t.back is not None and a.start >= t.back + RECOVER_S]
     words = Counter(a.word for a in answers if a.status == 503)
     rec = recover_s(answers, t.back)
@@ -53,9 +61,9 @@ def figures(answers, timeline, acct):
     return {
         "requests": len(answers),
         "ok": o["sold"],
-        "ok_before": sum(1 for a in answers if a.status == 200 and a.end < t.injected),
-        "ok_during": sum(1 for a in during if a.status == 200 and a.end < gone_until),
-        "refused_during": sum(1 for a in during if a.status == 503),
+        "ok_before": sum(1 for a in answers if a.status == 200 and a.end < t.injecting),
+        "ok_during": sum(1 for a in sent_during if a.status == 200 and a.end < gone_until),
+        "refused_during": sum(1 for a in met if a.status == 503),
         "conflict": o["busy"] + o["sold_out"],
         "unavailable": words.get("backend_unavailable", 0),
         "timeout": words.get("timeout", 0),
@@ -98,7 +106,7 @@ def problems(f, expect, hit, safe, bound_ms, alive):
     if f["max_ms"] > bound_ms:
         p.append(f"a request took {f['max_ms']:.0f} ms > deadline + margin {bound_ms:.0f} ms")
     if hit and expect == OUTAGE and f["refused_during"] == 0:
-        p.append("no 503 while its backend was gone: the fault did not show")
+        p.append("no 503 to a request that met the outage: the fault did not show")
     if hit and expect == QUORUM and f["ok_during"] == 0:
         p.append("no 200 while the quorum stayed")
     if f["recover_s"] is None:
@@ -107,7 +115,8 @@ def problems(f, expect, hit, safe, bound_ms, alive):
         p.append(f"first 200 {f['recover_s']:.2f} s after the backend came back "
                  f"(> {RECOVER_S:g} s)")
     if f["late_refused"]:
-        p.append(f"{f['late_refused']} answers 503 more than {RECOVER_S:g} s after the return")
+        p.append(f"{f['late_refused']} requests sent more than {RECOVER_S:g} s after the return "
+                 "answered 503")
     if f["ledger"] is None:
         p.append("the store's accounting could not be read")
     elif f["ledger"] != "ok":

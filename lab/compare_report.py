@@ -78,6 +78,23 @@ def expectations(rows):
             "charts": {c: ("bar", len(rows)) for c in CHARTS}}
 
 
+def memory_figure(p):
+    """The run card's stockd memory: the peak resident size over the run."""
+    kib = p.get("stockd_peak_rss_kib")
+    return f"{kib / 1024:.1f} MiB peak" if kib else "–"
+
+
+def memory_origin(p):
+    """Where memory_figure() came from, for the legend."""
+    if not p.get("stockd_peak_rss_kib"):
+        return "not measured (no /proc of a stockd this run started, no /metrics answer)"
+    if p.get("stockd_memory_source") == "/proc":
+        return ("the peak resident size (VmHWM in /proc/PID/status) of the stockd this "
+                "run started")
+    return ("the largest total, over the rows, of process_resident_memory_bytes from "
+            "each instance's GET /metrics, read after every row")
+
+
 def render(rows, params):
     failed = [(r.get("label"), r.get("reason")) for r in rows if r.get("verdict") != "pass"]
     when = str(params.get("started") or "").replace("T", " ")
@@ -95,7 +112,7 @@ def render(rows, params):
          f"{p.get('exposed_ttl_ms')} / {p.get('exposed_pause_ms')}"),
         ("driver ceiling", f"{fmt(ceiling)} req/s" if ceiling else "–"),
         ("product", p.get("product")), ("JMeter", p.get("jmeter") or "–"),
-        ("stockd memory", p.get("stockd_memory_source") or "–"),
+        ("stockd memory", memory_figure(p)),
     ]
 
     def race(r):
@@ -121,7 +138,8 @@ def render(rows, params):
               'demonstrates)</span><span><i class="sw" style="background:#3b6fd8"></i>'
               'throughput (reported, never gated)</span><span><i class="sw" '
               'style="background:#b08900"></i>driver-bound: within 20% of the driver\'s '
-              'ceiling (dashed line), so it measured JMeter more than the strategy</span></p>')
+              'ceiling (dashed line), so it measured JMeter more than the strategy</span>'
+              f'<span>stockd memory (run card): {esc(memory_origin(p))}</span></p>')
     table = h.table("results", COLUMNS, rows, cell_html,
                     lambda r: (r.get("verdict") or "", r.get("label")))
     notes = ("sold / sold out / busy / outcome unknown / errors count answers (200, 409 sold_out, "

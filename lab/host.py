@@ -1,10 +1,9 @@
 """CPU time the host gave to someone else: steal, read from /proc/stat; and the CPU
 time a process (and its children processes) spent, from /proc/PID/stat.
 
-On a virtual machine a neighbour's load shows up here and nowhere else. On this
-project's machine the same 3-second `lua` run went from 33,000 req/s with no steal
-to 22,000 req/s while the host stole 14% of the CPU, and a ratio measured across
-two such moments says more about the neighbour than about stockd. The bench
+On a virtual machine a neighbour's load shows up here and nowhere else: a run
+loses throughput to it as if stockd were slower, and a ratio measured across two
+such moments says more about the neighbour than about stockd. The bench
 measures steal around every row and measures a row again when it was disturbed."""
 
 import os

@@ -1,11 +1,11 @@
-"""The README's strategy table, generated from GET /strategies, so that it can never say
-something the server does not:
+"""The strategy table of docs/strategies.md, generated from GET /strategies, so that it can
+never say something the server does not:
 
-    python3 -m lab readme [--port P]             print the table
-    python3 -m lab readme --check README.md      exit 1 when README.md's table differs
-    python3 -m lab readme --write README.md      put the table into README.md
+    python3 -m lab readme [--port P]                   print the table
+    python3 -m lab readme --check docs/strategies.md   exit 1 when its table differs
+    python3 -m lab readme --write docs/strategies.md   put the table into it
 
-The table sits in README.md between the two marker lines below. When nothing answers
+The table sits in the document between the two marker lines below. When nothing answers
 at host:port, a build/stockd (and the stack) is brought up for the time it takes, as
 the comparison does."""
 
@@ -85,8 +85,8 @@ def parse_args(argv):
     o = Options("python3 -m lab readme", __doc__)
     o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
     o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port")
-    o.add("--check", [], "", str, "README to check")
-    o.add("--write", [], "", str, "README to update")
+    o.add("--check", [], "", str, "document to check (docs/strategies.md)")
+    o.add("--write", [], "", str, "document to update (docs/strategies.md)")
     return o.parse(argv)
 
 
@@ -122,8 +122,8 @@ def main(argv):
         say(f"{path}: the strategies table is what GET /strategies says")
         return 0
     say(f"{path}: the strategies table differs from GET /strategies "
-        "(python3 -m lab readme --write README.md):")
+        f"(python3 -m lab readme --write {path}):")
     sys.stderr.writelines(difflib.unified_diff(current.splitlines(True),
-                                               generated.splitlines(True), "README.md",
+                                               generated.splitlines(True), path,
                                                "GET /strategies"))
     return 1

@@ -6,6 +6,11 @@
 # system services, and several stacks can run side by side when they are
 # given different run directories and ports.
 #
+# Each backend is one row of the table under "the backends" below (its
+# ports, the service that starts it, how it starts, answers and stops),
+# with its start and probe functions in scripts/backends.sh; the verbs
+# read the table and name no backend.
+#
 #   scripts/stack.sh up                start what STACK_SERVICES names (idempotent)
 #   scripts/stack.sh down              stop nginx, the instances, the stockd jmeter/compare
 #                                      left running (make demo: run/stockd.pid) and every
@@ -103,18 +108,91 @@ TIMEOUT="${STACK_TIMEOUT:-30}"
 STOCKD_PORT_BASE="${STACK_STOCKD_PORT_BASE:-23091}"
 NGINX_PORT="${STACK_NGINX_PORT:-23080}"
 MAX_INSTANCES=64
-
 read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
 read -ra HA_LIST <<<"$HA_PORTS"
 read -ra SENTINEL_LIST <<<"$SENTINEL_PORTS"
-for p in "$MYSQL_PORT" "$REDIS_PORT" "$REDIS_REPLICA_PORT" "$ZK_PORT" "$STOCKD_PORT_BASE" "$NGINX_PORT" \
-    "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}" "${HA_LIST[@]+"${HA_LIST[@]}"}" \
-    "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
+
+# ------------------------------------------------------------ the backends
+#
+# Every process the stack runs is one row of this table; the verbs below
+# (up, down, status, start-one, stop-one, kill-one, freeze-one, ...) read
+# it, and know no backend by name. A new backend is one row and, in
+# scripts/backends.sh, its start function.
+#
+#   NAME     the backend's name; NAME-PORT stands for one backend per port
+#            of PORTS (redlock-23381, ...), and NAME alone for all of them
+#   PORTS    its port, or its ports; '*' any port (instances-up picks them)
+#   SERVICE  the STACK_SERVICES word whose `up` starts it ('-': on demand)
+#   START    the function that starts one (scripts/backends.sh; NAME PORT):
+#            launch it, then wait_ready
+#   PROBE    the function that tells whether it answers (NAME PORT)
+#   STOP     what stop-one does: term (SIGTERM), or save (Redis: SHUTDOWN
+#            SAVE, so that start-one finds its data again, then SIGTERM)
+#   DOWN     when `down` stops it: 1 (front ends and watchers), 2, 3 (last:
+#            the database, so that nothing loses it mid-shutdown)
+#
+# kill-one (SIGKILL, a crash) and freeze-one / thaw-one (SIGSTOP / SIGCONT,
+# a pause) mean the same for every backend; stop-one and down thaw a frozen
+# one first. Within one SERVICE, `up` starts them in the table's order.
+B_NAME=() B_PORTS=() B_SERVICE=() B_START=() B_PROBE=() B_STOP=() B_DOWN=()
+backend() {
+    B_NAME+=("$1") B_PORTS+=("$2") B_SERVICE+=("$3") B_START+=("$4") B_PROBE+=("$5")
+    B_STOP+=("$6") B_DOWN+=("$7")
+}
+#       NAME              PORTS                  SERVICE     START             PROBE           STOP DOWN
+backend mysql             "$MYSQL_PORT"          mysql       start_mysql       probe_mysql     term 3
+backend redis             "$REDIS_PORT"          redis       start_redis       probe_redis     save 2
+backend redis-replica     "$REDIS_REPLICA_PORT"  redis       start_redis       probe_redis     save 2
+backend redlock-PORT      "$REDLOCK_PORTS"       redlock     start_redis       probe_redis     save 2
+backend ha-PORT           "$HA_PORTS"            ha          start_redis       probe_redis     save 2
+backend sentinel-PORT     "$SENTINEL_PORTS"      ha          start_sentinel    probe_sentinel  term 1
+backend zk                "$ZK_PORT"             zk          start_zk          probe_zk        term 2
+backend prometheus        "$PROMETHEUS_PORT"     prometheus  start_prometheus  probe_ready     term 2
+backend nginx             "$NGINX_PORT"          -           start_nginx       probe_health    term 1
+backend stockd-PORT       '*'                    -           start_instance    probe_health    term 1
+
+# row_of NAME: the table row of the backend NAME (for NAME-PORT rows, one of
+# their ports); fails for a name no row has.
+row_of() {
+    local i base port
+    for i in "${!B_NAME[@]}"; do
+        base="${B_NAME[i]%-PORT}"
+        if [[ "${B_NAME[i]}" == "$1" && "$base" == "$1" ]]; then echo "$i"; return 0; fi
+        [[ "${B_NAME[i]}" != "$base" && "$1" == "$base"-* ]] || continue
+        port="${1#"$base"-}"
+        if [[ "${B_PORTS[i]}" == '*' ]]; then
+            is_port "$port" && [[ "$port" =~ ^[1-9][0-9]*$ ]] && { echo "$i"; return 0; }
+        elif [[ " ${B_PORTS[i]} " == *" $port "* ]]; then
+            echo "$i"; return 0
+        fi
+    done
+    return 1
+}
+
+# names_of ROW: the backends of one row (none for '*').
+names_of() {
+    local p base="${B_NAME[$1]%-PORT}"
+    if [[ "${B_NAME[$1]}" == "$base" ]]; then echo "$base"; return 0; fi
+    [[ "${B_PORTS[$1]}" != '*' ]] || return 0
+    for p in ${B_PORTS[$1]}; do echo "$base-$p"; done
+}
+
+# every_port [BUT]: the ports of every backend with fixed ones (but BUT's).
+every_port() {
+    local i p
+    for i in "${!B_NAME[@]}"; do
+        [[ "${B_PORTS[i]}" != '*' && "${B_NAME[i]}" != "${1:-}" ]] || continue
+        for p in ${B_PORTS[i]}; do echo "$p"; done
+    done
+}
+
+for p in $(every_port) "$STOCKD_PORT_BASE"; do
     is_port "$p" || die "not a port number: '$p'"
 done
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
+KNOWN_SERVICES="$(printf '%s\n' "${B_SERVICE[@]}" | grep -vx -- - | awk '!seen[$0]++' | tr '\n' ' ')"
 for s in $SERVICES; do
-    case "$s" in mysql|redis|redlock|zk|ha|prometheus) ;; *) die "unknown service '$s' in STACK_SERVICES (mysql redis redlock zk ha prometheus)" ;; esac
+    [[ " $KNOWN_SERVICES" == *" $s "* ]] || die "unknown service '$s' in STACK_SERVICES (${KNOWN_SERVICES% })"
 done
 
 RUN_DIR="${STOCKD_RUN_DIR:-$STOCKD_REPO/run}"
@@ -129,40 +207,25 @@ stack_dir() {
 # For read-only commands: absolute path without creating anything.
 if [[ -d "$STACK" ]]; then STACK="$(cd "$STACK" && pwd)"; fi
 
-MYSQL_SOCKET_NAME="mysql.sock"
-
-# ---------------------------------------------------------------- backends
-
-ha_names() { local p; for p in "${HA_LIST[@]+"${HA_LIST[@]}"}"; do echo "ha-$p"; done; }
-sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do echo "sentinel-$p"; done; }
-
-# wanted_backends: the backends STACK_SERVICES asks for.
+# wanted_backends: the backends STACK_SERVICES asks for, in `up`'s order.
 wanted_backends() {
-    local s p
+    local s i
     for s in $SERVICES; do
-        case "$s" in
-            redis) echo redis; echo redis-replica ;;
-            redlock) for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do echo "redlock-$p"; done ;;
-            ha) ha_names; sentinel_names ;;
-            *) echo "$s" ;;
-        esac
+        for i in "${!B_NAME[@]}"; do
+            [[ "${B_SERVICE[i]}" == "$s" ]] && names_of "$i"
+        done
     done
+    return 0
 }
 
+# port_of NAME: the port NAME listens on ("stockd": the one jmeter/compare
+# started).
 port_of() {
-    case "$1" in
-        mysql) echo "$MYSQL_PORT" ;;
-        redis) echo "$REDIS_PORT" ;;
-        redis-replica) echo "$REDIS_REPLICA_PORT" ;;
-        zk) echo "$ZK_PORT" ;;
-        redlock-*) echo "${1#redlock-}" ;;
-        ha-*) echo "${1#ha-}" ;;
-        sentinel-*) echo "${1#sentinel-}" ;;
-        stockd-*) echo "${1#stockd-}" ;;
-        nginx) echo "$NGINX_PORT" ;;
-        prometheus) echo "$PROMETHEUS_PORT" ;;
-        stockd) compare_stockd_port ;;
-    esac
+    local i base
+    if [[ "$1" == stockd ]]; then compare_stockd_port; return; fi
+    i="$(row_of "$1")" || return 0
+    base="${B_NAME[i]%-PORT}"
+    if [[ "${B_NAME[i]}" == "$base" ]]; then echo "${B_PORTS[i]}"; else echo "${1#"$base"-}"; fi
 }
 
 # compare_stockd_port: the --port=N of the stockd in run/stockd.pid (8080 without one).
@@ -216,30 +279,14 @@ pid_of() {
     echo "$pid"
 }
 
-# answers NAME: the backend answers a real request on its port.
+# answers NAME: the backend answers a real request on its port (its PROBE).
 answers() {
-    local port
-    port="$(port_of "$1")"
-    case "$1" in
-        mysql)
-            # ping succeeds as soon as the server answers, even "access denied"
-            mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
-                -h127.0.0.1 -P"$port" -uroot ping >/dev/null 2>&1 ;;
-        redis|redis-replica|redlock-*|ha-*)
-            [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == PONG ]] ;;
-        sentinel-*)
-            # a Sentinel is of use once it names the group's primary
-            [[ -n "$(sentinel_ask "$port" get-master-addr-by-name "$HA_MASTER_NAME")" ]] ;;
-        zk)
-            # ruok says imok even while not serving; srvr shows the mode only then
-            tcp_ask 127.0.0.1 "$port" srvr | grep -q '^Mode: ' ;;
-        prometheus)
-            [[ "$(http_status 127.0.0.1 "$port" /-/ready)" == 200 ]] ;;
-        stockd|stockd-*|nginx)
-            # healthy: every backend the instance needs answers (through nginx:
-            # whichever instance gets the request)
-            [[ "$(http_status 127.0.0.1 "$port" /health)" == 200 ]] ;;
-    esac
+    local i probe=probe_health
+    if [[ "$1" != stockd ]]; then
+        i="$(row_of "$1")" || return 1
+        probe="${B_PROBE[i]}"
+    fi
+    "$probe" "$1" "$(port_of "$1")"
 }
 
 # http_status HOST PORT PATH: the status code of a GET, without curl.
@@ -274,6 +321,11 @@ launch() {
     echo "$pid" >"$(pidfile_of "$name")"
 }
 
+# launched NAME: the pid launch recorded (or the daemon wrote) for NAME.
+launched() {
+    tr -dc '0-9' <"$(pidfile_of "$1")"
+}
+
 # wait_ready NAME PID: poll until the backend answers; fail with its log tail.
 wait_ready() {
     local name="$1" pid="$2" deadline
@@ -294,280 +346,14 @@ wait_ready() {
     done
 }
 
-# ------------------------------------------------------------------ mysql
-
-mysql_socket() { echo "$STACK/$MYSQL_SOCKET_NAME"; }
-
-mysql_root() {
-    mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
-}
-
-start_mysql() {
-    local data sock pid marker as_user=()
-    # --user only means something to (and is only accepted from) root.
-    if (( EUID == 0 )); then as_user=(--user=root); fi
-    data="$(workdir_of mysql)"
-    marker="$STACK/mysql/installed"
-    sock="$(mysql_socket)"
-    (( ${#sock} <= 100 )) || die "socket path too long for a unix socket (${#sock} > 100 bytes): $sock; use a shorter STOCKD_RUN_DIR"
-    command -v mariadbd >/dev/null || die "mariadbd not found (scripts/deps.sh stack)"
-
-    if [[ ! -e "$marker" ]]; then
-        # A data dir without the marker is a half-done install of ours: redo it.
-        rm -rf "$data"
-        mkdir -p "$data"
-        say "mysql: initialising $data"
-        if ! mariadb-install-db --no-defaults --datadir="$data" "${as_user[@]+"${as_user[@]}"}" \
-                --auth-root-authentication-method=normal --skip-test-db \
-                >>"$(logfile_of mysql)" 2>&1; then
-            echo "${0##*/}: mariadb-install-db failed" >&2
-            log_tail mysql
-            return 1
-        fi
-        touch "$marker"
-    fi
-
-    rm -f "$sock"
-    launch mysql mariadbd --no-defaults \
-        --datadir="$data" --socket="$sock" --port="$MYSQL_PORT" \
-        --bind-address=127.0.0.1 "${as_user[@]+"${as_user[@]}"}" \
-        --pid-file="$(pidfile_of mysql)" --log-error="$(logfile_of mysql)" \
-        --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
-        --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
-        --innodb-flush-log-at-trx-commit=2 --skip-log-bin \
-        --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci
-    pid="$(tr -dc '0-9' <"$(pidfile_of mysql)")"
-    wait_ready mysql "$pid" || return 1
-    provision_mysql
-}
-
-# provision_mysql: database, user and schema; every step is idempotent.
-provision_mysql() {
-    local deadline
-    deadline=$(( SECONDS + TIMEOUT ))
-    until mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
-        if (( SECONDS >= deadline )); then
-            echo "${0##*/}: mysql: root cannot connect on $(mysql_socket)" >&2
-            log_tail mysql
-            return 1
-        fi
-        sleep 0.2
-    done
-    if ! mysql_root <<'SQL'
-CREATE DATABASE IF NOT EXISTS stockd;
-CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'localhost' IDENTIFIED BY 'stockd';
-GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'127.0.0.1';
-GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'localhost';
-SQL
-    then
-        echo "${0##*/}: mysql: creating the stockd database and user failed" >&2
-        return 1
-    fi
-    local f
-    for f in schema seed; do
-        if ! mysql_root stockd <"$STOCKD_REPO/sql/$f.sql"; then
-            echo "${0##*/}: mysql: applying sql/$f.sql failed" >&2
-            return 1
-        fi
-    done
-}
-
-# ------------------------------------------------------------------ redis
-
-start_redis() {
-    local name="$1" port pid primary
-    port="$(port_of "$name")"
-    command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
-    # The stockd Redis keeps an AOF (see the header), rewritten past 16 MB so
-    # that a restart after kill-one loads it quickly.
-    local aof=(--appendonly no) role=()
-    if [[ "$name" == redis ]]; then
-        aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
-    fi
-    case "$name" in
-        redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
-        ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
-    esac
-    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
-    # a request in flight, to make a lost reply happen on demand.
-    launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
-        --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
-        --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
-        --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
-        --enable-debug-command local
-    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
-    wait_ready "$name" "$pid" || return 1
-    if (( ${#role[@]} )); then wait_replica_linked "$name" || return 1; fi
-    [[ "$name" == redis ]] && seed_redis "$port"
-    return 0
-}
-
-# redis_role PORT: master or slave (empty when nothing answers).
-redis_role() {
-    timeout 3 redis-cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
-}
-
-# ha_running_primary NAME: the port of a group server other than NAME that
-# runs as primary; fails when there is none.
-ha_running_primary() {
-    local other
-    for other in $(ha_names); do
-        [[ "$other" != "$1" ]] && pid_of "$other" >/dev/null || continue
-        [[ "$(redis_role "$(port_of "$other")")" == master ]] && { port_of "$other"; return 0; }
-    done
-    return 1
-}
-
-# wait_replica_linked NAME: a replica is ready once its first sync is done.
-wait_replica_linked() {
-    local port deadline
-    port="$(port_of "$1")"
-    deadline=$(( SECONDS + TIMEOUT ))
-    until timeout 3 redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
-            grep -q '^master_link_status:up'; do
-        if (( SECONDS >= deadline )); then
-            echo "${0##*/}: $1 did not finish its sync with its primary within ${TIMEOUT}s" >&2
-            log_tail "$1"
-            return 1
-        fi
-        sleep 0.1
-    done
-}
-
-# sentinel_ask PORT ARGS...: SENTINEL ARGS on one Sentinel; the reply's words.
-sentinel_ask() {
-    local port="$1"
-    shift
-    timeout 3 redis-cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
-}
-
-# ha_primary: the group's primary port, as the first Sentinel that answers
-# names it.
-ha_primary() {
-    local p addr
-    for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
-        addr="$(sentinel_ask "$p" get-master-addr-by-name "$HA_MASTER_NAME" | tr '\n' ' ')"
-        [[ "$addr" =~ ^[0-9.]+\ ([0-9]+)\ $ ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
-    done
-    return 1
-}
-
-# start_sentinel NAME: one Sentinel of the group. Its timings are a lab's:
-# the primary is down after 500 ms of silence, and a failover-timeout of 1 s,
-# which also means that a Sentinel starts no new failover of the group
-# within 2 s of the last one.
-start_sentinel() {
-    local name="$1" port dir conf primary="" other pid
-    command -v redis-sentinel >/dev/null || die "redis-sentinel not found (scripts/deps.sh stack)"
-    port="$(port_of "$name")"
-    dir="$(workdir_of "$name")"
-    conf="$dir/sentinel.conf"
-    mkdir -p "$dir"
-    local alone=1
-    for other in $(sentinel_names); do
-        [[ "$other" != "$name" ]] && pid_of "$other" >/dev/null && alone=0
-    done
-    if [[ ! -s "$conf" ]] || (( alone )); then
-        primary="$(ha_running_primary "")" || primary="${HA_LIST[0]}"
-        printf '%s\n' \
-            "# written by scripts/stack.sh; the Sentinel rewrites it as the group changes" \
-            "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
-            "sentinel resolve-hostnames no" \
-            "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
-            "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
-            "sentinel failover-timeout $HA_MASTER_NAME 1000" \
-            "sentinel parallel-syncs $HA_MASTER_NAME 1" >"$conf" || return 1
-    fi
-    launch "$name" redis-sentinel "$conf" --logfile "$(logfile_of "$name")" \
-        --pidfile "$(pidfile_of "$name")"
-    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
-    wait_ready "$name" "$pid"
-}
+# shellcheck source=scripts/backends.sh
+. "$(dirname "${BASH_SOURCE[0]}")/backends.sh"
 
 cmd_ha_env() {
     local p list=""
     for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do list+="${list:+,}127.0.0.1:$p"; done
     printf 'export STOCKD_REDIS_SENTINEL=%s\n' "$list"
     printf 'export STOCKD_REDIS_MASTER_NAME=%s\n' "$HA_MASTER_NAME"
-}
-
-# seed_redis PORT: the Redis side of sql/seed.sql - product 1001 with 5000
-# units, unless the product is already there.
-seed_redis() {
-    redis-cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
-        redis-cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
-}
-
-# -------------------------------------------------------------- zookeeper
-
-start_zk() {
-    local dir java cp pid
-    dir="$(workdir_of zk)"
-    java="${JAVA:-$(command -v java || true)}"
-    [[ -n "$java" && -x "$java" ]] || die "zk: java not found (scripts/deps.sh zk)"
-    [[ -r /usr/share/java/zookeeper.jar ]] || die "zk: /usr/share/java/zookeeper.jar missing (scripts/deps.sh zk)"
-    # The jar's manifest names its dependencies; add a logger that writes to
-    # stderr, which goes to zookeeper.log.
-    cp=/usr/share/java/zookeeper.jar
-    [[ -r /usr/share/java/slf4j-simple.jar ]] && cp="$cp:/usr/share/java/slf4j-simple.jar"
-
-    mkdir -p "$dir/data" || return 1
-    cat >"$dir/zoo.cfg" <<EOF || return 1
-# written by scripts/stack.sh: a private standalone ZooKeeper
-tickTime=1000
-minSessionTimeout=1000
-maxSessionTimeout=60000
-dataDir=$dir/data
-clientPort=$ZK_PORT
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat
-autopurge.snapRetainCount=3
-autopurge.purgeInterval=1
-EOF
-    # -XX:-UsePerfData: no /tmp/hsperfdata_USER file; the rest: start fast, stay small.
-    launch zk "$java" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
-        -Dzookeeper.admin.enableServer=false -Dzookeeper.forceSync=no \
-        -Dzookeeper.jmx.log4j.disable=true \
-        -Dorg.slf4j.simpleLogger.showDateTime=true \
-        "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS" \
-        -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
-    pid="$(tr -dc '0-9' <"$(pidfile_of zk)")"
-    wait_ready zk "$pid"
-}
-
-# ------------------------------------------------------------- prometheus
-
-# The stockds it scrapes: a file_sd list that `scrape` rewrites; Prometheus
-# notices the new file at once.
-targets_file() { echo "$(workdir_of prometheus)/targets.json"; }
-
-start_prometheus() {
-    local dir pid prom
-    dir="$(workdir_of prometheus)"
-    prom="$(command -v prometheus || true)"
-    [[ -n "$prom" ]] || die "prometheus not found (scripts/deps.sh prometheus)"
-    mkdir -p "$dir/data" || return 1
-    [[ -s "$(targets_file)" ]] || echo '[]' >"$(targets_file)"
-    printf '%s\n' \
-        "# written by scripts/stack.sh: the private stack's Prometheus, scraping" \
-        "# the stockds that 'scripts/stack.sh scrape' names, every second." \
-        "global:" \
-        "  scrape_interval: 1s" \
-        "  scrape_timeout: 1s" \
-        "scrape_configs:" \
-        "  - job_name: stockd" \
-        "    file_sd_configs:" \
-        "      - files: [\"$(targets_file)\"]" >"$dir/prometheus.yml" || return 1
-    launch prometheus "$prom" --config.file="$dir/prometheus.yml" \
-        --storage.tsdb.path="$dir/data" --storage.tsdb.retention.time=6h \
-        --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --log.level=warn
-    pid="$(tr -dc '0-9' <"$(pidfile_of prometheus)")"
-    wait_ready prometheus "$pid"
 }
 
 cmd_scrape() {
@@ -599,66 +385,6 @@ running_instances() {
     done | sort -t- -k2,2n
 }
 
-stockd_bin() {
-    local bin="${STOCKD_BIN:-$STOCKD_REPO/build/stockd}"
-    [[ -x "$bin" ]] || die "$bin does not exist or is not executable (make build)"
-    echo "$bin"
-}
-
-# start_instance stockd-PORT: one build/stockd on 127.0.0.1:PORT with this
-# stack's settings (and STOCKD_THREADS as its --threads when set).
-start_instance() {
-    local name="$1" port bin pid pairs=() threads=()
-    port="$(port_of "$name")"
-    bin="$(stockd_bin)"
-    mapfile -t pairs < <(env_pairs)
-    if [[ -n "${STOCKD_THREADS:-}" ]]; then threads=(--threads="$STOCKD_THREADS"); fi
-    launch "$name" env "${pairs[@]}" "$bin" --listen=127.0.0.1 --port="$port" \
-        "${threads[@]+"${threads[@]}"}"
-    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
-    wait_ready "$name" "$pid"
-}
-
-# nginx_conf PORT...: deploy/nginx.conf.template filled for these instances.
-nginx_conf() {
-    local tpl dir servers="" user="" p
-    tpl="$(<"$STOCKD_REPO/deploy/nginx.conf.template")" || die "deploy/nginx.conf.template missing"
-    dir="$(workdir_of nginx)"
-    for p in "$@"; do
-        servers+="        server 127.0.0.1:$p max_fails=0;"$'\n'
-    done
-    servers="${servers%$'\n'}"
-    # A master started by root switches its workers to `user` (default nobody,
-    # who cannot write to the run directory); as anyone else `user` is ignored
-    # with a warning, so it is only written for root.
-    if (( EUID == 0 )); then user="user root;"; fi
-    tpl="${tpl//\{\{USER\}\}/$user}"
-    tpl="${tpl//\{\{DIR\}\}/$dir}"
-    tpl="${tpl//\{\{PORT\}\}/$NGINX_PORT}"
-    tpl="${tpl//\{\{SERVERS\}\}/$servers}"
-    printf '%s\n' "$tpl"
-}
-
-start_nginx() {
-    local dir conf pid nginx
-    dir="$(workdir_of nginx)"
-    conf="$dir/nginx.conf"
-    nginx="$(command -v nginx || true)"
-    [[ -z "$nginx" && -x /usr/sbin/nginx ]] && nginx=/usr/sbin/nginx
-    [[ -n "$nginx" ]] || die "nginx not found (scripts/deps.sh nginx)"
-    [[ -s "$conf" ]] || die "$conf missing: run instances-up N"
-    mkdir -p "$dir/tmp"
-    # -e: the error log from the very start, before the configuration is read
-    if ! "$nginx" -t -q -p "$dir/" -e "$dir/error.log" -c "$conf" >>"$(logfile_of nginx)" 2>&1; then
-        echo "${0##*/}: nginx rejects $conf" >&2
-        log_tail nginx
-        return 1
-    fi
-    launch nginx "$nginx" -p "$dir/" -e "$dir/error.log" -c "$conf"
-    pid="$(tr -dc '0-9' <"$(pidfile_of nginx)")"
-    wait_ready nginx "$pid"
-}
-
 cmd_instances_up() {
     local n="${1:-}" ports=() p name old want=" " rc=0 conf new
     if ! [[ "$n" =~ ^[0-9]{1,3}$ ]] || (( 10#$n < 1 || 10#$n > MAX_INSTANCES )); then
@@ -668,8 +394,7 @@ cmd_instances_up() {
     mapfile -t ports < <(instance_ports "$n")
     (( ${ports[-1]} <= 65535 )) || die "STACK_STOCKD_PORT_BASE $STOCKD_PORT_BASE + $n instances passes port 65535"
     for p in "${ports[@]}" "$NGINX_PORT"; do
-        for old in "$MYSQL_PORT" "$REDIS_PORT" "$REDIS_REPLICA_PORT" "$ZK_PORT" "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}" \
-            "${HA_LIST[@]+"${HA_LIST[@]}"}" "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
+        for old in $(every_port nginx); do
             [[ "$p" != "$old" ]] || die "port $p is both a backend's and an instance's or nginx's"
         done
     done
@@ -713,7 +438,8 @@ cmd_instances_down() {
 # start_one NAME: leave a running backend alone, clean a stale pid file,
 # refuse a port someone else holds, else start it and wait until it answers.
 start_one() {
-    local name="$1" pid port f
+    local name="$1" pid port f i
+    i="$(row_of "$name")" || die "unknown backend '$name'"
     port="$(port_of "$name")"
     f="$(pidfile_of "$name")"
     if pid="$(pid_of "$name")"; then
@@ -737,23 +463,16 @@ start_one() {
     fi
     say "$name: starting on 127.0.0.1:$port"
     local t0=$SECONDS
-    case "$name" in
-        mysql) start_mysql ;;
-        redis|redis-replica|redlock-*|ha-*) start_redis "$name" ;;
-        sentinel-*) start_sentinel "$name" ;;
-        zk) start_zk ;;
-        stockd-*) start_instance "$name" ;;
-        nginx) start_nginx ;;
-        prometheus) start_prometheus ;;
-    esac || return 1
+    "${B_START[i]}" "$name" "$port" || return 1
     say "$name: ready (pid $(pid_of "$name" || echo '?'), $(( SECONDS - t0 ))s)"
 }
 
 # stop_one NAME: TERM, wait, then KILL; only ever the pid in our pid file,
 # and only when that process is ours.
 stop_one() {
-    local name="$1" pid f deadline
+    local name="$1" pid f deadline how=term i
     f="$(pidfile_of "$name")"
+    if i="$(row_of "$name")"; then how="${B_STOP[i]}"; fi
     if ! pid="$(pid_of "$name")"; then
         if [[ -e "$f" ]]; then rm -f "$f"; fi
         return 0
@@ -761,17 +480,14 @@ stop_one() {
     say "$name: stopping pid $pid"
     kill -CONT "$pid" 2>/dev/null || true  # a frozen one (freeze-one) cannot stop
     deadline=$(( SECONDS + TIMEOUT ))
-    case "$name" in
-        redis|redis-replica|redlock-*|ha-*)
-            # A graceful stop writes a snapshot (and flushes the stockd
-            # Redis's AOF) that the next start loads: stop-one and start-one
-            # keep the data, as they do for MariaDB.
-            timeout 5 redis-cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
-            while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
-            if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi ;;
-        *)
-            kill -TERM "$pid" 2>/dev/null || true ;;
-    esac
+    if [[ "$how" == save ]]; then
+        # A graceful stop writes a snapshot (and flushes the stockd Redis's
+        # AOF) that the next start loads: stop-one and start-one keep the
+        # data, as they do for MariaDB.
+        timeout 5 redis-cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
+        while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+    fi
+    if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
     while alive "$pid" && (( SECONDS < deadline )); do sleep 0.2; done
     if alive "$pid"; then
         say "$name: still alive after ${TIMEOUT}s, sending KILL"
@@ -801,31 +517,19 @@ signal_one() {
     kill "-$2" "$pid"
 }
 
-# expand_name NAME: expand a user-given backend name (redlock = all three).
+# expand_name NAME: the backends a user-given name stands for: itself, or
+# every backend of a NAME-PORT row for its bare NAME (redlock: all three).
 expand_name() {
-    case "$1" in
-        mysql|redis|redis-replica|zk|prometheus) echo "$1" ;;
-        ha) ha_names ;;
-        sentinel) sentinel_names ;;
-        ha-*|sentinel-*)
-            { ha_names; sentinel_names; } | grep -qx -- "$1" ||
-                die "unknown backend '$1' (group: ${HA_LIST[*]-none}; Sentinels: ${SENTINEL_LIST[*]-none})"
-            echo "$1" ;;
-        redlock) for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do echo "redlock-$p"; done ;;
-        redlock-*)
-            local p
-            for p in "${REDLOCK_LIST[@]+"${REDLOCK_LIST[@]}"}"; do
-                [[ "$1" == "redlock-$p" ]] && { echo "$1"; return 0; }
-            done
-            die "unknown backend '$1' (redlock ports: ${REDLOCK_LIST[*]-none})" ;;
-        nginx) echo nginx ;;
-        stockd-[0-9]*)
-            if ! [[ "$1" =~ ^stockd-[0-9]+$ ]] || ! is_port "${1#stockd-}"; then
-                die "unknown instance '$1'"
-            fi
-            echo "$1" ;;
-        *) die "unknown backend '$1' (mysql redis redis-replica zk redlock redlock-PORT ha ha-PORT sentinel sentinel-PORT nginx stockd-PORT prometheus)" ;;
-    esac
+    local i base found=0
+    if row_of "$1" >/dev/null; then echo "$1"; return 0; fi
+    for i in "${!B_NAME[@]}"; do
+        base="${B_NAME[i]%-PORT}"
+        if [[ "${B_NAME[i]}" != "$base" && "$1" == "$base" && "${B_PORTS[i]}" != '*' ]]; then
+            names_of "$i"
+            found=1
+        fi
+    done
+    (( found )) || die "unknown backend '$1' (${B_NAME[*]}; a NAME-PORT row's NAME alone: all of them)"
 }
 
 lock_stack() {
@@ -852,25 +556,25 @@ cmd_up() {
 }
 
 cmd_down() {
-    local f n first=() names=() last=()
+    local f n i phase order=()
     [[ -d "$STACK" ]] || return 0
     lock_stack
     # Every backend that has a pid file here, whatever the configuration says
-    # now; the database goes last so nothing loses it mid-shutdown.
-    for f in "$STACK"/*.pid; do
-        [[ -e "$f" ]] || continue
-        n="$(basename "$f" .pid)"
-        case "$n" in
-            mysql) last+=("$n") ;;
-            redis|redis-replica|zk|redlock-[0-9]*|ha-[0-9]*|prometheus) names+=("$n") ;;
-            # the Sentinels before the group, so that no failover starts
-            nginx|stockd-[0-9]*|sentinel-[0-9]*) first+=("$n") ;;
-            *) say "leaving unknown pid file $f alone" ;;
-        esac
+    # now, in the order of the table's DOWN column; the stockd jmeter/compare
+    # left running goes with the front ends.
+    for phase in 1 2 3; do
+        for f in "$STACK"/*.pid; do
+            [[ -e "$f" ]] || continue
+            n="$(basename "$f" .pid)"
+            if ! i="$(row_of "$n")"; then
+                if (( phase == 1 )); then say "leaving unknown pid file $f alone"; fi
+                continue
+            fi
+            if [[ "${B_DOWN[i]}" == "$phase" ]]; then order+=("$n"); fi
+        done
+        if (( phase == 1 )) && [[ -e "$(pidfile_of stockd)" ]]; then order+=(stockd); fi
     done
-    if [[ -e "$(pidfile_of stockd)" ]]; then first+=(stockd); fi
-    # nginx first, then the instances (they sort after it), then the backends
-    for n in "${first[@]+"${first[@]}"}" "${names[@]+"${names[@]}"}" "${last[@]+"${last[@]}"}"; do
+    for n in "${order[@]+"${order[@]}"}"; do
         stop_one "$n"
     done
 }
@@ -883,7 +587,7 @@ shown_backends() {
         for f in "$STACK"/*.pid; do
             [[ -e "$f" ]] || continue
             n="$(basename "$f" .pid)"
-            case "$n" in mysql|redis|redis-replica|zk|redlock-[0-9]*|ha-[0-9]*|sentinel-[0-9]*|nginx|stockd-[0-9]*|prometheus) echo "$n" ;; esac
+            if row_of "$n" >/dev/null; then echo "$n"; fi
         done
         if [[ -e "$(pidfile_of stockd)" ]]; then echo stockd; fi
     } | awk '!seen[$0]++'

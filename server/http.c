@@ -122,8 +122,7 @@ struct conn {
  * for the reply at every run - and so reports a zero timeout while one
  * waits. The loop does not spin on that: the answer wakes it (the pipe's
  * reply), so it waits for that, at most HELD_WAIT_MS in case something
- * else of libmicrohttpd's is due too. `lua` at 64 connections ran 9%
- * faster held than suspended (alternating runs). Unlike a suspended one, a
+ * else of libmicrohttpd's is due too. Unlike a suspended one, a
  * held connection counts as idle while it waits: the pipe answers within
  * --connect-timeout-ms and --io-timeout-ms (11 s by default), inside the
  * 15 s of --idle-timeout-s; set shorter, a sale still waiting is dropped
@@ -983,9 +982,8 @@ static unsigned loop_share(int limit)
 
 /* Each loop's memory for a connection's request line, headers and reply
  * headers (a body arrives in chunks through on_request). libmicrohttpd
- * zeroes it for every request, and at 64 connections 16 KiB each no longer
- * stay in the cache: `lua` at 64 connections ran 9% faster with 8 KiB than
- * with 16 (alternating runs; 4 KiB was no faster). 8 KiB leaves a request
+ * zeroes it for every request, so the less of it the more connections
+ * stay in the cache, down to what a request needs. 8 KiB leaves a request
  * about 7 KiB of request line and headers, as nginx's 8 KiB header
  * buffers do; more gets libmicrohttpd's own 431. */
 #define CONNECTION_MEMORY (8 * 1024)
@@ -995,13 +993,11 @@ static unsigned loop_share(int limit)
  * with no listening socket: the loop hands it the connections it takes
  * (listener.h), and it tells the listener of each one opened and closed.
  * libmicrohttpd waits with epoll. A sale answered on its loop
- * costs no hand-off and no wake-up: eight alternating rounds of `lua` at
- * 64 connections ran at 0.78x the raw EVALSHA rate of the same rounds,
- * against 0.71x for HTTP threads handing each sale to a worker-led
- * pipeline. Holding it instead of suspending it (struct loop) saves its
- * two epoll_ctl() calls and a recv() that finds nothing. (libmicrohttpd's
- * poll mode, which has no epoll_ctl(), exists only with its own threads;
- * its select mode stops at descriptor 1024.)
+ * costs no hand-off and no wake-up, where HTTP threads handing each sale
+ * to a worker-led pipeline pay both per sale. Holding it instead of suspending it (struct loop)
+ * saves its two epoll_ctl() calls and a recv() that finds nothing. (libmicrohttpd's poll mode,
+ * which has no epoll_ctl(), exists only with its own threads; its select mode stops at descriptor
+ * 1024.)
  */
 static struct MHD_Daemon *loop_daemon(struct loop *l)
 {

@@ -6,10 +6,9 @@
  * on a port in use fails instead of sharing its clients (SO_REUSEPORT
  * would let it). A keep-alive connection stays on the loop that took it, so
  * who takes what decides how the work is shared. Left to libmicrohttpd,
- * whichever loop woke first took a burst: 64 wrk connections came out
- * 64/0, 43/21 or 32/32 from one run to the next, and `lua` ran about 34k
- * req/s split 64/0 or 43/21 against 43k split about evenly, one loop doing
- * the HTTP work of two cores. So the loops accept here instead, each only
+ * whichever loop woke first took a burst, and the connections could all
+ * land on one loop, which then did the HTTP work of every core while the
+ * others idled. So the loops accept here instead, each only
  * while it has at most one connection more than the loop with the fewest
  * (and fewer than its share of --max-connections): a loop that stops
  * taking connections wakes the others, so that one of those with the

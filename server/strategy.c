@@ -2,7 +2,7 @@
  * strategy.c - the table that registers every strategy.
  *
  * Order matters only for presentation: /strategies, the comparison run and
- * the README list strategies in this order, from the race itself to the
+ * docs/strategies.md list strategies in this order, from the race itself to the
  * safest fix.
  */
 #include "strategy.h"

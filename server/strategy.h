@@ -7,7 +7,7 @@
  * that says everything there is to know about it - where it sells from,
  * what it claims, how it behaves under contention, when its lease runs
  * out and when its Redis primary fails over, what exposes its race. /strategies publishes the rows,
- * and the tests, the comparison and the README's tables read them from there, so no other file
+ * and the tests, the comparison and docs/strategies.md read them from there, so no other file
  * names a strategy to learn a property of it. The table in strategy.c lists every row; adding a
  * strategy is one file and one line.
  */

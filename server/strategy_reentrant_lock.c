@@ -29,7 +29,7 @@
  * The price: a thread and a Redis connection per holder for the watchdog,
  * one more connection per waiting worker, and scripts on every step.
  * Fairness costs throughput (each hand-over waits for the one waiter whose
- * turn it is to wake up; about 15% here) and buys a short tail: nobody
+ * turn it is to wake up: docs/bench.md shows the price) and buys a short tail: nobody
  * waits behind a stream of newcomers. A waiter that dies blocks the queue
  * until its score passes (lock_wait_ms at most). And
  * the watchdog only helps a holder that runs: when the whole process

@@ -181,8 +181,8 @@ def answers(*spec):
     return [Answer(s, s + d, st, w) for s, d, st, w in spec]
 
 
-# Injected at 10 s, back at 13 s, stopped at 17 s.
-T = chaos_gate.Timeline(8.0, 10.0, 13.0, 17.0)
+# The fault's command ran from 9.9 s to 10 s, back at 13 s, stopped at 17 s.
+T = chaos_gate.Timeline(8.0, 9.9, 10.0, 13.0, 17.0)
 GOOD = answers((8.0, 0.01, 200, ""), (9.0, 0.01, 200, ""), (10.5, 0.01, 503, "backend_unavailable"),
                (11.0, 1.9, 503, "outcome_unknown"), (12.0, 0.2, 503, "timeout"),
                (13.1, 0.05, 200, ""), (14.0, 0.01, 200, ""), (16.0, 0.01, 409, "busy"))
@@ -229,7 +229,7 @@ class VerdictTest(unittest.TestCase):
         f, p = judge(ans, acct=dict(ACCT, sold=2))
         self.assertEqual(f["recover_s"], 2.6)
         self.assertEqual(p, ["first 200 2.60 s after the backend came back (> 2 s)",
-                             "1 answers 503 more than 2 s after the return"])
+                             "1 requests sent more than 2 s after the return answered 503"])
         _, p = judge(ans[:3], acct=dict(ACCT, sold=1))
         self.assertEqual(p, ["no 200 after the backend came back"])
 
@@ -237,12 +237,22 @@ class VerdictTest(unittest.TestCase):
         ans = answers((9.0, 0.01, 200, ""), (11.0, 0.01, 200, ""), (13.5, 0.01, 200, ""))
         acct = dict(ACCT, sold=3)
         self.assertEqual(judge(ans, acct)[1],
-                         ["no 503 while its backend was gone: the fault did not show"])
+                         ["no 503 to a request that met the outage: the fault did not show"])
         self.assertEqual(judge(ans, acct, hit=False)[1], [])
         self.assertEqual(judge(ans, acct, expect=faults.QUORUM)[1], [])
         # A 503 to a request sent while the backend was gone counts, whenever it ends.
         late = ans + answers((12.9, 1.0, 503, "timeout"))
         self.assertEqual(judge(late, acct)[1], [])
+        # So does one sent while the fault's command ran, answered much later.
+        landing = ans + answers((9.95, 2.1, 503, "timeout"))
+        self.assertEqual(judge(landing, acct)[1], [])
+        # And one sent just before the fault, still unanswered when it began.
+        in_flight = ans + answers((9.85, 2.0, 503, "timeout"))
+        self.assertEqual(judge(in_flight, acct)[1], [])
+        # Not one answered before the fault began, nor one sent after the return.
+        unrelated = ans + answers((9.0, 0.5, 503, "timeout"), (13.2, 0.1, 503, "timeout"))
+        self.assertEqual(judge(unrelated, dict(acct))[1],
+                         ["no 503 to a request that met the outage: the fault did not show"])
 
     def test_the_quorum_must_keep_selling(self):
         ans = answers((9.0, 0.01, 200, ""), (11.0, 0.01, 503, "backend_unavailable"),
@@ -263,7 +273,7 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(p, ["stockd died", "no 200 before the fault: the run shows nothing"])
 
     def test_backend_never_back(self):
-        t = chaos_gate.Timeline(8.0, 10.0, None, 17.0)
+        t = chaos_gate.Timeline(8.0, 9.9, 10.0, None, 17.0)
         f = chaos_gate.figures(GOOD, t, ACCT)
         self.assertIsNone(f["recover_s"])
         self.assertIn("no 200 after the backend came back",

@@ -77,6 +77,18 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("something &lt;odd&gt; &amp; &quot;quoted&quot;", page)
         self.assertIn('class="verdict-banner fail"', page)
 
+    def test_run_card_shows_the_memory_figure_and_its_origin(self):
+        rows = compare_rows()
+        own = compare_report.render(rows, {"stockd_peak_rss_kib": 16179,
+                                           "stockd_memory_source": "/proc"})
+        self.assertIn("<dt>stockd memory</dt><dd>15.8 MiB peak</dd>", own)
+        self.assertIn("VmHWM", own)
+        scraped = compare_report.render(rows, {"stockd_peak_rss_kib": 10240,
+                                               "stockd_memory_source": "/metrics"})
+        self.assertIn("<dd>10.0 MiB peak</dd>", scraped)
+        self.assertIn("process_resident_memory_bytes", scraped)
+        self.assertIn("not measured", compare_report.render(rows, {}))
+
     def test_bench_report(self):
         rows = bench_rows()
         page = bench_report.render(rows, {"conns": [1, 16]})

@@ -1,0 +1,378 @@
+# shellcheck shell=bash
+# scripts/backends.sh: how each backend of the private stack starts and how
+# it is asked whether it answers, one START and one PROBE function per row of
+# scripts/stack.sh's table. Sourced by scripts/stack.sh, not run.
+#
+# A START function gets the backend's NAME and PORT; it launches the process
+# (launch: detached, in the backend's own directory, logging to its log, pid
+# recorded) and waits until it answers (wait_ready), then does whatever makes
+# it usable (a schema, a seed, a replica's first sync). A PROBE function gets
+# NAME and PORT and succeeds when the backend answers a real request.
+
+# ------------------------------------------------------------------ probes
+
+# probe_mysql: ping succeeds as soon as the server answers, even "access denied".
+probe_mysql() {
+    mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
+        -h127.0.0.1 -P"$2" -uroot ping >/dev/null 2>&1
+}
+
+probe_redis() {
+    [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$2" ping 2>/dev/null)" == PONG ]]
+}
+
+# probe_sentinel: a Sentinel is of use once it names the group's primary.
+probe_sentinel() {
+    [[ -n "$(sentinel_ask "$2" get-master-addr-by-name "$HA_MASTER_NAME")" ]]
+}
+
+# probe_zk: ruok says imok even while not serving; srvr shows the mode only then.
+probe_zk() {
+    tcp_ask 127.0.0.1 "$2" srvr | grep -q '^Mode: '
+}
+
+probe_ready() {
+    [[ "$(http_status 127.0.0.1 "$2" /-/ready)" == 200 ]]
+}
+
+# probe_health: a stockd (or nginx in front of some) is healthy: every backend
+# it needs answers (through nginx: whichever instance gets the request).
+probe_health() {
+    [[ "$(http_status 127.0.0.1 "$2" /health)" == 200 ]]
+}
+
+MYSQL_SOCKET_NAME="mysql.sock"
+
+# ------------------------------------------------------------------ mysql
+
+mysql_socket() { echo "$STACK/$MYSQL_SOCKET_NAME"; }
+
+mysql_root() {
+    mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
+}
+
+start_mysql() {
+    local data sock pid marker as_user=()
+    # --user only means something to (and is only accepted from) root.
+    if (( EUID == 0 )); then as_user=(--user=root); fi
+    data="$(workdir_of mysql)"
+    marker="$STACK/mysql/installed"
+    sock="$(mysql_socket)"
+    (( ${#sock} <= 100 )) || die "socket path too long for a unix socket (${#sock} > 100 bytes): $sock; use a shorter STOCKD_RUN_DIR"
+    command -v mariadbd >/dev/null || die "mariadbd not found (scripts/deps.sh stack)"
+
+    if [[ ! -e "$marker" ]]; then
+        # A data dir without the marker is a half-done install of ours: redo it.
+        rm -rf "$data"
+        mkdir -p "$data"
+        say "mysql: initialising $data"
+        if ! mariadb-install-db --no-defaults --datadir="$data" "${as_user[@]+"${as_user[@]}"}" \
+                --auth-root-authentication-method=normal --skip-test-db \
+                >>"$(logfile_of mysql)" 2>&1; then
+            echo "${0##*/}: mariadb-install-db failed" >&2
+            log_tail mysql
+            return 1
+        fi
+        touch "$marker"
+    fi
+
+    rm -f "$sock"
+    launch mysql mariadbd --no-defaults \
+        --datadir="$data" --socket="$sock" --port="$MYSQL_PORT" \
+        --bind-address=127.0.0.1 "${as_user[@]+"${as_user[@]}"}" \
+        --pid-file="$(pidfile_of mysql)" --log-error="$(logfile_of mysql)" \
+        --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
+        --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+        --innodb-flush-log-at-trx-commit=2 --skip-log-bin \
+        --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci
+    pid="$(tr -dc '0-9' <"$(pidfile_of mysql)")"
+    wait_ready mysql "$pid" || return 1
+    provision_mysql
+}
+
+# provision_mysql: database, user and schema; every step is idempotent.
+provision_mysql() {
+    local deadline
+    deadline=$(( SECONDS + TIMEOUT ))
+    until mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
+        if (( SECONDS >= deadline )); then
+            echo "${0##*/}: mysql: root cannot connect on $(mysql_socket)" >&2
+            log_tail mysql
+            return 1
+        fi
+        sleep 0.2
+    done
+    if ! mysql_root <<'SQL'
+CREATE DATABASE IF NOT EXISTS stockd;
+CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
+CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY 'stockd';
+ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
+ALTER USER 'stockd'@'localhost' IDENTIFIED BY 'stockd';
+GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'localhost';
+SQL
+    then
+        echo "${0##*/}: mysql: creating the stockd database and user failed" >&2
+        return 1
+    fi
+    local f
+    for f in schema seed; do
+        if ! mysql_root stockd <"$STOCKD_REPO/sql/$f.sql"; then
+            echo "${0##*/}: mysql: applying sql/$f.sql failed" >&2
+            return 1
+        fi
+    done
+}
+
+# ------------------------------------------------------------------ redis
+
+start_redis() {
+    local name="$1" port pid primary
+    port="$(port_of "$name")"
+    command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
+    # The stockd Redis keeps an AOF (see the header), rewritten past 16 MB so
+    # that a restart after kill-one loads it quickly.
+    local aof=(--appendonly no) role=()
+    if [[ "$name" == redis ]]; then
+        aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
+    fi
+    case "$name" in
+        redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
+        ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
+    esac
+    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
+    # a request in flight, to make a lost reply happen on demand.
+    launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
+        --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
+        --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
+        --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
+        --enable-debug-command local
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid" || return 1
+    if (( ${#role[@]} )); then wait_replica_linked "$name" || return 1; fi
+    [[ "$name" == redis ]] && seed_redis "$port"
+    return 0
+}
+
+# redis_role PORT: master or slave (empty when nothing answers).
+redis_role() {
+    timeout 3 redis-cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
+}
+
+# ha_running_primary NAME: the port of a group server other than NAME that
+# runs as primary; fails when there is none.
+ha_running_primary() {
+    local other
+    for other in $(ha_names); do
+        [[ "$other" != "$1" ]] && pid_of "$other" >/dev/null || continue
+        [[ "$(redis_role "$(port_of "$other")")" == master ]] && { port_of "$other"; return 0; }
+    done
+    return 1
+}
+
+# wait_replica_linked NAME: a replica is ready once its first sync is done.
+wait_replica_linked() {
+    local port deadline
+    port="$(port_of "$1")"
+    deadline=$(( SECONDS + TIMEOUT ))
+    until timeout 3 redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
+            grep -q '^master_link_status:up'; do
+        if (( SECONDS >= deadline )); then
+            echo "${0##*/}: $1 did not finish its sync with its primary within ${TIMEOUT}s" >&2
+            log_tail "$1"
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+# sentinel_ask PORT ARGS...: SENTINEL ARGS on one Sentinel; the reply's words.
+sentinel_ask() {
+    local port="$1"
+    shift
+    timeout 3 redis-cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
+}
+
+# ha_primary: the group's primary port, as the first Sentinel that answers
+# names it.
+ha_primary() {
+    local p addr
+    for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do
+        addr="$(sentinel_ask "$p" get-master-addr-by-name "$HA_MASTER_NAME" | tr '\n' ' ')"
+        [[ "$addr" =~ ^[0-9.]+\ ([0-9]+)\ $ ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
+    done
+    return 1
+}
+
+# start_sentinel NAME: one Sentinel of the group. Its timings are a lab's:
+# the primary is down after 500 ms of silence, and a failover-timeout of 1 s,
+# which also means that a Sentinel starts no new failover of the group
+# within 2 s of the last one.
+start_sentinel() {
+    local name="$1" port dir conf primary="" other pid
+    command -v redis-sentinel >/dev/null || die "redis-sentinel not found (scripts/deps.sh stack)"
+    port="$(port_of "$name")"
+    dir="$(workdir_of "$name")"
+    conf="$dir/sentinel.conf"
+    mkdir -p "$dir"
+    local alone=1
+    for other in $(sentinel_names); do
+        [[ "$other" != "$name" ]] && pid_of "$other" >/dev/null && alone=0
+    done
+    if [[ ! -s "$conf" ]] || (( alone )); then
+        primary="$(ha_running_primary "")" || primary="${HA_LIST[0]}"
+        printf '%s\n' \
+            "# written by scripts/stack.sh; the Sentinel rewrites it as the group changes" \
+            "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
+            "sentinel resolve-hostnames no" \
+            "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
+            "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
+            "sentinel failover-timeout $HA_MASTER_NAME 1000" \
+            "sentinel parallel-syncs $HA_MASTER_NAME 1" >"$conf" || return 1
+    fi
+    launch "$name" redis-sentinel "$conf" --logfile "$(logfile_of "$name")" \
+        --pidfile "$(pidfile_of "$name")"
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid"
+}
+
+# seed_redis PORT: the Redis side of sql/seed.sql - product 1001 with 5000
+# units, unless the product is already there.
+seed_redis() {
+    redis-cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
+        redis-cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
+}
+
+# -------------------------------------------------------------- zookeeper
+
+start_zk() {
+    local dir java cp pid
+    dir="$(workdir_of zk)"
+    java="${JAVA:-$(command -v java || true)}"
+    [[ -n "$java" && -x "$java" ]] || die "zk: java not found (scripts/deps.sh zk)"
+    [[ -r /usr/share/java/zookeeper.jar ]] || die "zk: /usr/share/java/zookeeper.jar missing (scripts/deps.sh zk)"
+    # The jar's manifest names its dependencies; add a logger that writes to
+    # stderr, which goes to zookeeper.log.
+    cp=/usr/share/java/zookeeper.jar
+    [[ -r /usr/share/java/slf4j-simple.jar ]] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+
+    mkdir -p "$dir/data" || return 1
+    cat >"$dir/zoo.cfg" <<EOF || return 1
+# written by scripts/stack.sh: a private standalone ZooKeeper
+tickTime=1000
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$dir/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+EOF
+    # -XX:-UsePerfData: no /tmp/hsperfdata_USER file; the rest: start fast, stay small.
+    launch zk "$java" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData \
+        -Dzookeeper.admin.enableServer=false -Dzookeeper.forceSync=no \
+        -Dzookeeper.jmx.log4j.disable=true \
+        -Dorg.slf4j.simpleLogger.showDateTime=true \
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS" \
+        -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+    pid="$(tr -dc '0-9' <"$(pidfile_of zk)")"
+    wait_ready zk "$pid"
+}
+
+# ------------------------------------------------------------- prometheus
+
+# The stockds it scrapes: a file_sd list that `scrape` rewrites; Prometheus
+# notices the new file at once.
+targets_file() { echo "$(workdir_of prometheus)/targets.json"; }
+
+start_prometheus() {
+    local dir pid prom
+    dir="$(workdir_of prometheus)"
+    prom="$(command -v prometheus || true)"
+    [[ -n "$prom" ]] || die "prometheus not found (scripts/deps.sh prometheus)"
+    mkdir -p "$dir/data" || return 1
+    [[ -s "$(targets_file)" ]] || echo '[]' >"$(targets_file)"
+    printf '%s\n' \
+        "# written by scripts/stack.sh: the private stack's Prometheus, scraping" \
+        "# the stockds that 'scripts/stack.sh scrape' names, every second." \
+        "global:" \
+        "  scrape_interval: 1s" \
+        "  scrape_timeout: 1s" \
+        "scrape_configs:" \
+        "  - job_name: stockd" \
+        "    file_sd_configs:" \
+        "      - files: [\"$(targets_file)\"]" >"$dir/prometheus.yml" || return 1
+    launch prometheus "$prom" --config.file="$dir/prometheus.yml" \
+        --storage.tsdb.path="$dir/data" --storage.tsdb.retention.time=6h \
+        --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --log.level=warn
+    pid="$(tr -dc '0-9' <"$(pidfile_of prometheus)")"
+    wait_ready prometheus "$pid"
+}
+
+# ------------------------------------------- stockd instances behind nginx
+
+stockd_bin() {
+    local bin="${STOCKD_BIN:-$STOCKD_REPO/build/stockd}"
+    [[ -x "$bin" ]] || die "$bin does not exist or is not executable (make build)"
+    echo "$bin"
+}
+
+# start_instance stockd-PORT: one build/stockd on 127.0.0.1:PORT with this
+# stack's settings (and STOCKD_THREADS as its --threads when set).
+start_instance() {
+    local name="$1" port bin pid pairs=() threads=()
+    port="$(port_of "$name")"
+    bin="$(stockd_bin)"
+    mapfile -t pairs < <(env_pairs)
+    if [[ -n "${STOCKD_THREADS:-}" ]]; then threads=(--threads="$STOCKD_THREADS"); fi
+    launch "$name" env "${pairs[@]}" "$bin" --listen=127.0.0.1 --port="$port" \
+        "${threads[@]+"${threads[@]}"}"
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid"
+}
+
+# nginx_conf PORT...: deploy/nginx.conf.template filled for these instances.
+nginx_conf() {
+    local tpl dir servers="" user="" p
+    tpl="$(<"$STOCKD_REPO/deploy/nginx.conf.template")" || die "deploy/nginx.conf.template missing"
+    dir="$(workdir_of nginx)"
+    for p in "$@"; do
+        servers+="        server 127.0.0.1:$p max_fails=0;"$'\n'
+    done
+    servers="${servers%$'\n'}"
+    # A master started by root switches its workers to `user` (default nobody,
+    # who cannot write to the run directory); as anyone else `user` is ignored
+    # with a warning, so it is only written for root.
+    if (( EUID == 0 )); then user="user root;"; fi
+    tpl="${tpl//\{\{USER\}\}/$user}"
+    tpl="${tpl//\{\{DIR\}\}/$dir}"
+    tpl="${tpl//\{\{PORT\}\}/$NGINX_PORT}"
+    tpl="${tpl//\{\{SERVERS\}\}/$servers}"
+    printf '%s\n' "$tpl"
+}
+
+start_nginx() {
+    local dir conf pid nginx
+    dir="$(workdir_of nginx)"
+    conf="$dir/nginx.conf"
+    nginx="$(command -v nginx || true)"
+    [[ -z "$nginx" && -x /usr/sbin/nginx ]] && nginx=/usr/sbin/nginx
+    [[ -n "$nginx" ]] || die "nginx not found (scripts/deps.sh nginx)"
+    [[ -s "$conf" ]] || die "$conf missing: run instances-up N"
+    mkdir -p "$dir/tmp"
+    # -e: the error log from the very start, before the configuration is read
+    if ! "$nginx" -t -q -p "$dir/" -e "$dir/error.log" -c "$conf" >>"$(logfile_of nginx)" 2>&1; then
+        echo "${0##*/}: nginx rejects $conf" >&2
+        log_tail nginx
+        return 1
+    fi
+    launch nginx "$nginx" -p "$dir/" -e "$dir/error.log" -c "$conf"
+    pid="$(tr -dc '0-9' <"$(pidfile_of nginx)")"
+    wait_ready nginx "$pid"
+}
+
+ha_names() { local p; for p in "${HA_LIST[@]+"${HA_LIST[@]}"}"; do echo "ha-$p"; done; }
+sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do echo "sentinel-$p"; done; }
