@@ -31,7 +31,8 @@ def measured_cell(r):
     if r["kind"] == "quorum":
         what = r["first_holder"]
     elif r["kind"] == "sales":
-        what = f"{r['acked_lost']} of {r['acked']} acknowledged sales lost"
+        what = f"A's sales answered {r['first_holder']}: {r['acked_lost']} of {r['acked']} " \
+               "acknowledged lost"
     else:
         what = f"A {r['first_holder']}, B {r['second_holder']}: oversold {r['oversold']}"
     return f"{what} ({r['verdict']})"

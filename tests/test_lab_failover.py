@@ -129,6 +129,11 @@ class ReportTest(unittest.TestCase):
         table = failover_report.debate_table([r], FACTS)
         self.assertIn("| `keylock` | safe | oversells | oversells | two_holders | "
                       "A 200, B 200: oversold 1 (pass) |", table)
+        r = row("sales", "safe", acked_lost=0, acked=0)
+        r.update(strategy="waiting", first_holder="503 outcome_unknown", verdict="pass")
+        self.assertIn("| `waiting` | safe | no lease | no lease | safe | A's sales answered 503 "
+                      "outcome_unknown: 0 of 0 acknowledged lost (pass) |",
+                      failover_report.debate_table([r], FACTS))
 
     def test_the_timeline_names_the_two_holders(self):
         m = window()
