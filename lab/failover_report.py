@@ -109,7 +109,7 @@ def timeline_svg(name, m):
         mark(axis, "Sentinel", m["promoted"] or end, "Sentinel promotes the replica"),
         bar(axis, "client A", start, m["held_at"] or m["thawed"], "lock",
             "takes the lock on the primary, reads the last unit"),
-        bar(axis, "client B", m["died"], m["first_ok"] or end, "gap", "503 while no primary"),
+        bar(axis, "client B", m["died"], m["first_ok"] or end, "gap", "503 until stockd finds the new primary"),
         bar(axis, "client B", second_at - second[3], second_at, "new",
             f"same lock on the new primary: {second[0]}"),
     ]
