@@ -49,7 +49,7 @@ from .api import Api
 from .common import (ENDLESS_STOCK, REPO, Options, Progress, SetupError, comma_list,
                      elapsed_line, make_out_dir, now_iso)
 from .redis_group import Group, sentinel_env
-from .service import run_dir, stack_env, stack_script, stop_process
+from .service import launch_stockd, run_dir, stack_env, stack_script, stop_process, wait_healthy
 
 PROBE_EVERY_S = 0.05
 RECOVER_GOAL_S = 2.0
@@ -131,22 +131,11 @@ class Instance:
         if self.api.answers():
             raise SetupError(f"something answers at {self.api.where()} already: pick another "
                              "--port (instance B takes the next one)")
-        binary = os.environ.get("STOCKD_BIN") or os.path.join(REPO, "build", "stockd")
-        if not os.access(binary, os.X_OK):
-            raise SetupError(f"{binary} does not exist: build it first (make)")
-        cmd = [os.path.realpath(binary), "--listen=127.0.0.1", f"--port={self.api.port}",
-               "--io-timeout-ms=1000", "--connect-timeout-ms=300"] + self.options
-        log = open(os.path.join(self.out_dir, f"stockd-{self.name}.log"), "ab")
-        with log:
-            self.proc = subprocess.Popen(cmd, env={**os.environ, **self.env},
-                                         stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not self.api.healthy():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SetupError(f"stockd {self.name} did not become healthy (its log: "
-                                 f"{self.out_dir}/stockd-{self.name}.log)")
-            time.sleep(0.1)
+        log_file = os.path.join(self.out_dir, f"stockd-{self.name}.log")
+        options = ["--listen=127.0.0.1", "--io-timeout-ms=1000",
+                   "--connect-timeout-ms=300"] + self.options
+        self.proc = launch_stockd(self.api.port, options, {**os.environ, **self.env}, log_file)
+        wait_healthy(self.api, 30, self.proc, log_file)
 
     def sleeping(self):
         """Whether a thread of this stockd sleeps in nanosleep: with no other request and

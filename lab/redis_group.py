@@ -14,12 +14,12 @@ makes the dangerous window happen on demand:
 The pause also holds back Sentinel's own promotion commands, so the run releases the
 replica as soon as its link is down, not before."""
 
-import shlex
 import subprocess
 import time
 
 from .common import SetupError
-from .service import stack_script
+from .faults import run_stack
+from .service import stack_env
 
 PAUSE_MS = 60000           # longer than any window the run needs; released explicitly
 SETTLE_TIMEOUT_S = 60
@@ -49,23 +49,9 @@ def info(port, section="replication"):
     return dict(line.split(":", 1) for line in lines if ":" in line)
 
 
-def stack_run(*args):
-    r = subprocess.run([stack_script(), *args], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    if r.returncode != 0:
-        raise SetupError(f"scripts/stack.sh {' '.join(args)} failed (exit {r.returncode}): "
-                         f"{r.stderr.strip()[-300:]}")
-    return r.stdout
-
-
 def sentinel_env():
     """The STOCKD_* settings that point a stockd at the group (scripts/stack.sh ha-env)."""
-    env = {}
-    for line in stack_run("ha-env").splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            k, v = words[1].split("=", 1)
-            env[k] = v
+    env = stack_env("ha-env")
     if not env.get("STOCKD_REDIS_SENTINEL"):
         raise SetupError("scripts/stack.sh ha-env names no Sentinel")
     return env
@@ -159,7 +145,7 @@ class Group:
     @staticmethod
     def kill(port):
         """kill -9 of a group server (its pid file names it): a crash."""
-        stack_run("kill-one", f"ha-{port}")
+        run_stack("kill-one", f"ha-{port}")
         return time.monotonic()
 
     @staticmethod
@@ -186,4 +172,4 @@ class Group:
     @staticmethod
     def restart(port):
         """The dead server back: scripts/stack.sh starts it as the new primary's replica."""
-        stack_run("start-one", f"ha-{port}")
+        run_stack("start-one", f"ha-{port}")

@@ -25,10 +25,11 @@ def stack_script():
     return stack
 
 
-def stack_env():
-    """The NAME=VALUE settings `scripts/stack.sh env` gives stockd."""
-    out = subprocess.run([stack_script(), "env"], check=True, stdout=subprocess.PIPE,
-                         universal_newlines=True).stdout
+def stack_env(verb="env"):
+    """The NAME=VALUE settings `scripts/stack.sh VERB` gives stockd (`env`: the main
+    stack; `ha-env`: the replicated Redis group)."""
+    out = subprocess.run([stack_script(), verb], check=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, universal_newlines=True).stdout
     env = {}
     for line in out.splitlines():
         words = shlex.split(line)
@@ -40,6 +41,39 @@ def stack_env():
 
 def run_dir():
     return os.environ.get("STOCKD_RUN_DIR") or os.path.join(REPO, "run")
+
+
+def stockd_binary():
+    """build/stockd, or $STOCKD_BIN; None when it is not there to run."""
+    path = os.environ.get("STOCKD_BIN") or os.path.join(REPO, "build", "stockd")
+    return path if os.access(path, os.X_OK) else None
+
+
+def launch_stockd(port, options, env, log_file, cwd=None):
+    """Starts a stockd on 127.0.0.1-or-`--listen` `port` with `options` and `env`, its
+    output appended to `log_file`; returns the process (not yet known healthy)."""
+    binary = stockd_binary()
+    if binary is None:
+        raise SetupError("build/stockd does not exist: build it first (make)")
+    cmd = [os.path.realpath(binary), f"--port={port}"] + list(options)
+    with open(log_file, "ab") as log:
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+
+
+def wait_healthy(api, seconds, proc, log_file):
+    """Returns once `api` answers /health; SetupError, with the log's tail, when `proc`
+    exits first or `seconds` pass."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if api.healthy():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise SetupError(f"stockd exited with status {proc.returncode} during start; "
+                             f"see {log_file}:\n{tail(log_file)}")
+        time.sleep(0.1)
+    raise SetupError(f"stockd at {api.where()} not healthy after {seconds}s"
+                     + (f"; see {log_file}:\n{tail(log_file)}" if proc else ""))
 
 
 class Service:
@@ -114,10 +148,10 @@ class Service:
             pass
 
     def binary(self):
-        path = os.environ.get("STOCKD_BIN") or os.path.join(REPO, "build", "stockd")
-        if not os.access(path, os.X_OK):
-            raise SetupError(f"nothing answers at {self.api.where()} and {path} does not "
-                             "exist: build it first (make)")
+        path = stockd_binary()
+        if path is None:
+            raise SetupError(f"nothing answers at {self.api.where()} and build/stockd does "
+                             "not exist: build it first (make)")
         return path
 
     def instances_env(self):
@@ -175,17 +209,13 @@ class Service:
 
     def start_stockd(self):
         binary = self.binary()
-        env = dict(os.environ)
-        env.update(stack_env())
         os.makedirs(run_dir(), exist_ok=True)
         listen = "127.0.0.1" if self.api.host == "localhost" else self.api.host
-        cmd = [os.path.realpath(binary), f"--listen={listen}", f"--port={self.api.port}"] + \
-            self.options
-        self.say(f"starting {' '.join(cmd)} (log {self.log_file})")
-        with open(self.log_file, "ab") as log:
-            self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         cwd=os.path.realpath(run_dir()))
+        options = [f"--listen={listen}"] + self.options
+        self.say(f"starting {binary} --port={self.api.port} {' '.join(options)} "
+                 f"(log {self.log_file})")
+        self.proc = launch_stockd(self.api.port, options, {**os.environ, **stack_env()},
+                                  self.log_file, cwd=os.path.realpath(run_dir()))
         with open(self.pid_file, "w") as f:
             f.write(f"{self.proc.pid}\n")
         self.wait_healthy(30, self.proc)
@@ -218,17 +248,8 @@ class Service:
         return (sum(by.values()) if by else None), by
 
     def wait_healthy(self, seconds, proc):
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            if self.api.healthy():
-                self.say(f"stockd healthy at {self.api.where()}")
-                return
-            if proc is not None and proc.poll() is not None:
-                raise SetupError(f"stockd exited with status {proc.returncode} during start; "
-                                 f"see {self.log_file}:\n{tail(self.log_file)}")
-            time.sleep(0.2)
-        raise SetupError(f"stockd at {self.api.where()} not healthy after {seconds}s"
-                         + (f"; see {self.log_file}:\n{tail(self.log_file)}" if proc else ""))
+        wait_healthy(self.api, seconds, proc, self.log_file)
+        self.say(f"stockd healthy at {self.api.where()}")
 
     def stop(self, keep=False):
         """Stops what this run started; with `keep`, leaves it running (scripts/stack.sh

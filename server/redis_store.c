@@ -94,6 +94,22 @@ void redis_link_drop_if_closed(struct redis_link *link)
     }
 }
 
+/* The link's server is gone or no longer the primary: let it go, and have
+ * the primary looked up again when the link follows one. */
+static void link_lost(struct redis_link *link)
+{
+    redis_link_close(link);
+    if (link->follows_primary)
+        sentinel_suspect(link->generation);
+}
+
+/* Connected to the server the link is meant for: for a link that follows
+ * the primary, the one in force now. */
+static int link_current(const struct redis_link *link)
+{
+    return link->ctx && (!link->follows_primary || link->generation == sentinel_generation());
+}
+
 /* The link broke: drop it, and say `r` (503) with what happened. */
 static st_result link_broken_as(struct worker *w, st_result r, struct redis_link *link,
                                 const char *what)
@@ -102,9 +118,7 @@ static st_result link_broken_as(struct worker *w, st_result r, struct redis_link
                 link->ctx && link->ctx->err ? link->ctx->errstr : "connection lost",
                 r == ST_OUTCOME_UNKNOWN ? " (the sale was sent; its reply was lost)" : "");
     log_warn("%s", w->error);
-    redis_link_close(link);
-    if (link->follows_primary)
-        sentinel_suspect(link->generation);
+    link_lost(link);
     return r;
 }
 
@@ -207,9 +221,7 @@ static void moved_if_readonly(struct redis_link *link, redisReply **replies, int
              redis_is_readonly(replies[i]->element[0]))) {
             log_warn("redis %s:%d is a replica now (READONLY); looking for the primary", link->host,
                      link->port);
-            redis_link_close(link);
-            if (link->follows_primary)
-                sentinel_suspect(link->generation);
+            link_lost(link);
             return;
         }
 }
@@ -284,8 +296,7 @@ void redis_undo(struct worker *w, int argc, const char **argv)
 {
     redisReply *reply;
     const struct redis_link *link = redis_main(w);
-    int live = link->ctx && (!link->follows_primary || link->generation == sentinel_generation());
-    if (live && redis_call(w, &reply, argc, argv) == ST_OK)
+    if (link_current(link) && redis_call(w, &reply, argc, argv) == ST_OK)
         freeReplyObject(reply);
 }
 
@@ -477,7 +488,7 @@ st_result redis_wait_replicas(struct worker *w, const char *what, st_result fail
     redisReply *reply;
     struct redis_link *link = redis_main(w);
     /* WAIT speaks for the writes of its own connection only. */
-    if (!link->ctx || (link->follows_primary && link->generation != sentinel_generation()))
+    if (!link_current(link))
         return worker_fail(w, failure,
                            "%s not known replicated: the connection that wrote it is gone", what);
     enum request_kind kind = failure == ST_OUTCOME_UNKNOWN ? COMMITS : READS;
