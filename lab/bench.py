@@ -620,6 +620,8 @@ def write_outputs(out_dir, rows, params):
                                                                       "rows": rows}))
     write_text(os.path.join(out_dir, "bench.csv"), tables.csv_text(rows, bench_report.ROW_FIELDS))
     write_text(page, bench_report.render(rows, params))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.bench", rows,
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
     return page
 
 

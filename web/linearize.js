@@ -345,13 +345,28 @@
         return result(ops.length, true, null, seen.size, "search");
     }
 
-    /* The race driver's history (POST /lab/race) as the checker's ops. */
+    /* The race driver's history (POST /lab/race) as the checker's ops, with the
+     * ledger's counter after the race as a final read (lab/history.py does the
+     * same). */
     function fromRace(race) {
-        return race.history.map(h => ({
-            id: h.id, invoke: h.invoke_us, complete: h.complete_us, qty: h.qty,
-            outcome: outcomeOf(h.status, h.error),
-            remaining: h.remaining === undefined ? null : h.remaining,
-        }));
+        const ops = race.history.map(h => {
+            const outcome = outcomeOf(h.status, h.error);
+            const known = Number.isInteger(h.remaining) &&
+                (outcome === "ok" || outcome === "sold_out");
+            return { id: h.id, invoke: h.invoke_us, complete: h.complete_us,
+                     qty: h.qty === undefined ? race.qty : h.qty, outcome: outcome,
+                     remaining: known ? h.remaining : null };
+        });
+        const left = race.ledger && race.ledger.remaining;
+        if (Number.isInteger(left)) {
+            let last = 0;
+            for (const o of ops)
+                if (o.complete !== null && o.complete > last)
+                    last = o.complete;
+            ops.push({ id: "final", invoke: last + 1, complete: last + 1, qty: 0,
+                       outcome: "ok", remaining: left });
+        }
+        return ops;
     }
 
     function outcomeOf(status, error) {
