@@ -228,7 +228,7 @@ def write_outputs(out_dir, rows, params, races=None):
                tables.csv_text(rows, compare_report.ROW_FIELDS))
     write_text(path, compare_report.render(rows, params, races))
     junit.write(os.path.join(out_dir, "junit.xml"), "stockd.compare", rows,
-                lambda r: r["label"], lambda r: r.get("duration_s"))
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
     return path
 
 

@@ -45,7 +45,8 @@ TABLE = [  # (heading, field, align)
 
 COLUMNS = [  # heading, field, left-aligned (threads and instances: in the Run card)
     ("row, and why", "label", True), ("claim", "expected_safe", True),
-    ("verdict", "verdict", True), ("stock", "stock", False), ("requests", "requests", False),
+    ("verdict", "verdict", True), ("history (second witness)", "history", True),
+    ("stock", "stock", False), ("requests", "requests", False),
     ("sold", "sold", False), ("sold out", "sold_out", False), ("busy", "busy", False),
     ("outcome unknown", "outcome_unknown", False), ("errors", "errors", False),
     ("oversold", "oversold", False), ("lost updates", "lost_updates", False),
@@ -53,7 +54,6 @@ COLUMNS = [  # heading, field, left-aligned (threads and instances: in the Run c
     ("× ceiling", "throughput_vs_ceiling", False), ("driver", "driver_bound", True),
     ("p50 ms", "p50_ms", False), ("p95 ms", "p95_ms", False), ("p99 ms", "p99_ms", False),
     ("in flight, peak", "peak_in_flight", False), ("lock wait p99 ms", "lock_wait_p99_ms", False),
-    ("history (second witness)", "history", True),
 ]
 
 

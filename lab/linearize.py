@@ -198,7 +198,7 @@ def final_violation(initial, ops):
     unknown = [o.qty for o in ops if o.outcome == "unknown"]
     if took < sold:
         return (f"{f.words()} after every request had answered: {took} units left the "
-                f"counter, but the 200 answers sold {sold}: {sold - took} deductions "
+                f"counter, but the 200 answers sold {sold}: {sold - took} of their deductions "
                 "vanished (lost updates)")
     if took > sold + sum(unknown):
         return (f"{f.words()} after every request had answered: {took} units left the "

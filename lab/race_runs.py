@@ -5,7 +5,7 @@ one of its store's safe counterpart for contrast. Each race's history is checked
 here (lab.history, lab.linearize) against the race's own ledger, like a comparison
 row; report.html draws each race with web/race.js.
 
-A stockd without the race driver answers 404: the report says so and the run goes
+A stockd without the race driver answers 404 or 405: the report says so and the run goes
 on (the timelines are a picture, never a verdict of the run)."""
 
 from . import history
@@ -65,9 +65,10 @@ def run(api, facts, selected, instances, say):
             r = api.post_json(PATH, body, timeout=60)
         except OSError as e:
             return {"available": False, "note": f"POST {PATH} failed: {e}", "races": races}
-        if r.status == 404:
+        if r.status in (404, 405):  # no such route, or only the page's GET under /lab/
             return {"available": False, "races": races,
-                    "note": f"this stockd lacks the race driver (POST {PATH} answered 404)"}
+                    "note": f"this stockd lacks the race driver (POST {PATH} answered "
+                            f"{r.status})"}
         if r.status != 200 or not isinstance(r.body, dict):
             say(f"race {name}: POST {PATH} answered {r.status}: {str(r.body)[:160]}")
             continue

@@ -178,7 +178,7 @@
         const unknown = ops.filter(o => o.outcome === "unknown").map(o => o.qty);
         if (took < sold)
             return `${words(f)} after every request had answered: ${took} units left the ` +
-                `counter, but the 200 answers sold ${sold}: ${sold - took} deductions ` +
+                `counter, but the 200 answers sold ${sold}: ${sold - took} of their deductions ` +
                 "vanished (lost updates)";
         if (took > sold + sum(unknown))
             return `${words(f)} after every request had answered: ${took} units left the ` +
