@@ -175,8 +175,8 @@ class Comparison:
         ops = history.from_jtl(run.jtl, path, self.args.qty)
         ops = history.with_final_read(ops, (acct or {}).get("remaining"), path)
         hist = history.judge(row.stock, ops)
-        self.say(f"{row.label}: history of {hist['history_ops']} requests "
-                 f"({hist['history_s']}s): {hist['history']}")
+        self.say(f"{row.label}: history ({hist['history_ops']} ops, {hist['history_s']} s): "
+                 f"{hist['history']}")
         return hist
 
     def inside_figures(self, rows):
