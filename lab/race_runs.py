@@ -66,9 +66,9 @@ def run(api, facts, selected, instances, say):
         except OSError as e:
             return {"available": False, "note": f"POST {PATH} failed: {e}", "races": races}
         if r.status in (404, 405):  # no such route, or only the page's GET under /lab/
-            return {"available": False, "races": races,
-                    "note": f"this stockd lacks the race driver (POST {PATH} answered "
-                            f"{r.status})"}
+            note = f"this stockd lacks the race driver (POST {PATH} answered {r.status})"
+            say(f"no race timelines: {note}")
+            return {"available": False, "races": races, "note": note}
         if r.status != 200 or not isinstance(r.body, dict):
             say(f"race {name}: POST {PATH} answered {r.status}: {str(r.body)[:160]}")
             continue
