@@ -45,7 +45,7 @@ import time
 from statistics import median
 
 from . import bench_report, browser, facts as facts_mod, host, peer as peer_mod, raw, sources
-from . import tables, wrk
+from . import junit, tables, wrk
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
                      elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
