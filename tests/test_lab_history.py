@@ -11,7 +11,8 @@ import tempfile
 import unittest
 
 from fakestockd import document, strategy
-from lab import compare_report, facts, gate, history, junit, race_report, race_runs
+from lab import bench, chaos, compare, compare_report, facts, gate, history, junit, race_report
+from lab import race_runs
 from lab.load import Answer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -131,6 +132,13 @@ class JUnit(unittest.TestCase):
         self.assertIn('tests="2" failures="1"', text)
         self.assertIn('message="unsafe, but the race did not show at hold_ms=20"', text)
         self.assertEqual(text.count("<testcase "), 2)
+
+    def test_every_run_writes_it(self):
+        for write in (bench.write_outputs, chaos.write_outputs, compare.write_outputs):
+            with tempfile.TemporaryDirectory() as d:
+                write(d, [], {})
+                with open(os.path.join(d, "junit.xml")) as f:
+                    self.assertIn('tests="0" failures="0"', f.read())
 
     def test_valid_against_the_schema(self):
         xmllint = shutil.which("xmllint")
