@@ -202,6 +202,25 @@ class Races(unittest.TestCase):
         self.assertIn("lacks the race driver", missing)
 
 
+class ReportInChromium(unittest.TestCase):
+    def test_the_page_checks_the_race_again(self):
+        chromium = shutil.which("chromium")
+        if not chromium:
+            self.skipTest("chromium is not installed: the report's scripts not run")
+        entry = {"strategy": "s-unsafe", "params": {"buyers": 2, "units": 2, "hold_ms": 50},
+                 "race": RACE, "check": race_runs.judged(RACE)}
+        with tempfile.TemporaryDirectory() as d:
+            page = os.path.join(d, "report.html")
+            with open(page, "w") as f:
+                f.write(compare_report.render([], {}, {"available": True, "note": "1 race",
+                                                       "races": [entry]}))
+            dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                  f"--user-data-dir={d}/profile", "--dump-dom",
+                                  "file://" + page], capture_output=True, text=True,
+                                 timeout=120).stdout
+        self.assertIn('data-verdict="not linearizable" data-js-linearizable="false"', dom)
+
+
 class JavaScriptRace(unittest.TestCase):
     def test_from_race_agrees_with_python(self):
         node = shutil.which("node")
