@@ -60,6 +60,25 @@ class Api:
             conn.close()
         return Reply(resp.status, raw, names)
 
+    def post_json(self, path, doc, timeout=None):
+        """POST a JSON body with the admin token. Raises OSError when nothing answers."""
+        body = json.dumps(doc).encode()
+        headers = {"Accept": "application/json", "Content-Type": "application/json",
+                   "Content-Length": str(len(body))}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            names = {k.lower(): v for k, v in resp.getheaders()}
+        except http.client.HTTPException as e:
+            raise OSError(str(e)) from e
+        finally:
+            conn.close()
+        return Reply(resp.status, raw, names)
+
     def answers(self):
         try:
             self.call("GET", "/health", timeout=3)

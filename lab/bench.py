@@ -45,7 +45,7 @@ import time
 from statistics import median
 
 from . import bench_report, browser, facts as facts_mod, host, peer as peer_mod, raw, sources
-from . import tables, wrk
+from . import junit, tables, wrk
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
                      elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
@@ -620,6 +620,8 @@ def write_outputs(out_dir, rows, params):
                                                                       "rows": rows}))
     write_text(os.path.join(out_dir, "bench.csv"), tables.csv_text(rows, bench_report.ROW_FIELDS))
     write_text(page, bench_report.render(rows, params))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.bench", rows,
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
     return page
 
 

@@ -13,7 +13,11 @@ back, and goes on for --after seconds (up to 15 s while a strategy has not sold
 again). Each (fault, strategy) row is judged by lab.chaos_gate: stockd alive (never
 restarted), no request past the deadline plus --margin-ms, 503 while the backend was
 gone (judged by when each request was sent), the first 200 within 2 s of its return and no 503 after that, 0 oversold and 0
-lost, and a ledger equal to the 200s plus at most the outcome_unknown answers.
+lost, a ledger equal to the 200s plus at most the outcome_unknown answers, and a
+second witness that agrees with the ledger: the clients' history of the row (every
+answer with its send and answer times, the stock its reply said it left, and the
+store's counter read at the end; history-<fault>-<strategy>.jsonl) is linearizable
+exactly when nothing was oversold or lost (lab.history, lab.linearize).
 
 It starts its own stockd on host:port (refusing a port where something answers), with
 a short deadline and backend timeouts (--request-timeout-ms, --io-timeout-ms), and a
@@ -21,7 +25,7 @@ lock TTL and lock wait shorter than the 2 s of recovery (--lock-ttl-ms: a lock g
 to a request that gave up, e.g. a SET queued in a frozen Redis, lives until it
 expires; --lock-wait-ms: a fair lock's waiter that gave up keeps its place in the
 queue that long), brings the private stack up (scripts/stack.sh up) and leaves it
-running. Writes results/chaos-<timestamp>/ (chaos.json, chaos.csv) and points
+running. Writes results/chaos-<timestamp>/ (chaos.json, chaos.csv, junit.xml) and points
 results/chaos-latest at it; prints the table. Exit status 1 on any violation, 2 when
 the run cannot be made.
 
@@ -33,11 +37,13 @@ import os
 import sys
 import time
 
-from . import facts as facts_mod, faults as faults_mod, tables
+from . import facts as facts_mod, faults as faults_mod, history, junit, tables
 from .api import Api
 from .chaos_gate import RECOVER_S, Timeline, figures, problems
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
-                     elapsed_line, ensure_writable, make_out_dir, now_iso, tail, write_text)
+                     elapsed_line, ensure_writable, make_out_dir, now_iso, slug, tail,
+                     write_text)
+from .gate import with_witnesses
 from .load import Load
 from .service import Service, run_guarded, stack_env
 
@@ -49,7 +55,8 @@ ROW_FIELDS = [
     "fault", "strategy", "store", "hit", "expect", "requests", "ok", "ok_before", "ok_during",
     "refused_during", "conflict", "unavailable", "timeout", "unknown", "overloaded",
     "late_refused", "unexpected", "max_ms", "recover_s", "gone_s", "store_sold", "oversold",
-    "lost_updates", "ledger", "error_detail", "verdict", "reason",
+    "lost_updates", "ledger", "history", "history_ops", "history_s", "error_detail", "verdict",
+    "reason",
 ]
 TABLE = [
     ("fault", "fault", "<"), ("strategy", "strategy", "<"), ("store", "store", "<"),
@@ -59,6 +66,7 @@ TABLE = [
     ("max ms", "max_ms", ">"), ("gone s", "gone_s", ">"), ("recover s", "recover_s", ">"),
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"),
     ("ledger", lambda r: r["ledger"] if r["ledger"] in ("ok", None) else "WRONG", "<"),
+    ("history", history.short, "<"),
     ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
 
@@ -130,9 +138,9 @@ def check_durable(faults, env):
 
 
 class Chaos:
-    def __init__(self, args, api, service, facts, env, say):
+    def __init__(self, args, api, service, facts, env, say, out_dir):
         self.args, self.api, self.service, self.facts = args, api, service, facts
-        self.env, self.say = env, say
+        self.env, self.say, self.out_dir = env, say, out_dir
         self.deadline_ms = facts.settings.get("request_timeout_ms") or args.request_timeout_ms
         self.bound_ms = self.deadline_ms + args.margin_ms
 
@@ -218,8 +226,13 @@ class Chaos:
              "expect": fault.expect if hit else "unaffected",
              "gone_s": None if gone is None else round(gone, 2)}
         r.update(f)
-        r["verdict"] = "fail" if why else "pass"
-        r["reason"] = "; ".join(why) if why else "alive, no hang, recovered, ledger straight"
+        path = os.path.join(self.out_dir, f"history-{slug(fault.name)}-{slug(s.name)}.jsonl")
+        ops = history.with_final_read(history.from_answers(answers, path, 1),
+                                      (acct or {}).get("remaining"), path)
+        r.update(history.judge(ENDLESS_STOCK, ops))
+        verdict = "fail" if why else "pass"
+        reason = "; ".join(why) if why else "alive, no hang, recovered, ledger straight"
+        r["verdict"], r["reason"] = with_witnesses(verdict, reason, acct, r)
         self.say(f"{fault.name} / {s.name}: {r['verdict'].upper()} - {r['reason']}")
         return r
 
@@ -240,6 +253,8 @@ def write_outputs(out_dir, rows, params):
     write_text(os.path.join(out_dir, "chaos.json"),
                tables.json_text({"params": params, "rows": rows}))
     write_text(os.path.join(out_dir, "chaos.csv"), tables.csv_text(rows, ROW_FIELDS))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.chaos", rows,
+                lambda r: f"{r['fault']} / {r['strategy']}", lambda r: None, params)
 
 
 def report(rows, out_dir, params, elapsed):
@@ -276,7 +291,7 @@ def main(argv):
         facts = facts_mod.parse(api.strategies().body)
         out_dir = make_out_dir(args.results_dir, "chaos-", "chaos-latest")
         say(f"results in {out_dir}")
-        chaos = Chaos(args, api, service, facts, env, say)
+        chaos = Chaos(args, api, service, facts, env, say, out_dir)
         rows = chaos.run(faults)
         params = {"started": started, "finished": now_iso(), "host": args.host,
                   "port": args.port, "faults": [f.doc() for f in faults],

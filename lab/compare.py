@@ -10,14 +10,19 @@ exposed_by names; strategies with a lease get "hold>ttl" and "pause>ttl" rows.
 
 Writes results/<timestamp>/ and points results/latest at it:
     results.json   array of rows        results.csv   the same rows
-    params.json    the run's parameters report.html   table and charts
+    params.json    the run's parameters report.html   table, charts, race timelines
+    junit.xml      one test case per row, for CI
     <row>.jtl      JMeter's CSV results of each row (<row>.log, <row>.out: its log, console)
+    history-<row>.jsonl  the row's clients' history, one op per line (lab.history)
+    races.json     the race driver's answers behind the timelines (lab.race_runs)
 and prints the table on stdout; progress goes to stderr.
 
 The gate (lab.gate), exit status 1: a row contradicts its claim (a safe row oversold
 or lost updates, its ledger disagrees with its answers, a "waits" strategy answered
 busy early; an exposed row or a lease that oversells did not show its race; JMeter
-produced no results). Throughput is reported, never gated; rows within 20% of the
+produced no results), or its two witnesses disagree: the store's ledger says nothing
+was oversold or lost and the clients' history (the JTL, with the store's counter read
+after it) is not linearizable (lab.linearize), or the reverse. Throughput is reported, never gated; rows within 20% of the
 calibration's throughput are marked driver_bound. Exit status 2: the run could not be
 made (stockd not reachable or startable, a fact missing from /strategies, a needed
 backend down, a number of instances other than --instances, unknown strategy, results
@@ -39,11 +44,12 @@ import os
 import sys
 import time
 
-from . import compare_report, facts as facts_mod, jmeter, plan as plan_mod, tables
+from . import compare_report, facts as facts_mod, history, jmeter, junit, plan as plan_mod
+from . import race_runs, tables
 from .api import Api
 from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
                      make_out_dir, now_iso, slug, tail, write_text)
-from .gate import compare_verdict, mark_driver_bound
+from .gate import compare_verdict, mark_driver_bound, with_witnesses
 from .prometheus import SCRAPE_S, Prometheus
 from .service import Service, run_guarded
 
@@ -141,6 +147,8 @@ class Comparison:
         window = (started, time.time())
         acct = self.api.account(a.product, strategy.store) if strategy else None
         verdict, reason = compare_verdict(row, strategy, res, acct, a.qty, self.facts.settings)
+        hist = self.history(row, run, res, acct, reset_error)
+        verdict, reason = with_witnesses(verdict, reason, acct, hist)
         if reset_error:
             verdict, reason = "fail", f"not run: {reset_error}"
         elif run.rc == "timeout":
@@ -152,8 +160,24 @@ class Comparison:
         self.say(f"{row.label}: {verdict.upper()} - {reason} "
                  f"({res.requests} requests in {run.seconds:.1f}s)")
         r = self.result(row, strategy, res, acct or {}, verdict, reason, run)
+        r.update(hist)
         r["window"] = window
         return r
+
+    def history(self, row, run, res, acct, reset_error):
+        """The row's second witness: its JTL as a history (streamed to
+        history-<row>.jsonl) with the store's counter read after it, checked."""
+        if row.kind == "calibration":
+            return history.not_judged("the calibration sells nothing")
+        if reset_error or res.requests == 0:
+            return history.not_judged("no requests")
+        path = os.path.join(self.out_dir, "history-" + slug(row.label) + ".jsonl")
+        ops = history.from_jtl(run.jtl, path, self.args.qty)
+        ops = history.with_final_read(ops, (acct or {}).get("remaining"), path)
+        hist = history.judge(row.stock, ops)
+        self.say(f"{row.label}: history ({hist['history_ops']} ops, {hist['history_s']} s): "
+                 f"{hist['history']}")
+        return hist
 
     def inside_figures(self, rows):
         """What Prometheus saw inside stockd during each row: the peak of requests in
@@ -194,13 +218,17 @@ class Comparison:
         return rows, ceiling
 
 
-def write_outputs(out_dir, rows, params):
+def write_outputs(out_dir, rows, params, races=None):
     path = os.path.join(out_dir, "report.html")
     write_text(os.path.join(out_dir, "results.json"), tables.json_text(rows))
     write_text(os.path.join(out_dir, "params.json"), tables.json_text(params))
+    if races:
+        write_text(os.path.join(out_dir, "races.json"), tables.json_text(races))
     write_text(os.path.join(out_dir, "results.csv"),
                tables.csv_text(rows, compare_report.ROW_FIELDS))
-    write_text(path, compare_report.render(rows, params))
+    write_text(path, compare_report.render(rows, params, races))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.compare", rows,
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
     return path
 
 
@@ -232,6 +260,9 @@ def report(rows, path, peak, ceiling):
     print(tables.text_table(rows, compare_report.TABLE))
     failed = [r for r in rows if r["verdict"] != "pass"]
     print()
+    for r in rows:
+        if r.get("history_ops") is not None:
+            print(f"history {r['label']}: {r['history']}")
     for r in failed:
         print(f"FAIL {r['label']}: {r['reason']}")
     if ceiling:
@@ -274,11 +305,12 @@ def main(argv):
         say(f"results in {out_dir}")
         prom = Prometheus.up(service.scrape_targets(), say)
         rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
+        races = race_runs.run(api, facts, selected, args.instances, say)
         peak = peak_memory(service, rows)
         seen = sorted({n for r in rows for n in r["instances_seen"]})
         params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
                             started)
-        return rows, write_outputs(out_dir, rows, params), peak, ceiling, seen
+        return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
 
     status, done = run_guarded(say, service, work, keep=args.keep_stockd)
     if status is not None:

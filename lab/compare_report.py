@@ -2,7 +2,7 @@
 run's parameters, bar charts of oversold units, lost updates and throughput against
 the driver's ceiling, and the full table)."""
 
-from . import html as h
+from . import history, html as h, race_report
 from .html import esc, fmt
 
 ROW_FIELDS = [
@@ -13,7 +13,8 @@ ROW_FIELDS = [
     "p50_ms", "p95_ms", "p99_ms", "max_ms", "duration_s", "peak_in_flight", "lock_wait_p99_ms",
     "stockd_rss_kib",
     "stockd_rss_by_instance", "instances_seen", "expected_safe", "verdict", "reason",
-    "error_detail", "jtl",
+    "error_detail", "jtl", "history", "history_linearizable", "history_ops",
+    "history_searched", "history_how", "history_s",
 ]
 CHARTS = ("chart-oversold", "chart-lost", "chart-throughput")
 
@@ -39,12 +40,13 @@ TABLE = [  # (heading, field, align)
     ("driver", lambda r: "bound" if r.get("driver_bound") else None, "<"),
     ("p50", "p50_ms", ">"), ("p95", "p95_ms", ">"), ("p99", "p99_ms", ">"),
     ("inflight", "peak_in_flight", ">"), ("lock p99", "lock_wait_p99_ms", ">"),
-    ("claim", claim_text, "<"), ("verdict", "verdict", "<"),
+    ("claim", claim_text, "<"), ("history", history.short, "<"), ("verdict", "verdict", "<"),
 ]
 
 COLUMNS = [  # heading, field, left-aligned (threads and instances: in the Run card)
     ("row, and why", "label", True), ("claim", "expected_safe", True),
-    ("verdict", "verdict", True), ("stock", "stock", False), ("requests", "requests", False),
+    ("verdict", "verdict", True), ("history (second witness)", "history", True),
+    ("stock", "stock", False), ("requests", "requests", False),
     ("sold", "sold", False), ("sold out", "sold_out", False), ("busy", "busy", False),
     ("outcome unknown", "outcome_unknown", False), ("errors", "errors", False),
     ("oversold", "oversold", False), ("lost updates", "lost_updates", False),
@@ -64,6 +66,13 @@ def cell_html(r, f):
         return [], h.badge({"ceiling": "info"}.get(kind, kind), kind)
     if f == "driver_bound":
         return [], h.badge("bound", "driver-bound") if v else ""
+    if f == "history":
+        said = r.get("history_linearizable")
+        if r.get("history_ops") is None:
+            return [], esc(r.get("history") or "–")
+        cls = ["bad"] if said is False else []
+        shown = "history: linearizable" if said else f"history: {r.get('history')}"
+        return cls, esc(f"{shown} ({r['history_ops']} ops, {r.get('history_s')} s)")
     if f == "label":
         bits = [r.get("strategy") if r.get("strategy") != v else None, r.get("store")]
         bits += [f"{k} {r[k]}" for k in ("hold_ms", "ttl_ms", "pause_ms") if r.get(k)]
@@ -95,7 +104,7 @@ def memory_origin(p):
             "each instance's GET /metrics, read after every row")
 
 
-def render(rows, params):
+def render(rows, params, races=None):
     failed = [(r.get("label"), r.get("reason")) for r in rows if r.get("verdict") != "pass"]
     when = str(params.get("started") or "").replace("T", " ")
     p = params
@@ -148,7 +157,11 @@ def render(rows, params):
              "percentiles from JMeter's results. The calibration row runs the same plan "
              "against GET /strategies, which touches no backend: its throughput is what the "
              "driver can do on this machine in this run. Raw JMeter results: the .jtl files "
-             "beside this page.")
+             "beside this page. History: the second witness, independent of the ledger: "
+             "each row's JMeter requests (sent, answered, the stock the reply left) and the "
+             "store's counter read after them, checked for linearizability (lab/linearize.py; "
+             "history-&lt;row&gt;.jsonl beside this page); a row where it and the ledger "
+             "disagree fails.")
     intro = ("Same JMeter load on every strategy: reset the stock, sell through the strategy's "
              "endpoint, then read the store's ledger. Oversold = units sold that never existed; "
              "lost updates = sales whose deduction vanished. Strategies that do not claim safety "
@@ -158,6 +171,6 @@ def render(rows, params):
              "/strategies</code>.")
     body = (h.banner(failed, len(rows), "behave as their strategy claims")
             + h.params_card(shown) + f'<div class="charts">{charts}</div>' + legend
-            + h.card("All rows", table, notes))
+            + h.card("All rows", table, notes) + race_report.section(races))
     return h.page(f"stockd comparison {when}",
                   "stockd — which strategies oversell, and what each costs", intro, body)

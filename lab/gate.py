@@ -16,7 +16,12 @@ Comparison rows:
 Bench rows: a strategy claiming safety fails on oversold or lost updates; every
 strategy fails when its ledger holds fewer units than the 200s it answered.
 Driver-bound: a row within DRIVER_BOUND of the calibration's throughput measured
-the driver more than the strategy."""
+the driver more than the strategy.
+Two witnesses (compare and chaos rows): the ledger's verdict (nothing oversold or
+lost) and the clients' history's (lab.linearize: linearizable) must agree; a row
+where one says safe and the other not fails with both figures, whatever the
+strategy claims (its claim is judged on the ledger above). A history the checker
+could not decide is reported, never counted as agreement or disagreement."""
 
 from .outcomes import ledger_problem
 
@@ -96,6 +101,28 @@ def bench_verdict(claims_safe, outcomes, acct, qty):
     if claims_safe:
         return "pass", "safe: nothing oversold or lost"
     return "pass", ("unsafe: " + race_text(acct)) if raced(acct) else "unsafe: no race this time"
+
+
+def witnesses_problem(acct, hist):
+    """Why the ledger and the history disagree, or None. hist: lab.history.judge()."""
+    said = hist.get("history_linearizable")
+    if said is None or acct is None:
+        return None
+    if raced(acct) and said:
+        return (f"witnesses disagree: the ledger says {race_text(acct)}, but the history "
+                f"of {hist['history_ops']} requests is linearizable")
+    if not raced(acct) and not said:
+        return (f"witnesses disagree: the ledger says oversold 0, lost 0, but the history "
+                f"says: {hist['history']}")
+    return None
+
+
+def with_witnesses(verdict, reason, acct, hist):
+    """A row's (verdict, reason) once the two witnesses are compared."""
+    why = witnesses_problem(acct, hist)
+    if not why:
+        return verdict, reason
+    return "fail", why if verdict == "pass" else f"{reason}; {why}"
 
 
 def mark_driver_bound(rows, ceiling, field="throughput_rps"):

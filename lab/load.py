@@ -1,7 +1,7 @@
 """A load driver that keeps every answer: keep-alive connections, each on its own
 thread, sending one path either back to back (closed loop) or at a fixed rate (paced),
-and recording each request's start and end (monotonic seconds), status and error
-word. The chaos run needs the timeline (what was answered while a backend was gone,
+and recording each request's start and end (monotonic seconds), status, error
+word and the stock its reply said it left (the clients' history, lab.history). The chaos run needs the timeline (what was answered while a backend was gone,
 the first 200 after it came back, the slowest request) and the soak a steady rate,
 which wrk's totals cannot give.
 
@@ -18,21 +18,29 @@ from collections import namedtuple
 
 from .outcomes import Outcomes
 
-Answer = namedtuple("Answer", "start end status word")
+Answer = namedtuple("Answer", "start end status word remaining", defaults=(None,))
 NO_ANSWER = 0
 REFUSED_PAUSE_S = 0.02  # after a refused connection: do not spin on a dead port
 
 
-def error_word(status, raw):
-    """The body's "error" word of a non-200 answer ("" when there is none)."""
-    if status == 200:
-        return ""
+def _body(raw):
     try:
         doc = json.loads(raw.decode("utf-8", "replace"))
     except ValueError:
-        return ""
-    word = doc.get("error") if isinstance(doc, dict) else None
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def error_word(status, raw):
+    """The body's "error" word of a non-200 answer ("" when there is none)."""
+    word = "" if status == 200 else _body(raw).get("error")
     return word if isinstance(word, str) else ""
+
+
+def remaining_of(raw):
+    """The body's "remaining" (the stock a sale left, or a sold_out saw), or None."""
+    left = _body(raw).get("remaining")
+    return left if isinstance(left, int) and not isinstance(left, bool) else None
 
 
 def failure_word(exc):
@@ -107,7 +115,8 @@ class Stream:
             raw = resp.read()
         except (OSError, http.client.HTTPException) as e:
             return Answer(start, time.monotonic(), NO_ANSWER, failure_word(e))
-        return Answer(start, time.monotonic(), resp.status, error_word(resp.status, raw))
+        return Answer(start, time.monotonic(), resp.status, error_word(resp.status, raw),
+                      remaining_of(raw))
 
 
 class Load:

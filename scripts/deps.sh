@@ -37,7 +37,9 @@ group_packages() {
         # promtool (tests/compose-check validates deploy/prometheus.yml); the
         # server it also ships is never started.
         prometheus) echo "prometheus" ;;
-        lint)     echo "clang-format" ;;
+        # lint: the formatter, and xmllint (libxml2-utils), which validates the
+        # junit.xml that compare, bench and chaos write against tests/junit.xsd.
+        lint)     echo "clang-format libxml2-utils" ;;
         # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
         # and the private nginx that serves the HTTP-path limit.
         bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;

@@ -1,0 +1,159 @@
+"""The clients' history of a run, the second witness beside the store's ledger.
+
+Every request becomes one op for lab.linearize: when it was sent (invoke), when its
+answer came (complete; none: never answered), its qty, its outcome and, when the
+reply said it, the stock it left (or the stock a sold_out saw):
+
+    200                                     ok
+    409 sold_out                            sold_out
+    503 outcome_unknown or timeout, or no   unknown: it may or may not have sold (a
+    HTTP answer at all                      timeout is taken at its worst: the witness
+                                            never leans on the server's word)
+    anything else (busy, 400, 503 ...)      failed: the contract says nothing changed
+
+After the run, the store's counter read once more (the accounting's `remaining`)
+is a final read: it must show every 200 and nothing but them and the unknowns. The
+history never uses the ledger's `sold`: that is the other witness.
+
+Sources: JMeter's CSV JTL (timeStamp is when the request began, ms; + elapsed, when
+it answered; the plan extracts the reply's `remaining`), the chaos driver's answers
+(lab.load, monotonic seconds) and the race driver's JSON (POST /lab/race, monotonic
+microseconds). Times are integers; a JTL's millisecond interval is widened by 1 ms
+so that truncation never orders two requests that may have overlapped. Each history
+streams to disk as it is read, one JSON line per op (history-<row>.jsonl beside the
+results)."""
+
+import csv
+import json
+import os
+import time
+
+from . import linearize
+
+
+def outcome_of(status, word):
+    status = str(status).strip()
+    if status == "200":
+        return "ok"
+    if status == "409" and word == "sold_out":
+        return "sold_out"
+    if not status.isdigit() or status == "0":
+        return "unknown"
+    if status == "503" and word in ("outcome_unknown", "timeout"):
+        return "unknown"
+    return "failed"
+
+
+def _int_or_none(text):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+class Writer:
+    """Ops kept for the check and written to `path` one JSON line each as they come
+    (path None: kept only)."""
+
+    def __init__(self, path):
+        self.ops, self.f = [], open(path, "w", encoding="utf-8") if path else None
+
+    def add(self, op):
+        self.ops.append(op)
+        if self.f:
+            self.f.write(json.dumps(op, separators=(",", ":")) + "\n")
+
+    def close(self):
+        if self.f:
+            self.f.close()
+        return self.ops
+
+
+def from_jtl(jtl, path, qty):
+    """The ops of a CSV JTL written with jmeter/deduct.properties (empty without one)."""
+    w = Writer(path)
+    if os.path.exists(jtl):
+        with open(jtl, newline="", encoding="utf-8", errors="replace") as f:
+            for n, rec in enumerate(csv.DictReader(f), 1):
+                ts, ms = _int_or_none(rec.get("timeStamp")), _int_or_none(rec.get("elapsed"))
+                if ts is None or ms is None:
+                    continue
+                outcome = outcome_of(rec.get("responseCode") or "",
+                                     (rec.get("outcome") or "").strip())
+                op = {"id": n, "invoke": ts, "complete": ts + ms + 1, "qty": qty,
+                      "outcome": outcome}
+                left = _int_or_none(rec.get("remaining"))
+                if left is not None and outcome in ("ok", "sold_out"):
+                    op["remaining"] = left
+                w.add(op)
+    return w.close()
+
+
+def from_answers(answers, path, qty):
+    """The ops of lab.load answers (monotonic seconds, to microseconds)."""
+    w = Writer(path)
+    for n, a in enumerate(answers, 1):
+        outcome = outcome_of(a.status, a.word)
+        op = {"id": n, "invoke": int(a.start * 1e6),
+              "complete": None if a.status == 0 and a.word == "client timeout"
+              else int(a.end * 1e6) + 1, "qty": qty, "outcome": outcome}
+        if a.remaining is not None and outcome in ("ok", "sold_out"):
+            op["remaining"] = a.remaining
+        w.add(op)
+    return w.close()
+
+
+def from_race(race):
+    """The ops of the race driver's JSON (POST /lab/race)."""
+    ops = []
+    for h in race.get("history") or []:
+        outcome = outcome_of(h.get("status") or 0, h.get("error") or "")
+        op = {"id": h.get("id"), "invoke": h.get("invoke_us"), "complete": h.get("complete_us"),
+              "qty": h.get("qty", race.get("qty", 1)), "outcome": outcome}
+        if isinstance(h.get("remaining"), int) and outcome in ("ok", "sold_out"):
+            op["remaining"] = h["remaining"]
+        ops.append(op)
+    return ops
+
+
+def with_final_read(ops, remaining, path=None):
+    """ops plus the store's counter read after every request had answered."""
+    if not isinstance(remaining, int):
+        return ops
+    last = max((o["complete"] for o in ops if o["complete"] is not None), default=0)
+    op = {"id": "final", "invoke": last + 1, "complete": last + 1, "qty": 0, "outcome": "ok",
+          "remaining": remaining}
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(op, separators=(",", ":")) + "\n")
+    return ops + [op]
+
+
+def judge(initial, ops):
+    """The row's history fields: history (the words), linearizable, ops, searched,
+    seconds."""
+    t0 = time.monotonic()
+    r = linearize.check(initial, ops)
+    return {"history": text(r), "history_linearizable": r["linearizable"],
+            "history_ops": r["ops"], "history_searched": r["searched"],
+            "history_how": r["how"], "history_s": round(time.monotonic() - t0, 3)}
+
+
+def text(r):
+    if r["linearizable"] is None:
+        return f"undecided: {r['undecided']}"
+    return "linearizable" if r["linearizable"] else r["violation"]
+
+
+def short(r):
+    """A row's history verdict in a word, for the printed tables."""
+    said = r.get("history_linearizable")
+    if r.get("history_ops") is None:
+        return None
+    return "undecided" if said is None else "lin" if said else "NOT lin"
+
+
+def not_judged(why):
+    return {"history": f"not checked: {why}", "history_linearizable": None,
+            "history_ops": None, "history_searched": None, "history_how": None,
+            "history_s": None}

@@ -1,0 +1,239 @@
+"""lab.history, the two-witness gate, lab.junit and the report's race section: a JTL
+and the chaos driver's answers become histories on disk, the ledger and the history
+must agree, junit.xml is valid against tests/junit.xsd, and report.html embeds each
+race with the checker's verdict (or says that stockd lacks the race driver)."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from fakestockd import document, strategy
+from lab import bench, chaos, compare, compare_report, facts, gate, history, junit, race_report
+from lab import race_runs
+from lab.load import Answer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+XSD = os.path.join(HERE, "junit.xsd")
+
+JTL_HEAD = ("timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,"
+            "success,failureMessage,bytes,sentBytes,grpThreads,allThreads,URL,Latency,"
+            "IdleTime,Connect,outcome,instance,remaining\n")
+
+
+def jtl_line(ts, ms, code, word, left):
+    return f"{ts},{ms},deduct,{code},,t 1-1,text,true,,10,10,1,1,null,1,0,0,{word},i,{left}\n"
+
+
+class Histories(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def jtl(self, lines):
+        path = os.path.join(self.dir, "row.jtl")
+        with open(path, "w") as f:
+            f.write(JTL_HEAD + "".join(lines))
+        return path
+
+    def test_outcomes(self):
+        self.assertEqual(history.outcome_of(200, ""), "ok")
+        self.assertEqual(history.outcome_of("409", "sold_out"), "sold_out")
+        self.assertEqual(history.outcome_of("409", "busy"), "failed")
+        self.assertEqual(history.outcome_of(503, "outcome_unknown"), "unknown")
+        self.assertEqual(history.outcome_of(503, "backend_unavailable"), "failed")
+        self.assertEqual(history.outcome_of("Non HTTP response code: java.net.Socket", ""),
+                         "unknown")
+        self.assertEqual(history.outcome_of(0, "reset"), "unknown")
+
+    def test_jtl_lost_update_streams_to_disk_and_is_caught(self):
+        path = self.jtl([jtl_line(1000, 5, 200, "none", 1), jtl_line(1001, 5, 200, "none", 1),
+                         jtl_line(1010, 2, 409, "sold_out", 0),
+                         jtl_line(1011, 2, 409, "busy", 1)])
+        out = os.path.join(self.dir, "history.jsonl")
+        ops = history.with_final_read(history.from_jtl(path, out, 1), 1, out)
+        with open(out) as f:
+            on_disk = [json.loads(line) for line in f]
+        self.assertEqual(on_disk, ops)
+        self.assertEqual(ops[0], {"id": 1, "invoke": 1000, "complete": 1006, "qty": 1,
+                                  "outcome": "ok", "remaining": 1})
+        self.assertNotIn("remaining", ops[3])  # busy: its remaining says nothing
+        self.assertEqual(ops[-1]["id"], "final")
+        h = history.judge(2, ops)
+        self.assertIs(h["history_linearizable"], False)
+        self.assertIn("#1", h["history"])
+        self.assertIn("#2", h["history"])
+
+    def test_jtl_without_remaining_column_still_checks(self):
+        path = os.path.join(self.dir, "old.jtl")
+        with open(path, "w") as f:
+            f.write("timeStamp,elapsed,responseCode,outcome\n1000,5,200,none\n1001,5,200,none\n")
+        ops = history.with_final_read(history.from_jtl(path, None, 1), 0)
+        self.assertIs(history.judge(2, ops)["history_linearizable"], True)
+        ops = history.with_final_read(history.from_jtl(path, None, 1), 1)
+        self.assertIs(history.judge(2, ops)["history_linearizable"], False)
+
+    def test_chaos_answers(self):
+        answers = [Answer(1.0, 1.5, 200, "", 9), Answer(1.1, 1.2, 503, "outcome_unknown"),
+                   Answer(1.3, 2.0, 0, "client timeout"), Answer(2.1, 2.2, 200, "", 7)]
+        ops = history.from_answers(answers, None, 1)
+        self.assertIsNone(ops[2]["complete"])
+        self.assertEqual(ops[1]["outcome"], "unknown")
+        # 10 units; #1 left 9, #4 left 7: one of the unknowns sold in between
+        self.assertIs(history.judge(10, history.with_final_read(ops, 7))[
+            "history_linearizable"], True)
+        self.assertIs(history.judge(10, history.with_final_read(ops, 6))[
+            "history_linearizable"], True)  # the pending one sold after #4
+        self.assertIs(history.judge(10, history.with_final_read(ops, 5))[
+            "history_linearizable"], False)
+
+
+class TwoWitnesses(unittest.TestCase):
+    def hist(self, said):
+        return {"history_linearizable": said, "history_ops": 10,
+                "history": "linearizable" if said else "#1 and #2 both left 4"}
+
+    def test_agreement(self):
+        clean = {"oversold": 0, "lost_updates": 0}
+        raced = {"oversold": 2, "lost_updates": 3}
+        self.assertIsNone(gate.witnesses_problem(clean, self.hist(True)))
+        self.assertIsNone(gate.witnesses_problem(raced, self.hist(False)))
+        self.assertIsNone(gate.witnesses_problem(raced, self.hist(None)))  # undecided
+        why = gate.witnesses_problem(clean, self.hist(False))
+        self.assertIn("oversold 0, lost 0", why)
+        self.assertIn("#1 and #2 both left 4", why)
+        why = gate.witnesses_problem(raced, self.hist(True))
+        self.assertIn("oversold 2, lost 3", why)
+        self.assertIn("10 requests is linearizable", why)
+
+    def test_disagreement_fails_a_passing_row(self):
+        clean = {"oversold": 0, "lost_updates": 0}
+        verdict, reason = gate.with_witnesses("pass", "safe", clean, self.hist(False))
+        self.assertEqual(verdict, "fail")
+        self.assertIn("witnesses disagree", reason)
+        self.assertEqual(gate.with_witnesses("pass", "safe", clean, self.hist(True)),
+                         ("pass", "safe"))
+        verdict, reason = gate.with_witnesses("fail", "ledger: x", clean, self.hist(False))
+        self.assertTrue(reason.startswith("ledger: x; witnesses disagree"))
+
+
+class JUnit(unittest.TestCase):
+    ROWS = [{"label": "a safe row", "verdict": "pass", "reason": "safe", "duration_s": 1.5},
+            {"label": "unsafe <exposed> & \"quoted\"", "verdict": "fail",
+             "reason": "unsafe, but the race did not show at hold_ms=20", "duration_s": None}]
+
+    def test_one_case_per_row_and_failure_message(self):
+        text = junit.document("stockd.compare", self.ROWS, lambda r: r["label"],
+                              lambda r: r["duration_s"], {"threads": 20, "skip": None})
+        self.assertIn('tests="2" failures="1"', text)
+        self.assertIn('message="unsafe, but the race did not show at hold_ms=20"', text)
+        self.assertEqual(text.count("<testcase "), 2)
+
+    def test_every_run_writes_it(self):
+        for write in (bench.write_outputs, chaos.write_outputs, compare.write_outputs):
+            with tempfile.TemporaryDirectory() as d:
+                write(d, [], {})
+                with open(os.path.join(d, "junit.xml")) as f:
+                    self.assertIn('tests="0" failures="0"', f.read())
+
+    def test_valid_against_the_schema(self):
+        xmllint = shutil.which("xmllint")
+        if not xmllint:
+            self.skipTest("xmllint (libxml2-utils, scripts/deps.sh lint) is not installed")
+        with tempfile.TemporaryDirectory() as d:
+            path = junit.write(os.path.join(d, "junit.xml"), "stockd.compare", self.ROWS,
+                               lambda r: r["label"], lambda r: r["duration_s"], {"qty": 1})
+            ok = subprocess.run([xmllint, "--noout", "--schema", XSD, path],
+                                capture_output=True, text=True)
+            self.assertEqual(ok.returncode, 0, ok.stderr)
+            bad = os.path.join(d, "bad.xml")
+            with open(bad, "w") as f:
+                f.write('<testsuite name="x" tests="1"><testcase name="y"/></testsuite>')
+            no = subprocess.run([xmllint, "--noout", "--schema", XSD, bad],
+                                capture_output=True, text=True)
+            self.assertNotEqual(no.returncode, 0)
+
+
+RACE = {"strategy": "s-unsafe", "product": 1999, "initial": 2, "buyers": 2, "qty": 1,
+        "history": [{"id": 0, "invoke_us": 100, "complete_us": 900, "qty": 1, "status": 200,
+                     "error": None, "remaining": 1, "trace": {"read": 2, "wrote": 1}},
+                    {"id": 1, "invoke_us": 120, "complete_us": 950, "qty": 1, "status": 200,
+                     "error": None, "remaining": 1, "trace": {"read": 2, "wrote": 1}}],
+        "ledger": {"sold": 2, "remaining": 1, "oversold": 0, "lost_updates": 1}}
+
+
+class Races(unittest.TestCase):
+    def facts(self):
+        return facts.parse(document([strategy("s-unsafe", safe=False),
+                                     strategy("s-lease", lease={"busy_holder": "oversells",
+                                                                "paused_holder": "oversells"}),
+                                     strategy("s-safe"),
+                                     strategy("r-unsafe", store="redis", safe=False,
+                                              exposed_by=["hold_ms", "ttl_ms"]),
+                                     strategy("r-safe", store="redis")]))
+
+    def test_each_unsafe_strategy_and_its_safe_counterpart(self):
+        f = self.facts()
+        races = race_runs.races_for(f, f.strategies, 1)
+        self.assertEqual([n for n, _ in races], ["s-unsafe", "r-unsafe", "s-safe", "r-safe"])
+        self.assertEqual(races[1][1], {"hold_ms": 50, "ttl_ms": 20, "pause_ms": 0})
+
+    def test_race_checked_against_its_ledger(self):
+        check = race_runs.judged(RACE)
+        self.assertIs(check["history_linearizable"], False)
+        self.assertIn("#0", check["history"])
+        self.assertIsNone(check["agree"])
+
+    def test_report_embeds_the_race_or_says_it_is_missing(self):
+        entry = {"strategy": "s-unsafe", "params": {"buyers": 2, "units": 2, "hold_ms": 50},
+                 "race": dict(RACE, note="</script><b>"), "check": race_runs.judged(RACE)}
+        html = compare_report.render([], {}, {"available": True, "note": "1 race",
+                                              "races": [entry]})
+        self.assertIn('<figure class="race" data-strategy="s-unsafe" '
+                      'data-verdict="not linearizable">', html)
+        self.assertNotIn("</script><b>", html)
+        self.assertIn("StockdLinearize", html)
+        missing = race_report.section({"available": False, "races": [],
+                                       "note": "this stockd lacks the race driver"})
+        self.assertIn("lacks the race driver", missing)
+
+
+class ReportInChromium(unittest.TestCase):
+    def test_the_page_checks_the_race_again(self):
+        chromium = shutil.which("chromium")
+        if not chromium:
+            self.skipTest("chromium is not installed: the report's scripts not run")
+        entry = {"strategy": "s-unsafe", "params": {"buyers": 2, "units": 2, "hold_ms": 50},
+                 "race": RACE, "check": race_runs.judged(RACE)}
+        with tempfile.TemporaryDirectory() as d:
+            page = os.path.join(d, "report.html")
+            with open(page, "w") as f:
+                f.write(compare_report.render([], {}, {"available": True, "note": "1 race",
+                                                       "races": [entry]}))
+            dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                  f"--user-data-dir={d}/profile", "--dump-dom",
+                                  "file://" + page], capture_output=True, text=True,
+                                 timeout=120).stdout
+        self.assertIn('data-verdict="not linearizable" data-js-linearizable="false"', dom)
+
+
+class JavaScriptRace(unittest.TestCase):
+    def test_from_race_agrees_with_python(self):
+        node = shutil.which("node")
+        if not node:
+            self.skipTest("node is not installed: web/linearize.js not checked")
+        js = os.path.join(HERE, "..", "web", "linearize.js")
+        script = ("const L = require(process.argv[1]); const r = JSON.parse(process.argv[2]);"
+                  "console.log(JSON.stringify(L.check(r.initial, L.fromRace(r))));")
+        out = subprocess.run([node, "-e", script, os.path.abspath(js), json.dumps(RACE)],
+                             capture_output=True, text=True, check=True).stdout
+        py = race_runs.judged(RACE)
+        self.assertEqual(json.loads(out)["violation"], py["history"])
+
+
+if __name__ == "__main__":
+    unittest.main()
