@@ -53,9 +53,10 @@ st_result read_then_write(const struct store *store, struct worker *w,
     critical_section_wait(rq, g);
 
     out->remaining = seen.count - rq->qty;
-    if (rq->trace)
+    r = store->write_if(w, rq, &seen, out->remaining, token);
+    if (r == ST_OK && rq->trace)
         rq->trace->wrote = out->remaining;
-    return store->write_if(w, rq, &seen, out->remaining, token);
+    return r;
 }
 
 st_result sell_unlocked(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)

@@ -90,7 +90,6 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
     }
     struct sql_outcome done;
     const char *name = batch->rq->strategy->name;
-    trace_written(batch, count);
     trace_batch(batch, TRACE_WRITE);
     st_result r =
         sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(count), SQL_I(product), SQL_I(epoch)), &done);
@@ -106,8 +105,10 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
         return r;
     }
     r = sql_commit(w);
-    if (r == ST_OK)
+    if (r == ST_OK) {
+        trace_written(batch, count);
         trace_batch(batch, TRACE_COMMIT);
+    }
     return r;
 }
 

@@ -207,6 +207,38 @@ static void test_race_nolock_oversells_sql_does_not(void **state)
     json_decref(doc);
 }
 
+/* fenced under a pause longer than its lease: a superseded holder's write
+ * is refused, and its trace shows the write sent, never committed, and no
+ * count written. */
+static void test_race_fenced_refused_writes_write_nothing(void **state)
+{
+    (void)state;
+    json_t *doc = race("{\"strategy\":\"fenced\",\"buyers\":4,\"units\":6,\"ttl_ms\":100,"
+                       "\"pause_ms\":300,\"product\":1971}");
+    long long sold = expect_history(doc, 4), refused = 0;
+    const json_t *history = json_object_get(doc, "history");
+    for (size_t i = 0; i < json_array_size(history); i++) {
+        const json_t *h = json_array_get(history, i), *t = trace_of(h);
+        assert_true(json_int_member(t, "fence") > 0);
+        if (json_int_member(h, "status") == 200) {
+            assert_int_equal(json_int_member(t, "read") - 1, json_int_member(t, "wrote"));
+            continue;
+        }
+        assert_string_equal(json_str_member(h, "error"), "busy");
+        if (json_object_get(json_object_get(t, "t_us"), "write")) {
+            assert_null(json_object_get(json_object_get(t, "t_us"), "commit"));
+            assert_null(json_object_get(t, "wrote"));
+            refused++;
+        }
+    }
+    assert_true(refused > 0);
+    const json_t *ledger = json_object_get(doc, "ledger");
+    assert_int_equal(json_int_member(ledger, "sold"), sold);
+    assert_int_equal(json_int_member(ledger, "oversold"), 0);
+    assert_int_equal(json_int_member(ledger, "lost_updates"), 0);
+    json_decref(doc);
+}
+
 static void *first_run(void *cls)
 {
     struct http_reply *r = cls;
@@ -245,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_bad_trace_values),
         cmocka_unit_test(test_race_bounds),
         cmocka_unit_test(test_race_nolock_oversells_sql_does_not),
+        cmocka_unit_test(test_race_fenced_refused_writes_write_nothing),
         cmocka_unit_test(test_race_one_at_a_time),
     };
     return cmocka_run_group_tests(tests, stockd_group_setup, stockd_group_teardown);

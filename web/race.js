@@ -169,6 +169,8 @@
         if ((t.write || t.commit) && tr.wrote !== undefined)
             tick(g, x(t.commit || t.write), y, `${tr.wrote}`, over ? COLOURS.lost : "#333",
                 "wrote");
+        if (t.write && !t.commit && h.status !== 200)
+            tick(g, x(t.write), y, "\u2717", COLOURS.failed, "refused");
         const said = [];
         const read = tr.read !== undefined, wrote = tr.wrote !== undefined;
         if (read)
@@ -223,6 +225,8 @@
             svg.appendChild(el("text", { x: x + 18, y: y + 9, "font-size": 11 }, words));
             x += 40 + words.length * 6;
         }
+        svg.appendChild(el("text", { x: x, y: y + 9, "font-size": 11, fill: COLOURS.failed },
+            "\u2717 write refused"));
     }
 
     function render(data, box) {
