@@ -9,8 +9,10 @@
  * Each lane draws the request from sent to answered as a thin line and, on
  * it, the sale's stretches: waiting (arrival to the lock, or to the first
  * thing it did), holding the lock (lock acquired to commit), the stale
- * window between its read and its write, and the commit; ticks at the read
- * and the write carry the values. What is not in a trace is not drawn.
+ * window between its read and its write, and the commit, or a write that
+ * was sent and refused (a stale fence, a moved version, a conditional
+ * update that matched nothing); ticks at the read and the write carry the
+ * values. What is not in a trace is not drawn.
  *
  * Then what went wrong, in words and on the lanes: sales answered 200 that
  * read the same count ("#3 and #7 both read 4": one of the two deductions
@@ -30,7 +32,7 @@
     const MAX_LANES = 64;
     const WIDTH = 960, LABEL = 140, RIGHT = 190, LANE = 22, TOP = 34, FOOT = 30;
     const COLOURS = {
-        wait: "#d5d8dc", hold: "#9ec5fe", stale: "#f0ad4e", commit: "#2e8b57",
+        wait: "#d5d8dc", hold: "#9ec5fe", stale: "#f0ad4e", commit: "#2e8b57", refused: "#f1aeb5",
         ok: "#1e7e34", sold_out: "#6c757d", failed: "#c82333", lost: "#c82333",
     };
 
@@ -126,16 +128,20 @@
 
     /* The stretches of one sale's trace: [from, to, kind]. */
     function stretches(t) {
-        const first = ["lock_acquired", "read", "write", "commit", "answer"].find((k) => t[k]);
+        const steps = ["lock_acquired", "read", "write", "commit", "answer"].map((k) => t[k])
+            .filter(Number.isFinite);
         const out = [];
-        if (t.arrival && first)
-            out.push([t.arrival, t[first], "wait"]);
+        if (t.arrival && steps.length)
+            out.push([t.arrival, Math.min(...steps), "wait"]);
         if (t.lock_acquired)
             out.push([t.lock_acquired, t.commit || t.write || t.answer, "hold"]);
         if (t.read && t.write && t.write > t.read)
             out.push([t.read, t.write, "stale"]);
         if (t.write && t.commit)
             out.push([t.write, t.commit, "commit"]);
+        const after = steps.filter((v) => v > t.write);
+        if (t.write && !t.commit && after.length)
+            out.push([t.write, Math.min(...after), "refused"]);
         return out.filter(([a, b]) => a && b && b >= a);
     }
 
@@ -218,15 +224,14 @@
 
     function legend(svg, y) {
         const items = [["wait", "waiting"], ["hold", "holding the lock"],
-            ["stale", "between read and write"], ["commit", "write to commit"]];
+            ["stale", "between read and write"], ["commit", "write to commit"],
+            ["refused", "write refused \u2717"]];
         let x = LABEL;
         for (const [kind, words] of items) {
             svg.appendChild(el("rect", { x: x, y: y, width: 14, height: 10, fill: COLOURS[kind] }));
             svg.appendChild(el("text", { x: x + 18, y: y + 9, "font-size": 11 }, words));
             x += 40 + words.length * 6;
         }
-        svg.appendChild(el("text", { x: x, y: y + 9, "font-size": 11, fill: COLOURS.failed },
-            "\u2717 write refused"));
     }
 
     function render(data, box) {
