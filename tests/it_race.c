@@ -267,6 +267,29 @@ static void test_race_one_at_a_time(void **state)
     http_reply_free(&first);
 }
 
+/* SIGTERM while a race runs: a new race is refused, the running one is
+ * answered whole, and stockd exits 0 (the sanitizers report nothing). */
+static void test_a_stop_during_a_race(void **state)
+{
+    (void)state;
+    struct http_reply first;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, first_run, &first), 0);
+    assert_int_equal(wait_metric("stockd_in_flight_requests", 5, 10000), 0);
+    stockd_signal_stop();
+    struct http_reply r;
+    http_call("POST", "/lab/race", "{\"strategy\":\"sql\",\"product\":1971}", &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(reply_word(&r), "shutting_down");
+    http_reply_free(&r);
+    pthread_join(t, NULL);
+    assert_int_equal(first.status, 200);
+    assert_int_equal(expect_history(first.json, 4), 4);
+    http_reply_free(&first);
+    assert_int_equal(stockd_wait_stop(), 0);
+    assert_int_equal(stockd_start(NULL), 0); /* for the group's teardown */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_race_nolock_oversells_sql_does_not),
         cmocka_unit_test(test_race_fenced_refused_writes_write_nothing),
         cmocka_unit_test(test_race_one_at_a_time),
+        cmocka_unit_test(test_a_stop_during_a_race),
     };
     return cmocka_run_group_tests(tests, stockd_group_setup, stockd_group_teardown);
 }

@@ -35,7 +35,7 @@ def sale(i, status, read=None, wrote=None, commit=None, error=None):
 
 
 def race(history, initial, oversold=0, lost=0):
-    return {"strategy": "nolock", "initial": initial, "buyers": len(history),
+    return {"strategy": "unsafe-row", "initial": initial, "buyers": len(history),
             "history": history, "ledger": {"oversold": oversold, "lost_updates": lost}}
 
 
