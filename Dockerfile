@@ -26,7 +26,7 @@ RUN make build
 FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libhiredis0.14 libmariadb3 libzookeeper-mt2 \
+        libmicrohttpd12 libjansson4 libhiredis0.14 libmariadb3 libzookeeper-mt2 libcurl4 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin stockd
 COPY --from=build /src/build/stockd /usr/local/bin/stockd

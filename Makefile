@@ -2,7 +2,7 @@
 
 SHELL := /bin/bash
 CC ?= cc
-PKGS := libmicrohttpd jansson hiredis libmariadb
+PKGS := libmicrohttpd jansson hiredis libmariadb libcurl
 DEPS := scripts/deps.sh
 
 # Everything below needs the build packages; pkg-config runs lazily so that

@@ -13,6 +13,7 @@
 #include "products.h"
 #include "stock.h"
 #include "strategy.h"
+#include "trace.h"
 #include "worker.h"
 
 #include <stdlib.h>
@@ -235,10 +236,11 @@ void api_refused(const struct http_request *req, st_result r)
         count_answer(s, r, req->arrived_us);
 }
 
-/* The sale the request asks for with strategy `s`, checked, into *rq. */
+/* The sale the request asks for with strategy `s`, checked, into *rq;
+ * with trace=1, rq->trace is `trace`, begun. */
 static st_result sale_asked(struct worker *w, const struct strategy *s,
                             const struct http_request *req, json_t *reply,
-                            struct deduct_request *rq)
+                            struct deduct_request *rq, struct sale_trace *trace)
 {
     static const struct param_spec specs[] = {
         {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
@@ -246,6 +248,7 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
         {"hold_ms", 0, 1000, 0},
         {"ttl_ms", 0, 600000, 0}, /* 0: the server's lock_ttl_ms */
         {"pause_ms", 0, 1000, 0},
+        {"trace", 0, 1, 0},
     };
     long long v[COUNT_OF(specs)];
     st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
@@ -260,7 +263,10 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
         .hold_ms = (int)v[2],
         .ttl_ms = v[3] ? (int)v[3] : config.lock_ttl_ms,
         .pause_ms = (int)v[4],
+        .trace = v[5] ? trace : NULL,
     };
+    if (rq->trace)
+        trace_begin(rq->trace, req->arrived_us);
     /* The knobs' waits are the experiment, not slowness: they do not count
      * against the request's deadline. */
     if (w->deadline_ms)
@@ -279,6 +285,11 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
     size_t i = strategy_index(s);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         json_object_update_new(reply, sale_json(rq, out));
+    if (rq->trace) {
+        trace_mark(rq->trace, TRACE_ANSWER);
+        json_object_set_new(reply, "trace",
+                            trace_json(rq->trace, out->attempts, out->fence, out->batch));
+    }
     count_answer(s, r, arrived_us);
     if (s->lock && out->attempts > 0)
         metrics_lock(i, out->lock_wait_us, out->lock_lost);
@@ -291,6 +302,7 @@ struct later_sale {
     struct sale_later base; /* first: the strategy hands it back */
     struct deduct_request rq;
     struct deduct_reply out;
+    struct sale_trace trace; /* rq.trace points here when one was asked for */
     json_t *reply;
     struct answer_later *http;
     long long arrived_us;
@@ -326,6 +338,10 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
                             .http = req->later,
                             .arrived_us = req->arrived_us};
     ls->rq.later = &ls->base;
+    if (rq->trace) {
+        ls->trace = *rq->trace;
+        ls->rq.trace = &ls->trace;
+    }
     strategy_run(rq->strategy, w, &ls->rq, &ls->out); /* answers through ls->base */
     return ST_LATER;
 }
@@ -345,7 +361,8 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     json_object_set_new(reply, "strategy", json_string(s->name));
     struct deduct_request rq;
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    st_result r = sale_asked(w, s, req, reply, &rq);
+    struct sale_trace trace;
+    st_result r = sale_asked(w, s, req, reply, &rq, &trace);
     if (r != ST_OK) {
         if (here)
             return ST_NEEDS_WORKER; /* the worker answers the error, and counts it */

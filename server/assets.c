@@ -24,6 +24,9 @@
 EMBED(web_index_html, "web/index.html");
 EMBED(web_lab_css, "web/lab.css");
 EMBED(web_lab_js, "web/lab.js");
+EMBED(web_race_js, "web/race.js");
+EMBED(web_race_panel_js, "web/race-panel.js");
+EMBED(web_linearize_js, "web/linearize.js");
 
 #define ASSET(path, type, symbol)                                                                  \
     {                                                                                              \
@@ -34,6 +37,9 @@ static const struct asset assets[] = {
     ASSET("/", "text/html; charset=utf-8", web_index_html),
     ASSET("/lab/lab.css", "text/css; charset=utf-8", web_lab_css),
     ASSET("/lab/lab.js", "text/javascript; charset=utf-8", web_lab_js),
+    ASSET("/lab/race.js", "text/javascript; charset=utf-8", web_race_js),
+    ASSET("/lab/race-panel.js", "text/javascript; charset=utf-8", web_race_panel_js),
+    ASSET("/lab/linearize.js", "text/javascript; charset=utf-8", web_linearize_js),
 };
 
 const struct asset *asset_find(const char *path)

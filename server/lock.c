@@ -10,6 +10,7 @@
 #include "config.h"
 #include "log.h"
 #include "sale.h"
+#include "trace.h"
 #include "worker.h"
 
 #include <assert.h>
@@ -31,6 +32,9 @@ st_result lock_wait_expired(struct worker *w, const char *what)
         return r;
     return worker_fail(w, ST_BUSY, "%s not acquired within %d ms", what, config.lock_wait_ms);
 }
+
+_Static_assert(sizeof((struct sale_trace *)0)->lock_token == sizeof((struct held_lock *)0)->token,
+               "a trace holds a whole lock token");
 
 /* Repeats kind->try_once with jittered, growing sleeps until it succeeds,
  * fails, or the wait's deadline has passed. */
@@ -72,6 +76,11 @@ static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
     out->attempts += held->attempts;
     if (r != ST_OK)
         return r;
+    if (rq->trace) {
+        trace_mark(rq->trace, TRACE_LOCK_ACQUIRED);
+        if (kind->tokens)
+            memcpy(rq->trace->lock_token, held->token, sizeof held->token);
+    }
 
     r = read_then_write(rq->strategy->store, w, rq, &held->guard, out);
 

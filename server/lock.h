@@ -46,6 +46,9 @@ struct lock_kind {
     /* What a reset deletes there, as printf formats of the product id
      * ("lock:{%d}"): keys, lock-table rows or nodes. NULL-terminated. */
     const char *names[LOCK_NAMES_MAX + 1];
+    /* The lock holds held->token as its holder's identity: a trace shows
+     * it. (A mutex or GET_LOCK knows its holder without one.) */
+    int tokens;
     /* It hands out fencing tokens (held->guard.fence): the store must
      * claim them. */
     int fences;

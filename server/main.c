@@ -44,6 +44,7 @@
 #include "http.h"
 #include "log.h"
 #include "products.h"
+#include "race.h"
 #include "sentinel.h"
 #include "zk_store.h"
 
@@ -72,7 +73,8 @@ static int start(void)
         log_error("cannot initialise the MySQL client library");
         return -1;
     }
-    if (api_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 || products_start() != 0)
+    if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 ||
+        products_start() != 0)
         return -1;
     return http_start();
 }
@@ -84,6 +86,7 @@ static void release(void)
     sentinel_stop();
     zk_store_close();
     api_release();
+    race_release();
     mysql_library_end();
 }
 

@@ -6,6 +6,7 @@
 
 #include "sale.h"
 #include "store.h"
+#include "trace.h"
 #include "worker.h"
 
 st_result stock_check(struct worker *w, const struct deduct_request *rq,
@@ -22,6 +23,10 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
 {
     struct sql_outcome done;
     *matched = 0;
+    if (rq->trace) {
+        trace_mark(rq->trace, TRACE_WRITE);
+        rq->trace->update = sql_text(write);
+    }
     st_result r = sql_exec(w, write, args, nargs, &done);
     if (r != ST_OK || done.matched == 0) {
         sql_rollback(w);
@@ -36,7 +41,10 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
         return r;
     }
     *matched = 1;
-    return sql_commit(w);
+    r = sql_commit(w);
+    if (r == ST_OK)
+        trace_mark(rq->trace, TRACE_COMMIT);
+    return r;
 }
 
 /* ------------------------------------------------------------ the store */

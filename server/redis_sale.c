@@ -11,6 +11,7 @@
 
 #include "sale.h"
 #include "store.h"
+#include "trace.h"
 #include "worker.h"
 
 #include <stdio.h>
@@ -69,6 +70,7 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     const char *const *argvs[] = {multi, set, sold, orders, exec};
     const int argcs[] = {1, 3, 4, 4, 1};
     redisReply *replies[5];
+    trace_mark(rq->trace, TRACE_WRITE);
     st_result r = redis_pipeline_sale(w, 5, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
@@ -103,6 +105,21 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[2] = a->qty;
 }
 
+/* What the script reported back: the count it found when it sold
+ * nothing, the count it left when it sold. It reads inside Redis, so the
+ * server never sees the count before a sale. */
+static void trace_script(struct sale_trace *t, long long sold, long long count)
+{
+    if (!t)
+        return;
+    trace_mark(t, TRACE_COMMIT);
+    t->update = "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger";
+    if (sold)
+        t->wrote = count;
+    else
+        t->read = count;
+}
+
 st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
                               const redisReply *reply, int batch, struct deduct_reply *out)
 {
@@ -119,6 +136,7 @@ st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
     out->remaining = count;
+    trace_script(rq->trace, sold, count);
     if (sold == 0)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;

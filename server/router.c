@@ -7,6 +7,8 @@
  */
 #include "router.h"
 
+#include "race.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +28,7 @@ static const struct route {
     {"/metrics", 0, GET, 0, NULL, api_metrics, 0},
     {"/", 0, GET, 0, NULL, api_asset, 0}, /* the live lab page */
     {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0},
+    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0},
     {"/lab/", 1, GET, 0, NULL, api_asset, 0},
     {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "store.h"
+#include "trace.h"
 #include "worker.h"
 
 #include <assert.h>
@@ -26,6 +27,10 @@ st_result count_covers(struct worker *w, const struct deduct_request *rq, long l
                        struct deduct_reply *out)
 {
     out->remaining = count;
+    if (rq->trace) {
+        trace_mark(rq->trace, TRACE_READ);
+        rq->trace->read = count;
+    }
     if (count < rq->qty)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;
@@ -48,7 +53,10 @@ st_result read_then_write(const struct store *store, struct worker *w,
     critical_section_wait(rq, g);
 
     out->remaining = seen.count - rq->qty;
-    return store->write_if(w, rq, &seen, out->remaining, token);
+    r = store->write_if(w, rq, &seen, out->remaining, token);
+    if (r == ST_OK && rq->trace)
+        rq->trace->wrote = out->remaining;
+    return r;
 }
 
 st_result sell_unlocked(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)

@@ -24,6 +24,7 @@
 struct worker;
 struct lock_kind;
 struct store;
+struct sale_trace;
 
 /* How a strategy that answers later (strategy.answers_later) hands back a
  * sale's outcome: once, from any thread, after filling the deduct_reply it
@@ -43,6 +44,7 @@ struct deduct_request {
     int hold_ms;              /* time spent inside the critical section, 0 .. 1000    */
     int ttl_ms;               /* lock TTL for this request (server default if unset)  */
     int pause_ms;             /* holder frozen after reading, watchdog included       */
+    struct sale_trace *trace; /* what the sale did, when trace=1 asked; else NULL     */
 };
 
 /* deduct_reply.remaining when the strategy never saw the count (sql). */

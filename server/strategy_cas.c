@@ -18,6 +18,7 @@
 #include "mysql_sale.h"
 #include "sale.h"
 #include "store.h"
+#include "trace.h"
 #include "worker.h"
 
 static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
@@ -35,11 +36,15 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
     if (r != ST_OK)
         return r;
     out->remaining = left;
+    if (rq->trace)
+        rq->trace->version = version;
     int matched;
     r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_VERSION,
                     SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(version)), &matched);
     if (r == ST_OK && !matched)
         return worker_fail(w, ST_BUSY, "version %lld changed before the write", version);
+    if (r == ST_OK && rq->trace)
+        rq->trace->wrote = left;
     return r;
 }
 

@@ -126,6 +126,7 @@ static void forget(struct worker *w, const struct deduct_request *rq, struct hel
 static const struct lock_kind fenced_lock = {
     .name = "fenced lock",
     .backend = BACKEND_REDIS,
+    .tokens = 1,
     .names = {"lock:{%d}:fenced"}, /* not fence:{P}: tokens never go back */
     .fences = 1,
     .try_once = try_once,

@@ -110,6 +110,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind timestamp_lock = {
     .name = "getset lock",
     .backend = BACKEND_REDIS,
+    .tokens = 1,
     .names = {"lock:{%d}:getset"},
     .try_once = try_once,
     .release = release,

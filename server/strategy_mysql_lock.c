@@ -67,6 +67,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind lock_row = {
     .name = "mysql lock row",
     .backend = BACKEND_MYSQL,
+    .tokens = 1,
     .names = {LOCK_ROW},
     .try_once = try_once,
     .release = release,

@@ -49,6 +49,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 const struct lock_kind lock_redis_set_nx = {
     .name = "redis lock",
     .backend = BACKEND_REDIS,
+    .tokens = 1,
     .names = {"lock:{%d}"},
     .try_once = try_once,
     .release = release,

@@ -104,6 +104,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind redlock = {
     .name = "redlock",
     .backend = BACKEND_REDLOCK,
+    .tokens = 1,
     .names = {"lock:{%d}:redlock"},
     .try_once = try_once,
     .release = release,

@@ -454,6 +454,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind reentrant = {
     .name = "reentrant lock",
     .backend = BACKEND_REDIS,
+    .tokens = 1,
     .names = {"lock:{%d}:reentrant", "lock:{%d}:reentrant:waiters"},
     .acquire = acquire,
     .release = release,

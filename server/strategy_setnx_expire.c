@@ -78,6 +78,7 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 static const struct lock_kind setnx_then_expire = {
     .name = "setnx lock",
     .backend = BACKEND_REDIS,
+    .tokens = 1,
     .names = {"lock:{%d}:setnx"},
     .try_once = try_once,
     .release = release,

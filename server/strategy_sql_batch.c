@@ -28,6 +28,7 @@
 #include "mysql_sale.h"
 #include "sale.h"
 #include "store.h"
+#include "trace.h"
 #include "worker.h"
 
 #include <jansson.h>
@@ -45,6 +46,23 @@ static struct deduct_request batch_wait(const struct combined_sale *batch)
             wait.pause_ms = s->rq->pause_ms;
     }
     return wait;
+}
+
+/* Stamps `mark` on the trace of every sale of the batch that asked for one. */
+static void trace_batch(struct combined_sale *batch, enum trace_mark mark)
+{
+    for (struct combined_sale *s = batch; s; s = s->next)
+        trace_mark(s->rq->trace, mark);
+}
+
+/* What the batch's one write wrote, in the trace of each sale it carried. */
+static void trace_written(struct combined_sale *batch, long long count)
+{
+    for (struct combined_sale *s = batch; s; s = s->next)
+        if (s->rq->trace && s->result == ST_OK) {
+            s->rq->trace->wrote = count;
+            s->rq->trace->update = sql_text(SQL_WRITE_COUNT);
+        }
 }
 
 /* Serves the batch from `count` in arrival order, writes what was sold and
@@ -72,6 +90,7 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
     }
     struct sql_outcome done;
     const char *name = batch->rq->strategy->name;
+    trace_batch(batch, TRACE_WRITE);
     st_result r =
         sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(count), SQL_I(product), SQL_I(epoch)), &done);
     if (r == ST_OK && done.matched != 1)
@@ -81,9 +100,15 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
         r = sql_exec(w, SQL_INSERT_ORDERS, SQL_ARGS(SQL_I(product), SQL_S(name), SQL_S(qtys)),
                      NULL);
     free(qtys);
-    if (r == ST_OK)
-        return sql_commit(w);
-    sql_rollback(w);
+    if (r != ST_OK) {
+        sql_rollback(w);
+        return r;
+    }
+    r = sql_commit(w);
+    if (r == ST_OK) {
+        trace_written(batch, count);
+        trace_batch(batch, TRACE_COMMIT);
+    }
     return r;
 }
 
@@ -100,6 +125,7 @@ static void run_batch(struct worker *w, int product, struct combined_sale *batch
     if (r == ST_OK && !row.found)
         r = worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", product);
     if (r == ST_OK) {
+        trace_batch(batch, TRACE_LOCK_ACQUIRED); /* the row lock */
         critical_section_wait(&wait, NULL);
         r = serve(w, product, batch, n, row.col[0], row.col[3]);
     } else {

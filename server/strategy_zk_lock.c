@@ -225,6 +225,7 @@ static void forget(struct worker *w, const struct deduct_request *rq, struct hel
 static const struct lock_kind zk_sequential = {
     .name = "zookeeper lock",
     .backend = BACKEND_ZOOKEEPER,
+    .tokens = 1,
     .names = {LOCKS_ROOT "/%d"},
     .acquire = acquire,
     .release = release,

@@ -15,7 +15,7 @@
  * a bare "?name" with a NULL value, at most HTTP_MAX_ARGS of them.
  *
  * The request is routed, and a handler that reads parameters before any
- * backend (deduct, reset, the accounting path) is called, so that the
+ * backend (deduct, reset, the accounting path, the race driver) is called, so that the
  * parameters are parsed with the endpoint's own param_spec table. The link
  * wraps params_parse (-Wl,--wrap=params_parse): the wrapper runs the real
  * parser, checks what it did, then answers 400 so that the handler stops
@@ -40,6 +40,7 @@
  */
 #include "api.h"
 #include "params.h"
+#include "race.h"
 #include "router.h"
 #include "worker.h"
 
@@ -371,7 +372,7 @@ st_result __wrap_params_parse(struct worker *w, const struct http_request *req,
 
 /* The handlers that read their parameters before they need a backend. The
  * others are only routed (health, for one, pings every backend). */
-static const handler_fn handlers_to_call[] = {api_deduct, api_reset, api_stock};
+static const handler_fn handlers_to_call[] = {api_deduct, api_reset, api_stock, api_race};
 
 static int to_call(handler_fn handler)
 {

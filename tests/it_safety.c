@@ -244,6 +244,26 @@ static void test_reset_needs_the_token(void **state)
     assert_int_equal(reset_with(basic, word), 401);
 }
 
+/* The race driver resets a product too: the same token, or nothing changes. */
+static void test_race_needs_the_token(void **state)
+{
+    (void)state;
+    static const char *const right[] = {"Authorization: Bearer " TOKEN, NULL};
+    char word[32], body[96];
+    assert_int_equal(reset_with(right, word), 200);
+    struct account before = account(PRODUCT_GUARDED);
+    snprintf(body, sizeof body, "{\"strategy\":\"sql\",\"buyers\":2,\"units\":1,\"product\":%d}",
+             PRODUCT_GUARDED);
+    expect_error("POST", "/lab/race", body, 401, "unauthorized");
+    struct account after = account(PRODUCT_GUARDED);
+    expect_same_account(&before, &after);
+    struct http_reply r;
+    http_call_with("POST", "/lab/race", body, right, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_int_member(json_object_get(r.json, "ledger"), "sold"), 1);
+    http_reply_free(&r);
+}
+
 static void test_cross_site_requests_change_nothing(void **state)
 {
     (void)state;
@@ -364,6 +384,7 @@ int main(void)
     };
     const struct CMUnitTest guards[] = {
         cmocka_unit_test_setup_teardown(test_reset_needs_the_token, start_with_token, stop_stockd),
+        cmocka_unit_test_setup_teardown(test_race_needs_the_token, start_with_token, stop_stockd),
         cmocka_unit_test_setup_teardown(test_cross_site_requests_change_nothing, start_with_token,
                                         stop_stockd),
         cmocka_unit_test(test_no_token_no_listening_beyond_loopback),

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "race.h"
 #include "router.h"
 
 static void expect_route(const char *method, const char *path, handler_fn handler)
@@ -57,6 +58,7 @@ static void test_contract_paths(void **state)
     expect_page("GET", "/", api_asset); /* the live lab page */
     expect_page("GET", "/lab/lab.js", api_asset);
     expect_page("GET", "/lab/state", api_lab_state);
+    expect_route("POST", "/lab/race", api_race);
     expect_route("POST", "/stock/reset", api_reset);
     expect_route("GET", "/stock/deduct/nolock", api_deduct);
     expect_route("POST", "/stock/deduct/redis-lock", api_deduct);
@@ -73,6 +75,7 @@ static void test_guards(void **state)
     expect_flags("POST", "/stock/reset", ROUTE_CHANGES_STATE | ROUTE_ADMIN);
     expect_flags("GET", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
     expect_flags("POST", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
+    expect_flags("POST", "/lab/race", ROUTE_CHANGES_STATE | ROUTE_ADMIN);
     expect_flags("GET", "/stock/1001", 0);
     expect_flags("GET", "/strategies", 0);
 }
@@ -82,6 +85,7 @@ static void test_wrong_method(void **state)
     (void)state;
     expect_refused("GET", "/stock/reset", ST_METHOD_NOT_ALLOWED, "POST");
     expect_refused("POST", "/health", ST_METHOD_NOT_ALLOWED, "GET");
+    expect_refused("GET", "/lab/race", ST_METHOD_NOT_ALLOWED, "POST");
     expect_refused("DELETE", "/stock/deduct/sql", ST_METHOD_NOT_ALLOWED, "GET, POST");
     expect_refused("PUT", "/stock/1001", ST_METHOD_NOT_ALLOWED, "GET");
 }
