@@ -64,7 +64,7 @@ struct order {
     const char *entry; /* the stream's id, "ms-seq" */
     const char *id;    /* the order id */
     long long product, qty, epoch;
-    const char *poison; /* why it cannot be settled, or NULL */
+    int poison; /* it cannot be settled: why says why */
     char why[96];
 };
 
@@ -84,7 +84,7 @@ static void parse_entry(const redisReply *e, struct order *o)
     *o = (struct order){.entry = ""};
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
         e->element[0]->type != REDIS_REPLY_STRING) {
-        o->poison = "not a stream entry";
+        o->poison = snprintf(o->why, sizeof o->why, "not a stream entry");
         return;
     }
     o->entry = e->element[0]->str;
@@ -104,7 +104,8 @@ static void parse_entry(const redisReply *e, struct order *o)
             have |= 8;
     }
     if (have != 15)
-        o->poison = "unparsable: needs order, product (1..2^31-1), qty (1..1000), epoch";
+        o->poison = snprintf(o->why, sizeof o->why,
+                             "unparsable: needs order, product (1..2^31-1), qty (1..1000), epoch");
 }
 
 static int by_product(const void *a, const void *b)
@@ -150,57 +151,124 @@ static int held_at(const char *point, int n)
     return 1;
 }
 
-/* One order inside the batch's transaction, its product's row locked and
- * its epoch in *row_epoch (-1: MySQL does not have the product). */
-static st_result settle_one(struct worker *w, struct order *o, long long row_epoch, int *fresh)
-{
-    *fresh = 0;
-    if (row_epoch < 0) {
-        snprintf(o->why, sizeof o->why, "product %lld is not in mysql", o->product);
-        o->poison = o->why;
-        return ST_OK;
-    }
-    if (o->epoch != row_epoch)
-        return ST_OK; /* fenced: the product was reset since the sale */
-    st_result r = sql_insert_unique(
-        w, SQL_INSERT_SETTLED, SQL_ARGS(SQL_I(o->product), SQL_I(o->qty), SQL_S(o->id)), fresh);
-    if (r == ST_OK && *fresh)
-        r = sql_exec(w, SQL_SETTLE_STOCK, SQL_ARGS(SQL_I(o->qty), SQL_I(o->product)), NULL);
-    return r;
-}
-
 /* What one batch did, counted once it is acknowledged. */
 struct settled {
     unsigned long long fresh, replayed, fenced, poison;
 };
 
-/* The batch's transaction: every order sorted by product, each product's
- * row locked once. */
-static st_result settle_in_mysql(struct worker *w, struct order *orders, int n, struct settled *s)
+/* Each of a product's `n` orders alone: inserted, and its qty sold, only
+ * when its id was not in MySQL yet. */
+static st_result settle_each(struct worker *w, struct order *o, int n, struct settled *s)
 {
+    st_result r = ST_OK;
+    for (int i = 0; r == ST_OK && i < n; i++) {
+        int fresh = 0;
+        r = sql_insert_unique(w, SQL_INSERT_SETTLED,
+                              SQL_ARGS(SQL_I(o[i].product), SQL_I(o[i].qty), SQL_S(o[i].id)),
+                              &fresh);
+        if (r == ST_OK && fresh)
+            r = sql_exec(w, SQL_SETTLE_STOCK, SQL_ARGS(SQL_I(o[i].qty), SQL_I(o[i].product)), NULL);
+        s->fresh += (unsigned long long)fresh;
+        s->replayed += (unsigned long long)!fresh;
+    }
+    return r;
+}
+
+/* A product's `n` orders in one statement, and its stock sold by their sum
+ * in one more. ST_BUSY, for settle_each() instead, when fewer rows went in
+ * than there are orders: some were settled before (a redelivery). */
+static st_result settle_all(struct worker *w, struct order *o, int n, struct settled *s)
+{
+    json_t *list = json_array();
+    long long qty = 0;
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(list, json_pack("{s:s, s:I}", "o", o[i].id, "q", o[i].qty));
+        qty += o[i].qty;
+    }
+    char *text = json_dumps(list, JSON_COMPACT);
+    json_decref(list);
+    if (!text)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "stream: out of memory");
+    struct sql_outcome in;
+    st_result r =
+        sql_exec(w, SQL_INSERT_SETTLED_MANY, SQL_ARGS(SQL_I(o->product), SQL_S(text)), &in);
+    free(text);
+    if (r == ST_OK && in.matched != (unsigned long long)n)
+        return ST_BUSY;
+    if (r == ST_OK)
+        r = sql_exec(w, SQL_SETTLE_STOCK, SQL_ARGS(SQL_I(qty), SQL_I(o->product)), NULL);
+    s->fresh += r == ST_OK ? (unsigned long long)n : 0;
+    return r;
+}
+
+/* Moves the orders of o[0..n) that `keep` into o[0..kept), and says how
+ * many they are. */
+static int partition(struct order *o, int n, int (*keep)(const struct order *, long long),
+                     long long arg)
+{
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        if (keep(&o[i], arg)) {
+            struct order moved = o[i];
+            o[i] = o[kept];
+            o[kept++] = moved;
+        }
+    return kept;
+}
+
+static int parsed(const struct order *o, long long unused)
+{
+    (void)unused;
+    return !o->poison;
+}
+
+static int of_epoch(const struct order *o, long long epoch)
+{
+    return o->epoch == epoch;
+}
+
+/* One product's `n` orders (poison among them left alone), its row locked:
+ * the ones of its current epoch are settled, the others fenced; all are
+ * poison when MySQL does not have the product. */
+static st_result settle_product(struct worker *w, struct order *o, int n, int one_by_one,
+                                struct settled *s)
+{
+    n = partition(o, n, parsed, 0);
+    if (!n)
+        return ST_OK;
+    struct sql_outcome row;
+    st_result r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(o->product)), &row);
+    if (r != ST_OK)
+        return r;
+    for (int i = 0; i < n && !row.found; i++) {
+        o[i].poison =
+            snprintf(o[i].why, sizeof o[i].why, "product %lld is not in mysql", o[i].product);
+    }
+    int live = row.found ? partition(o, n, of_epoch, row.col[3]) : 0;
+    s->fenced += (unsigned long long)(row.found ? n - live : 0); /* reset since the sale */
+    if (!live)
+        return ST_OK;
+    return one_by_one ? settle_each(w, o, live, s) : settle_all(w, o, live, s);
+}
+
+/* The batch's transaction: the orders grouped by product, in product
+ * order (so two consumers never deadlock on each other's rows). A batch
+ * that met an order settled before is rolled back and settled one order
+ * at a time. */
+static st_result settle_in_mysql(struct worker *w, struct order *orders, int n, int one_by_one,
+                                 struct settled *s)
+{
+    *s = (struct settled){0};
     qsort(orders, (size_t)n, sizeof *orders, by_product);
     st_result r = sql_begin(w);
-    long long product = 0, row_epoch = -1;
-    for (int i = 0; r == ST_OK && i < n; i++) {
-        struct order *o = &orders[i];
-        if (o->poison)
-            continue;
-        if (o->product != product) {
-            struct sql_outcome row;
-            product = o->product;
-            r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(product)), &row);
-            row_epoch = row.found ? row.col[3] : -1;
-        }
-        int fresh = 0;
-        if (r == ST_OK)
-            r = settle_one(w, o, row_epoch, &fresh);
-        s->fresh += (unsigned long long)fresh;
-        s->replayed += (unsigned long long)(!fresh && !o->poison && o->epoch == row_epoch);
-        s->fenced += (unsigned long long)(!o->poison && o->epoch != row_epoch);
+    for (int i = 0, end; r == ST_OK && i < n; i = end) {
+        for (end = i + 1; end < n && orders[end].product == orders[i].product;)
+            end++;
+        r = settle_product(w, &orders[i], end - i, one_by_one, s);
     }
     if (r != ST_OK) {
         sql_rollback(w);
-        return r;
+        return r == ST_BUSY && !one_by_one ? settle_in_mysql(w, orders, n, 1, s) : r;
     }
     if (held_at("commit", n)) {
         sql_rollback(w);
@@ -237,7 +305,7 @@ static st_result acknowledge(struct worker *w, const struct order *orders, int n
             continue;
         const char **x = dead[i];
         x[0] = "XADD", x[1] = ORDER_DEAD_KEY, x[2] = "*", x[3] = "entry", x[4] = orders[i].entry,
-        x[5] = "reason", x[6] = orders[i].poison;
+        x[5] = "reason", x[6] = orders[i].why;
         argvs[c] = x, argcs[c++] = 7;
         (*poison)++;
     }
@@ -263,8 +331,8 @@ static st_result settle(struct worker *w, const redisReply *list)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "stream: out of memory");
     for (int i = 0; i < n; i++)
         parse_entry(list->element[i], &orders[i]);
-    struct settled s = {0};
-    st_result r = settle_in_mysql(w, orders, n, &s);
+    struct settled s;
+    st_result r = settle_in_mysql(w, orders, n, 0, &s);
     if (r == ST_OK && held_at("ack", n))
         r = ST_SHUTTING_DOWN;
     if (r == ST_OK)
