@@ -28,9 +28,10 @@ proved and measured: every 200 a client saw reaches MySQL exactly once, through 
         rate of a consumer (orders/s, its batch size) over a stream filled while no
         consumer ran, and the lag under a load above that rate.
 
-Each command starts its own stockd (with no consumer inside: the consumers are
-`stockd --consume 1` processes it starts and kills) on --port, and the stack when it is
-down. Results go to results/stream-<timestamp>/stream.json."""
+chaos and bench start their own stockd (with no consumer inside: the consumers are
+`stockd --consume 1` processes they start and kill) on --port, and the stack when it is
+down; reconcile asks the stockd that answers at --port (whose consumers drain the
+stream), or starts one and a consumer when none does. Results go to results/stream-<timestamp>/stream.json."""
 
 import json
 import os
@@ -378,10 +379,10 @@ def main(argv):
 
     def work():
         ensure_writable(args.results_dir)
-        if api.answers():
+        if command != "reconcile" and api.answers():
             raise SetupError(f"something answers at {api.where()}: this run starts its own "
                              "stockd there; choose a free --port")
-        service.ensure()
+        service.ensure()  # reconcile: the stockd that answers there, if one does
         streamed = [s for s in facts_mod.parse(api.strategies().body).strategies if s.settles]
         if not streamed:
             raise SetupError("GET /strategies has no row that settles later")
@@ -391,9 +392,10 @@ def main(argv):
         if command == "reconcile":
             with open(args.orders) as f:
                 ids = [ln.strip() for ln in f if ln.strip()]
-            consumer = Consumer(say, args.batch)
+            consumer = Consumer(say, args.batch) if service.started else None
             wait_drained(api, args.product)
-            consumer.stop()
+            if consumer:
+                consumer.stop()
             doc["rows"] = [reconcile(ids, 0, mysql_orders(args.product, args.strategy))]
         elif command == "chaos":
             env = stack_env()
