@@ -143,6 +143,7 @@ void api_lab_state(const struct http_request *req, struct page *out)
                   products_json(), "strategies", exposition_strategies_json(), "load", "workers",
                   load.workers, "busy", load.busy, "queued", load.queued, "in_flight",
                   metrics_in_flight_now(), "backends", json_object_get(health, "backends"));
+    json_object_set_new(doc, "stream", order_stream_json());
     json_decref(health);
     page_json(out, 200, doc);
 }

@@ -558,6 +558,14 @@ static void counter(FILE *out, const char *name, const char *help, unsigned long
     fprintf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
 }
 
+json_t *order_stream_json(void)
+{
+    long long length = atomic_load(&stream_length), lag = atomic_load(&lag_ms);
+    if (length < 0)
+        return json_pack("{s:n, s:n}", "length", "lag_ms");
+    return json_pack("{s:I, s:I}", "length", (json_int_t)length, "lag_ms", (json_int_t)lag);
+}
+
 void order_stream_render(FILE *out)
 {
     long long length = atomic_load(&stream_length), lag = atomic_load(&lag_ms);

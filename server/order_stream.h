@@ -54,4 +54,9 @@ st_result order_stream_status(struct worker *w, json_t **out);
 /* The consumers' figures for GET /metrics. */
 void order_stream_render(FILE *out);
 
+/* The stream as this process's consumers last sampled it, for the live
+ * page: {"length", "lag_ms"}, both null when no consumer runs here (new
+ * reference). */
+json_t *order_stream_json(void);
+
 #endif
