@@ -28,6 +28,7 @@
 #include "worker.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -78,13 +79,23 @@ static int field_int(const char *text, long long min, long long max, long long *
     return 0;
 }
 
+/* Marks *o as an entry that cannot be settled, and says why. */
+__attribute__((format(printf, 2, 3))) static void mark_poison(struct order *o, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(o->why, sizeof o->why, fmt, args);
+    va_end(args);
+    o->poison = 1;
+}
+
 /* Reads [id, [field, value, ...]] into *o; a poison entry says why. */
 static void parse_entry(const redisReply *e, struct order *o)
 {
     *o = (struct order){.entry = ""};
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
         e->element[0]->type != REDIS_REPLY_STRING) {
-        o->poison = snprintf(o->why, sizeof o->why, "not a stream entry");
+        mark_poison(o, "not a stream entry");
         return;
     }
     o->entry = e->element[0]->str;
@@ -104,8 +115,7 @@ static void parse_entry(const redisReply *e, struct order *o)
             have |= 8;
     }
     if (have != 15)
-        o->poison = snprintf(o->why, sizeof o->why,
-                             "unparsable: needs order, product (1..2^31-1), qty (1..1000), epoch");
+        mark_poison(o, "unparsable: needs order, product (1..2^31-1), qty (1..1000), epoch");
 }
 
 static int by_product(const void *a, const void *b)
@@ -241,8 +251,7 @@ static st_result settle_product(struct worker *w, struct order *o, int n, int on
     if (r != ST_OK)
         return r;
     for (int i = 0; i < n && !row.found; i++) {
-        o[i].poison =
-            snprintf(o[i].why, sizeof o[i].why, "product %lld is not in mysql", o[i].product);
+        mark_poison(&o[i], "product %lld is not in mysql", o[i].product);
     }
     int live = row.found ? partition(o, n, of_epoch, row.col[3]) : 0;
     s->fenced += (unsigned long long)(row.found ? n - live : 0); /* reset since the sale */
@@ -287,7 +296,7 @@ static st_result acknowledge(struct worker *w, const struct order *orders, int n
     int *argcs = calloc((size_t)count, sizeof *argcs);
     const char **ack = calloc((size_t)n + 3, sizeof *ack),
                **del = calloc((size_t)n + 2, sizeof *del);
-    const char *(*dead)[7] = calloc((size_t)n, sizeof *dead);
+    const char *(*dead)[9] = calloc((size_t)n, sizeof *dead);
     redisReply **replies = calloc((size_t)count, sizeof *replies);
     st_result r = ST_BACKEND_UNAVAILABLE;
     if (!argvs || !argcs || !ack || !del || !dead || !replies) {
@@ -305,18 +314,19 @@ static st_result acknowledge(struct worker *w, const struct order *orders, int n
             continue;
         const char **x = dead[i];
         x[0] = "XADD", x[1] = ORDER_DEAD_KEY, x[2] = "*", x[3] = "entry", x[4] = orders[i].entry,
-        x[5] = "reason", x[6] = orders[i].why;
-        argvs[c] = x, argcs[c++] = 7;
+        x[5] = "reason", x[6] = orders[i].why, x[7] = "order", x[8] = orders[i].id ?: "";
+        argvs[c] = x, argcs[c++] = 9;
         (*poison)++;
     }
     argvs[c] = ack, argcs[c++] = n + 3;
     argvs[c] = del, argcs[c++] = n + 2;
     argvs[c] = exec, argcs[c++] = 1;
     r = redis_pipeline(w, c, argcs, (const char *const *const *)argvs, replies);
-    if (r == ST_OK && replies[c - 1]->type != REDIS_REPLY_ARRAY)
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "stream: the acknowledgement's EXEC failed");
-    if (r == ST_OK)
+    if (r == ST_OK) {
+        if (replies[c - 1]->type != REDIS_REPLY_ARRAY)
+            r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "stream: the acknowledgement's EXEC failed");
         redis_free_replies(replies, c);
+    }
 done:
     free(argvs), free(argcs), free(ack), free(del), free((void *)dead), free(replies);
     return r;
