@@ -184,9 +184,10 @@ static st_result stream_accounting(struct worker *w, json_t *reply)
     st_result r = order_stream_status(w, &stream);
     if (r != ST_OK)
         return r;
-    json_t *redis = json_object_get(reply, "redis"), *mysql = json_object_get(reply, "mysql");
-    json_object_set(stream, "accepted", json_object_get(redis, "orders") ?: json_null());
-    json_object_set(stream, "settled", json_object_get(mysql, "orders") ?: json_null());
+    json_t *accepted = json_object_get(json_object_get(reply, "redis"), "orders");
+    json_t *settled = json_object_get(json_object_get(reply, "mysql"), "orders");
+    json_object_set_new(stream, "accepted", accepted ? json_incref(accepted) : json_null());
+    json_object_set_new(stream, "settled", settled ? json_incref(settled) : json_null());
     json_object_set_new(reply, "stream", stream);
     return ST_OK;
 }

@@ -75,9 +75,10 @@ static int start(void)
         log_error("cannot initialise the MySQL client library");
         return -1;
     }
-    if (config.consume)
-        return sentinel_start() != 0 || order_stream_start(config.stream_consumers ?: 1) != 0 ? -1
-                                                                                              : 0;
+    if (config.consume) { /* the consumers alone, at least one */
+        int consumers = config.stream_consumers > 0 ? config.stream_consumers : 1;
+        return sentinel_start() != 0 || order_stream_start(consumers) != 0 ? -1 : 0;
+    }
     if (api_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 ||
         products_start() != 0 || order_stream_start(config.stream_consumers) != 0)
         return -1;

@@ -314,7 +314,8 @@ static st_result acknowledge(struct worker *w, const struct order *orders, int n
             continue;
         const char **x = dead[i];
         x[0] = "XADD", x[1] = ORDER_DEAD_KEY, x[2] = "*", x[3] = "entry", x[4] = orders[i].entry,
-        x[5] = "reason", x[6] = orders[i].why, x[7] = "order", x[8] = orders[i].id ?: "";
+        x[5] = "reason", x[6] = orders[i].why, x[7] = "order",
+        x[8] = orders[i].id ? orders[i].id : "";
         argvs[c] = x, argcs[c++] = 9;
         (*poison)++;
     }
