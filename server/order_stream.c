@@ -370,17 +370,20 @@ static const redisReply *read_entries(const redisReply *reply)
     return stream->element[1];
 }
 
-/* XREADGROUP from `from` ("0": this consumer's pending; ">": new ones,
- * waiting up to `block`); *n entries settled. */
-static st_result read_and_settle(struct consumer *c, const char *from, const char *block, int *n)
+/* XREADGROUP of this consumer's pending entries (`fresh` 0: a batch it
+ * could not settle, or claimed), or of new ones, waiting up to 200 ms for
+ * them; *n entries settled. */
+static st_result read_and_settle(struct consumer *c, int fresh, int *n)
 {
     char count[16];
     snprintf(count, sizeof count, "%d", config.stream_batch);
     const char *argv[] = {"XREADGROUP", "GROUP", ORDER_GROUP, c->name,          "COUNT", count,
-                          "BLOCK",      block,   "STREAMS",   ORDER_STREAM_KEY, from};
+                          "BLOCK",      "200",   "STREAMS",   ORDER_STREAM_KEY, ">"};
+    if (!fresh) /* the history: no waiting, from the start of the list */
+        argv[6] = "STREAMS", argv[7] = ORDER_STREAM_KEY, argv[8] = "0";
     redisReply *reply;
     *n = 0;
-    st_result r = redis_call(c->w, &reply, 11, argv);
+    st_result r = redis_call(c->w, &reply, fresh ? 11 : 9, argv);
     if (r != ST_OK)
         return r;
     const redisReply *entries = read_entries(reply);
@@ -447,9 +450,9 @@ static st_result round_of(struct consumer *c)
     if (r == ST_OK && monotonic_ms() - c->claimed_ms >= config.stream_claim_ms / 2)
         r = claim_orphans(c);
     if (r == ST_OK)
-        r = read_and_settle(c, "0", "0", &n);
+        r = read_and_settle(c, 0, &n);
     if (r == ST_OK && !n)
-        r = read_and_settle(c, ">", "200", &n);
+        r = read_and_settle(c, 1, &n);
     return r;
 }
 
