@@ -34,6 +34,7 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
+        stream-chaos stream-bench reconcile \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -154,9 +155,31 @@ bench: build
 # of the faulted backend. Starts its own stockd at PORT with short timeouts
 # (nothing may answer there) and the stack; prints the table, writes
 # results/chaos-<timestamp>/, exits 1 on a violation. Knobs: FAULTS=mysql-kill,... CHAOS_CONNS=4
+# Then the order stream's fault rows (make stream-chaos).
 chaos: build
 	@$(DEPS) stack zk
 	@bench/chaos
+	@python3 -B -m lab stream chaos
+
+# make stream-chaos: lua-stream's faults (lab/stream.py): its consumer killed -9
+# before its COMMIT and between COMMIT and XACK, MariaDB down, Redis killed -9;
+# each row drains the stream and checks every 200's order id is in MySQL once.
+# Knobs: STREAM_ROWS=none,kill-before-commit,... STREAM_PORT=23089
+stream-chaos: build
+	@$(DEPS) stack
+	@python3 -B -m lab stream chaos
+
+# make stream-bench: accepted sales/s of lua, sql-batch and lua-stream, the
+# consumer's drain rate and the lag under load (docs/stream.md).
+stream-bench: build
+	@$(DEPS) stack bench
+	@python3 -B -m lab stream bench
+
+# make reconcile ORDERS=FILE PRODUCT=P: waits for the stream to drain, then checks
+# every order id of FILE (the 200s a client saw) is in MySQL once, and nothing else.
+reconcile: build
+	@$(DEPS) stack
+	@STREAM_ORDERS="$(ORDERS)" STREAM_PRODUCT="$(PRODUCT)" python3 -B -m lab stream reconcile
 
 # make failover: Redis primary failover under every strategy that touches Redis
 # (lab/failover.py): a write lands on the group's primary but not its replica (the

@@ -15,6 +15,8 @@
                                results (default results/latest)
     readme [--check|--write F] the strategy table of docs/strategies.md, from
                                GET /strategies
+    stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
+                               order id by order id, its fault rows, its costs
 """
 
 import json
@@ -22,7 +24,7 @@ import os
 import sys
 
 from . import (bench, bench_report, browser, chaos, compare, compare_report, failover, probe,
-               readme, soak)
+               readme, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -78,7 +80,8 @@ def render(argv):
 
 COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
             "failover": failover.main, "probe": probe.main, "soak": soak.main,
-            "check-report": check_report, "render": render, "readme": readme.main}
+            "check-report": check_report, "render": render, "readme": readme.main,
+            "stream": stream.main}
 
 
 def main(argv):

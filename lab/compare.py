@@ -52,6 +52,7 @@ from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_wri
 from .gate import compare_verdict, mark_driver_bound, with_witnesses
 from .prometheus import SCRAPE_S, Prometheus
 from .service import Service, run_guarded
+from .stream import settled_account
 
 
 def parse_args(argv):
@@ -146,7 +147,14 @@ class Comparison:
         res = jmeter.read_jtl(run.jtl)
         window = (started, time.time())
         acct = self.api.account(a.product, strategy.store) if strategy else None
+        settled_problem = None
+        if strategy and strategy.settles and acct:
+            acct, settled_problem = settled_account(self.api, a.product, acct)
         verdict, reason = compare_verdict(row, strategy, res, acct, a.qty, self.facts.settings)
+        if settled_problem:
+            verdict, reason = "fail", settled_problem
+        elif strategy and strategy.settles:
+            reason += "; judged by MySQL after the stream drained"
         hist = self.history(row, run, res, acct, reset_error)
         verdict, reason = with_witnesses(verdict, reason, acct, hist)
         if reset_error:

@@ -14,6 +14,9 @@ it plans and expects from these fields, never from a strategy's name:
                   "two_holders" (its lock vanishes: a second holder oversells);
                   published by every row that keeps anything in Redis (stockd
                   refuses to start with a row that does not), absent from the others
+    settles       "async": a 200 is accepted in Redis and reaches MySQL later, once
+                  (lua-stream); absent from the rows whose 200 is settled at once.
+                  Such a row is judged by its MySQL ledger after the stream drains
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -43,6 +46,7 @@ class Strategy:
         self.summary = doc.get("summary")
         self.lock = doc.get("lock")  # the lock it takes, or None
         self.failover = doc.get("failover")  # None: it keeps nothing in Redis
+        self.settles = doc.get("settles")  # "async", or None: settled at once
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""
@@ -104,6 +108,8 @@ def _problem(doc, i):
             return f"strategy '{name}' has an unusable {field}: {doc[field]!r}"
     if "failover" in doc and doc["failover"] not in FAILOVER_VALUES:
         return f"strategy '{name}' has an unusable failover: {doc['failover']!r}"
+    if "settles" in doc and doc["settles"] != "async":
+        return f"strategy '{name}' has an unusable settles: {doc['settles']!r}"
     if not (doc["safe_single"] and doc["safe_multi"]) and not doc["exposed_by"]:
         return (f"strategy '{name}' is not safe everywhere but lists no exposed_by "
                 "parameters to show its race with")

@@ -54,13 +54,18 @@ def failover(s):
     return FAILOVER[s.failover] if s.failover else ""
 
 
+def store(s):
+    """Where it sells; a row that settles later names where its orders land too."""
+    return f"{s.store}, settled into mysql after the 200" if s.settles else s.store
+
+
 def table(f):
     """The markdown table of every strategy, in the server's order."""
     lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
              "frozen holder | Redis primary fails over | what it is |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in f.strategies:
-        lines.append(f"| `{s.name}` | {s.store} | {claim(s)} | {CONTENTION[s.contention]} "
+        lines.append(f"| `{s.name}` | {store(s)} | {claim(s)} | {CONTENTION[s.contention]} "
                      f"| {lease(s)} | {failover(s)} | {cell(s.summary)} |")
     return "\n".join(lines)
 

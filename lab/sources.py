@@ -26,18 +26,34 @@ def unescape(body):
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
 
 
-def literals(text):
+def literals(text, macros=None):
     """The concatenation of the string literals at the start of `text` (C joins
-    adjacent literals separated by white space only)."""
+    adjacent literals separated by white space only); a name in `macros` stands for
+    the literals it is #defined as."""
     out, pos = [], 0
     while True:
-        m = re.compile(r'\s*"').match(text, pos)
-        if not m:
+        m = re.compile(r'\s*("|\w+)').match(text, pos)
+        if not m or (m.group(1) != '"' and m.group(1) not in (macros or {})):
             break
+        if m.group(1) != '"':
+            out.append(macros[m.group(1)])
+            pos = m.end()
+            continue
         lit = _LITERAL.match(text, m.end() - 1)
         out.append(unescape(lit.group(1)))
         pos = lit.end()
     return "".join(out)
+
+
+def string_macros(text):
+    """Every `#define NAME "..." "..."` of a C file (continued lines included): NAME ->
+    the text of its literals."""
+    found = {}
+    for m in re.finditer(r"^#define\s+(\w+)[ \t]*((?:.*\\\n)*.*)$", text, re.M):
+        body = m.group(2).replace("\\\n", "\n")
+        if body.lstrip().startswith('"'):
+            found[m.group(1)] = literals(body)
+    return found
 
 
 def read(path):
@@ -53,7 +69,7 @@ def redis_script(path, variable):
     text = read(path)
     m = re.search(r"struct\s+redis_script\s+" + re.escape(variable) + r"\s*=\s*\{\s*\.source\s*=",
                   text)
-    source = literals(text[m.end():]) if m else ""
+    source = literals(text[m.end():], string_macros(text)) if m else ""
     if not source:
         raise SetupError(f"{os.path.relpath(path, REPO)}: no redis_script '{variable}' source")
     return source

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "order_stream.h"
 #include "exposition.h"
 #include "metrics.h"
 #include "pool.h"
@@ -143,6 +144,7 @@ void api_lab_state(const struct http_request *req, struct page *out)
                   products_json(), "strategies", exposition_strategies_json(), "load", "workers",
                   load.workers, "busy", load.busy, "queued", load.queued, "in_flight",
                   metrics_in_flight_now(), "backends", json_object_get(health, "backends"));
+    json_object_set_new(doc, "stream", order_stream_json());
     json_decref(health);
     page_json(out, 200, doc);
 }
@@ -174,6 +176,23 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
     return r;
 }
 
+/* The order stream beside the stores (lua-stream): its orders accepted in
+ * Redis (the redis ledger's), settled in MySQL (the mysql ledger's), and
+ * the stream's own figures, which are the whole stream's, every product. */
+static st_result stream_accounting(struct worker *w, json_t *reply)
+{
+    json_t *stream;
+    st_result r = order_stream_status(w, &stream);
+    if (r != ST_OK)
+        return r;
+    json_t *accepted = json_object_get(json_object_get(reply, "redis"), "orders");
+    json_t *settled = json_object_get(json_object_get(reply, "mysql"), "orders");
+    json_object_set_new(stream, "accepted", accepted ? json_incref(accepted) : json_null());
+    json_object_set_new(stream, "settled", settled ? json_incref(settled) : json_null());
+    json_object_set_new(reply, "stream", stream);
+    return ST_OK;
+}
+
 st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply)
 {
     long long product;
@@ -184,7 +203,8 @@ st_result api_stock(struct worker *w, const struct http_request *req, json_t *re
     st_result r = params_parse(w, req, NULL, 0, NULL);
     if (r != ST_OK)
         return r;
-    return stock_accounting(w, (int)product, reply);
+    r = stock_accounting(w, (int)product, reply);
+    return r == ST_OK ? stream_accounting(w, reply) : r;
 }
 
 static json_t *sale_json(const struct deduct_request *rq, const struct deduct_reply *out)
@@ -198,6 +218,8 @@ static json_t *sale_json(const struct deduct_request *rq, const struct deduct_re
         json_object_set_new(o, "lock_lost", json_true());
     if (out->batch)
         json_object_set_new(o, "batch", json_integer(out->batch));
+    if (out->order[0])
+        json_object_set_new(o, "order", json_string(out->order));
     if (rq->hold_ms)
         json_object_set_new(o, "hold_ms", json_integer(rq->hold_ms));
     return o;

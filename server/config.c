@@ -105,6 +105,18 @@ static const struct option_spec options[] = {
     INT(batch_max, "batch-max", "128", 1, 4096,
         "sql-batch, and lua sales that wait on a worker: the most sales one transaction or "
         "one shared pipeline carries"),
+    INT(stream_consumers, "stream-consumers", "1", 0, 64,
+        "lua-stream: consumer threads settling the order stream into MySQL (0: another process "
+        "settles it)"),
+    INT(consume, "consume", "0", 0, 1,
+        "1: run only the order stream's consumers (at least one), no HTTP: a process of its own"),
+    INT(stream_batch, "stream-batch", "256", 1, 4096,
+        "lua-stream: the most orders one consumer transaction settles"),
+    INT(stream_claim_ms, "stream-claim-ms", "5000", 100, 600000,
+        "lua-stream: an order pending this long is taken over from its consumer (XAUTOCLAIM)"),
+    TEXT(stream_hold, "stream-hold", "", 0,
+         "test knob: 'commit' or 'ack': the consumer stops before that step of its first batch, "
+         "logs it and waits to be killed"),
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])
@@ -263,6 +275,11 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     log_threshold = level;
+    if (config.stream_hold[0] && strcmp(config.stream_hold, "commit") != 0 &&
+        strcmp(config.stream_hold, "ack") != 0) {
+        fprintf(err, "stockd: stream-hold must be commit or ack\n");
+        return CONFIG_EXIT_USAGE;
+    }
     if (redlock_configure(config.redlock, err) != 0 ||
         sentinel_configure(config.redis_sentinel, config.redis_master_name, err) != 0)
         return CONFIG_EXIT_USAGE;

@@ -57,6 +57,12 @@ struct config {
     int lock_ttl_ms;         /* lock strategies: TTL unless ttl_ms is given */
     int lock_wait_ms;        /* lock strategies: wait before answering busy */
     int batch_max;           /* sql-batch: sales in one transaction, at most */
+
+    int stream_consumers;              /* lua-stream: consumer threads in this process */
+    int consume;                       /* 1: only the consumers, no HTTP               */
+    int stream_batch;                  /* orders one consumer transaction settles      */
+    int stream_claim_ms;               /* pending this long: its consumer died         */
+    char stream_hold[CONFIG_TEXT_MAX]; /* test knob: "commit" or "ack", or ""          */
 };
 
 /* One host:port of a server list (--redlock, --redis-sentinel). */

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "health.h"
 #include "metrics.h"
+#include "order_stream.h"
 #include "pool.h"
 #include "products.h"
 #include "strategy.h"
@@ -215,6 +216,7 @@ char *exposition_metrics(size_t *len)
     render_http(out);
     render_backends(out);
     products_render(out);
+    order_stream_render(out);
     render_process(out);
     if (fclose(out) != 0) {
         free(text);

@@ -19,6 +19,8 @@
  *   backend.c    the backend table: mysql_store.c, redis_store.c,
  *                redlock.c, zk_store.c; sentinel.c the main Redis's
  *                primary, followed through failovers
+ *   order_stream.c lua-stream's orders, settled from a Redis stream into
+ *                MySQL by consumer threads (or a --consume 1 process)
  *   health.c     the backends, probed in the background
  *   metrics.c    what is counted; exposition.c /metrics and the lab's JSON;
  *                products.c the watched products, sampled
@@ -43,6 +45,7 @@
 #include "health.h"
 #include "http.h"
 #include "log.h"
+#include "order_stream.h"
 #include "products.h"
 #include "race.h"
 #include "sentinel.h"
@@ -73,14 +76,19 @@ static int start(void)
         log_error("cannot initialise the MySQL client library");
         return -1;
     }
+    if (config.consume) { /* the consumers alone, at least one */
+        int consumers = config.stream_consumers > 0 ? config.stream_consumers : 1;
+        return sentinel_start() != 0 || order_stream_start(consumers) != 0 ? -1 : 0;
+    }
     if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 ||
-        products_start() != 0)
+        products_start() != 0 || order_stream_start(config.stream_consumers) != 0)
         return -1;
     return http_start();
 }
 
 static void release(void)
 {
+    order_stream_stop();
     products_stop();
     health_stop();
     sentinel_stop();
@@ -115,14 +123,15 @@ int main(int argc, char **argv)
         release();
         return EXIT_FAILURE;
     }
-    log_info("stockd %s listening on http://%s:%d with %d HTTP loops and %d workers",
-             config.instance_name, config.listen, config.port, config.threads, config.workers);
+    if (!config.consume)
+        log_info("stockd %s listening on http://%s:%d with %d HTTP loops and %d workers",
+                 config.instance_name, config.listen, config.port, config.threads, config.workers);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log_info("received %s: finishing requests in flight (at most %d ms)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", config.drain_ms);
-    if (http_stop() != 0)
+    if (!config.consume && http_stop() != 0)
         _exit(EXIT_SUCCESS); /* the stop is over: what still runs is abandoned */
     release();
     log_info("stopped");

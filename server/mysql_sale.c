@@ -116,8 +116,9 @@ static st_result account(struct worker *w, int product, struct store_account *ou
     return ST_OK;
 }
 
-static st_result reset(struct worker *w, int product, long long count)
+static st_result reset(struct worker *w, int product, long long count, long long *epoch)
 {
+    struct sql_outcome row;
     st_result r = sql_begin(w);
     if (r != ST_OK)
         return r;
@@ -126,6 +127,10 @@ static st_result reset(struct worker *w, int product, long long count)
                  NULL);
     if (r == ST_OK)
         r = sql_exec(w, SQL_RESET_ORDERS, SQL_ARGS(SQL_I(product)), NULL);
+    if (r == ST_OK)
+        r = sql_exec(w, SQL_READ_STOCK, SQL_ARGS(SQL_I(product)), &row);
+    if (r == ST_OK)
+        *epoch = row.col[3];
     if (r == ST_OK)
         return sql_commit(w);
     sql_rollback(w);

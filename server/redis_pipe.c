@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* The scripts one connection has had loaded: the lua strategy has one. */
+/* The scripts one connection has had loaded: each lua row has one. */
 #define SCRIPTS_MAX 4
 
 struct call_list {

@@ -9,6 +9,7 @@
  */
 #include "redis_sale.h"
 
+#include "order_stream.h"
 #include "sale.h"
 #include "store.h"
 #include "trace.h"
@@ -20,6 +21,7 @@ void redis_stock_keys(struct redis_stock *k, int product)
 {
     redis_key(k->stock, "stock", product, "");
     redis_key(k->initial, "stock", product, ":initial");
+    redis_key(k->epoch, "stock", product, ":epoch");
     redis_key(k->ledger, "ledger", product, "");
 }
 
@@ -84,18 +86,29 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
+/* The check, the deduction and the ledger entry: both scripts open so. */
+#define SALE_SCRIPT_BODY                                                                           \
+    "local count = tonumber(redis.call('GET', KEYS[1]))\n"                                         \
+    "if not count then return {-1, 0} end\n"                                                       \
+    "local qty = tonumber(ARGV[1])\n"                                                              \
+    "if count < qty then return {0, count} end\n"                                                  \
+    "local left = redis.call('DECRBY', KEYS[1], qty)\n"                                            \
+    "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
+    "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+
 struct redis_script redis_sale_script = {
-    .source = "local count = tonumber(redis.call('GET', KEYS[1]))\n"
-              "if not count then return {-1, 0} end\n"
-              "local qty = tonumber(ARGV[1])\n"
-              "if count < qty then return {0, count} end\n"
-              "local left = redis.call('DECRBY', KEYS[1], qty)\n"
-              "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
-              "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
-              "return {1, left}\n",
+    .source = SALE_SCRIPT_BODY "return {1, left}\n",
 };
 
-void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+struct redis_script redis_stream_sale_script = {
+    .source = SALE_SCRIPT_BODY
+    "redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'product', ARGV[3], 'qty', ARGV[1],"
+    " 'epoch', redis.call('GET', KEYS[3]) or '0')\n"
+    "return {1, left}\n",
+};
+
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                          struct deduct_reply *out)
 {
     redis_key(a->stock, "stock", rq->product, "");
     redis_key(a->ledger, "ledger", rq->product, "");
@@ -103,6 +116,17 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[0] = a->stock;
     a->argv[1] = a->ledger;
     a->argv[2] = a->qty;
+    a->script = &redis_sale_script, a->nkeys = 2, a->argc = 3;
+    if (rq->strategy->settles != SETTLES_LATER)
+        return;
+    redis_key(a->epoch, "stock", rq->product, ":epoch");
+    snprintf(a->product, sizeof a->product, "%d", rq->product);
+    order_stream_new_id(out->order);
+    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
+                              a->qty,   out->order, a->product};
+    for (int i = 0; i < 7; i++)
+        a->argv[i] = streamed[i];
+    a->script = &redis_stream_sale_script, a->nkeys = 4, a->argc = 7;
 }
 
 /* What the script reported back: the count it found when it sold
@@ -120,8 +144,9 @@ static void trace_script(struct sale_trace *t, long long sold, long long count)
         t->read = count;
 }
 
-st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
-                              const redisReply *reply, int batch, struct deduct_reply *out)
+/* What the script answered, before the order id is kept or dropped. */
+static st_result script_outcome(struct worker *w, const struct deduct_request *rq,
+                                const redisReply *reply, int batch, struct deduct_reply *out)
 {
     long long sold, count;
     out->attempts = 1;
@@ -140,6 +165,15 @@ st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
     if (sold == 0)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;
+}
+
+st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
+                              const redisReply *reply, int batch, struct deduct_reply *out)
+{
+    st_result r = script_outcome(w, rq, reply, batch, out);
+    if (r != ST_OK)
+        out->order[0] = '\0';
+    return r;
 }
 
 /* ------------------------------------------------------------ the store */
@@ -198,19 +232,21 @@ static st_result account(struct worker *w, int product, struct store_account *ou
 }
 
 /* The count, the initial count (which moves the epoch: it aborts every
- * WATCH on it) and an empty ledger, in one atomic step. */
-static st_result reset(struct worker *w, int product, long long count)
+ * WATCH on it), MySQL's epoch (what streamed orders carry) and an empty
+ * ledger, in one atomic step. */
+static st_result reset(struct worker *w, int product, long long count, long long *epoch)
 {
     struct redis_stock k;
     redis_stock_keys(&k, product);
-    char text[24];
+    char text[24], epoch_text[24];
     snprintf(text, sizeof text, "%lld", count);
+    snprintf(epoch_text, sizeof epoch_text, "%lld", *epoch);
     const char *multi[] = {"MULTI"};
-    const char *set[] = {"MSET", k.stock, text, k.initial, text};
+    const char *set[] = {"MSET", k.stock, text, k.initial, text, k.epoch, epoch_text};
     const char *del[] = {"DEL", k.ledger};
     const char *exec[] = {"EXEC"};
     const char *const *argvs[] = {multi, set, del, exec};
-    const int argcs[] = {1, 5, 2, 1};
+    const int argcs[] = {1, 7, 2, 1};
     redisReply *replies[4];
     st_result r = redis_pipeline(w, 4, argcs, argvs, replies);
     if (r != ST_OK)

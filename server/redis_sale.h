@@ -16,6 +16,7 @@
 struct redis_stock {
     char stock[REDIS_KEY_MAX];   /* stock:{P}, the count                   */
     char initial[REDIS_KEY_MAX]; /* stock:{P}:initial, written by every reset */
+    char epoch[REDIS_KEY_MAX];   /* stock:{P}:epoch, MySQL's epoch at reset */
     char ledger[REDIS_KEY_MAX];  /* ledger:{P}, sold/orders                */
 };
 
@@ -41,17 +42,39 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
  * sold, {0, count} when short, {-1, 0} when the product is not in Redis. */
 extern struct redis_script redis_sale_script;
 
-/* One sale's keys and argument, as the script takes them (argv). */
+/* The same sale that also appends the order to the order stream with
+ * XADD (lua-stream: order_stream.h), in the same atomic step: the order
+ * id, the product, the qty and the product's epoch (stock:{P}:epoch). */
+extern struct redis_script redis_stream_sale_script;
+
+/* One sale's script, keys and arguments, as the script takes them (argv):
+ * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
+ * epoch key and the stream too, then a new order id and the product. */
 struct redis_script_args {
-    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty[16];
-    const char *argv[3];
+    struct redis_script *script;
+    int nkeys, argc;
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], qty[16], product[16];
+    const char *argv[7];
 };
 
-void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq);
+/* The arguments of rq's sale; a sale that settles later gets its order id
+ * here, in out->order. */
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                          struct deduct_reply *out);
 
 /* What the script answered for one sale, sent in a write of `batch`
- * sales, into *out; the error in w. */
+ * sales, into *out (no order id unless sold); the error in w. */
 st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
                               const redisReply *reply, int batch, struct deduct_reply *out);
+
+/* How lua sends its script (strategy_lua.c), for every row that sends a
+ * sale script the same way: on the HTTP loop's own pipe, or else in
+ * `shared`, a combiner of the row's own whose run is lua_script_pipeline()
+ * (one queue, one script). */
+struct combiner;
+struct combined_sale;
+st_result lua_script_deduct(const struct combiner *shared, struct worker *w,
+                            const struct deduct_request *rq, struct deduct_reply *out);
+void lua_script_pipeline(struct worker *w, int key, struct combined_sale *batch, int n);
 
 #endif

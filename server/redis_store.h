@@ -9,6 +9,10 @@
  *   lock:{P}...        lock keys of the lock strategies (each lock kind
  *                      declares its own, and reset deletes exactly those)
  *   fence:{P}          fencing-token counter (only grows; reset keeps it)
+ *   stock:{P}:epoch    MySQL's reset epoch, which lua-stream's orders carry
+ *   orders:stream, orders:dead   lua-stream's order stream and its dead
+ *                      letters, one for every product (order_stream.h); with
+ *                      no hash tag, that row runs on one Redis, not a Cluster
  */
 #ifndef STOCKD_REDIS_STORE_H
 #define STOCKD_REDIS_STORE_H

@@ -25,6 +25,13 @@ static const char *const texts[SQL_COUNT] = {
     [SQL_INSERT_ORDERS] = "INSERT INTO orders (product_id, strategy, qty)"
                           " SELECT ?, ?, sold.qty FROM JSON_TABLE(?, '$[*]'"
                           " COLUMNS (qty INT PATH '$')) AS sold",
+    [SQL_INSERT_SETTLED] = "INSERT INTO orders (product_id, strategy, qty, order_id)"
+                           " VALUES (?, 'lua-stream', ?, ?)",
+    [SQL_INSERT_SETTLED_MANY] = "INSERT IGNORE INTO orders (product_id, strategy, qty, order_id)"
+                                " SELECT ?, 'lua-stream', o.qty, o.id FROM JSON_TABLE(?, '$[*]'"
+                                " COLUMNS (id VARCHAR(40) PATH '$.o', qty INT PATH '$.q')) AS o",
+    [SQL_SETTLE_STOCK] = "UPDATE stock SET count = count - ?, version = version + 1"
+                         " WHERE product_id = ?",
     [SQL_ACCOUNT] = "SELECT s.count, s.initial, CAST(COALESCE(SUM(o.qty), 0) AS SIGNED),"
                     " COUNT(o.id) FROM stock s LEFT JOIN orders o ON o.product_id = s.product_id"
                     " WHERE s.product_id = ? GROUP BY s.product_id, s.count, s.initial",

@@ -19,6 +19,9 @@ enum sql_statement {
     SQL_DEDUCT_IF_ENOUGH,      /* (qty, product, qty): the one-statement sale   */
     SQL_INSERT_ORDER,          /* (product, strategy, qty): the ledger          */
     SQL_INSERT_ORDERS,         /* (product, strategy, "[qty,...]"): one row each */
+    SQL_INSERT_SETTLED,        /* (product, qty, order id): unique by order id  */
+    SQL_INSERT_SETTLED_MANY,   /* (product, '[{"o":id,"q":qty},...]'): IGNOREs taken ids */
+    SQL_SETTLE_STOCK,          /* (qty, product): what a new settled order sells */
     SQL_ACCOUNT,               /* (product) -> count, initial, sold, orders     */
     SQL_RESET_STOCK,           /* (product, count, count, count, count)         */
     SQL_RESET_ORDERS,          /* (product)                                     */

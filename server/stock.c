@@ -96,7 +96,8 @@ static st_result clear_locks(struct worker *w, int product)
 st_result stock_reset(struct worker *w, int product, long long count)
 {
     st_result r = ST_OK;
+    long long epoch = 0;
     for (size_t i = 0; r == ST_OK && i < STORE_COUNT; i++)
-        r = stores[i]->reset(w, product, count);
+        r = stores[i]->reset(w, product, count, &epoch);
     return r == ST_OK ? clear_locks(w, product) : r;
 }

@@ -55,8 +55,11 @@ struct store {
                              long long *newest);
     st_result (*account)(struct worker *w, int product, struct store_account *out);
     /* Creates the product if absent, sets its count and initial to `count`,
-     * empties its ledger and moves its epoch on, in one atomic step. */
-    st_result (*reset)(struct worker *w, int product, long long count);
+     * empties its ledger and moves its epoch on, in one atomic step. The
+     * stores reset in table order: MySQL says where its epoch moved to in
+     * *epoch, and Redis keeps that number for the orders it streams to
+     * MySQL (order_stream.h), which MySQL refuses once its epoch moves on. */
+    st_result (*reset)(struct worker *w, int product, long long count, long long *epoch);
 };
 
 extern const struct store store_mysql;

@@ -34,6 +34,7 @@ extern const struct strategy strategy_mysql_lock;
 extern const struct strategy strategy_get_lock;
 extern const struct strategy strategy_sql_batch;
 extern const struct strategy strategy_lua_wait;
+extern const struct strategy strategy_lua_stream;
 extern const struct strategy strategy_redis_lock_wait;
 
 const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
@@ -51,6 +52,7 @@ static const struct strategy *const strategies[] = {
     &strategy_redis_nolock,    /* GET then SET: the race on Redis             */
     &strategy_lua,             /* the whole sale in one Lua script            */
     &strategy_lua_wait,        /* lua, then WAIT for a replica                */
+    &strategy_lua_stream,      /* lua, the order streamed to MySQL            */
     &strategy_setnx_expire,    /* SETNX then EXPIRE, DEL without owner check  */
     &strategy_getset,          /* the SETNX/GETSET timestamp lock             */
     &strategy_reentrant_lock,  /* Redisson-style: re-entrant, watchdog        */
@@ -175,5 +177,7 @@ json_t *strategy_json(const struct strategy *s)
                  : json_null());
     if (s->failover)
         json_object_set_new(o, "failover", json_string(failover_names[s->failover]));
+    if (s->settles == SETTLES_LATER)
+        json_object_set_new(o, "settles", json_string("async"));
     return o;
 }

@@ -58,6 +58,7 @@ struct deduct_reply {
     int lock_lost;          /* the lock had expired or changed hands by release */
     long long lock_wait_us; /* time spent taking the lock                 */
     int batch;              /* sales applied in the same transaction, or 0 */
+    char order[40];         /* the order id of a sale that settles later, or "" */
 };
 
 typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq,
@@ -93,6 +94,12 @@ enum failover_outcome {
     FAILOVER_TWO_HOLDERS, /* the lock vanishes: a second holder oversells */
 };
 
+/* Where a sale is settled when its 200 goes out. */
+enum settles {
+    SETTLES_AT_ONCE, /* in its store, ledger included: no fact */
+    SETTLES_LATER,   /* accepted in Redis; its order reaches MySQL later, once */
+};
+
 /* Request parameters that make an unsafe strategy's race show every run. */
 enum {
     EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
@@ -109,6 +116,7 @@ struct strategy {
     enum contention contention;
     const struct lease *lease;      /* NULL: it holds no lease                     */
     enum failover_outcome failover; /* a primary failover: every row on Redis  */
+    enum settles settles;           /* a 200 is in MySQL now, or after the drain */
     unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
     int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
     int answers_later;              /* it answers through rq->later: the result its

@@ -60,8 +60,7 @@ static void answer_each(struct worker *w, struct combined_sale *batch, int n, re
     }
 }
 
-/* Every waiting sale's script in one round trip. */
-static void run_pipeline(struct worker *w, int key, struct combined_sale *batch, int n)
+void lua_script_pipeline(struct worker *w, int key, struct combined_sale *batch, int n)
 {
     (void)key; /* one pipeline for every product */
     struct redis_script_args *args = calloc((size_t)n, sizeof *args);
@@ -72,10 +71,12 @@ static void run_pipeline(struct worker *w, int key, struct combined_sale *batch,
     } else {
         int i = 0;
         for (struct combined_sale *s = batch; s; s = s->next, i++) {
-            redis_script_args_of(&args[i], s->rq);
+            redis_script_args_of(&args[i], s->rq, s->out);
             argvs[i] = args[i].argv;
         }
-        st_result r = redis_eval_sales(w, &redis_sale_script, n, 2, 3, argvs, replies);
+        /* A combiner's queue holds one row's sales: one script. */
+        st_result r =
+            redis_eval_sales(w, args[0].script, n, args[0].nkeys, args[0].argc, argvs, replies);
         char why[sizeof w->error];
         snprintf(why, sizeof why, "%s", w->error);
         metrics_batch(strategy_index(batch->rq->strategy), n);
@@ -86,7 +87,7 @@ static void run_pipeline(struct worker *w, int key, struct combined_sale *batch,
     free(replies);
 }
 
-static const struct combiner pipeline = {.run = run_pipeline, .across_products = 1};
+static const struct combiner pipeline = {.run = lua_script_pipeline, .across_products = 1};
 
 /* A sale on an HTTP loop's pipe. */
 struct piped_sale {
@@ -124,24 +125,30 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     s->loop = w;
     s->rq = rq;
     s->out = out;
-    redis_script_args_of(&s->args, rq);
+    redis_script_args_of(&s->args, rq, out);
     s->call = (struct pipe_call){.done = piped_sale_done,
-                                 .script = &redis_sale_script,
-                                 .nkeys = 2,
-                                 .argc = 3,
+                                 .script = s->args.script,
+                                 .nkeys = s->args.nkeys,
+                                 .argc = s->args.argc,
                                  .argv = s->args.argv,
                                  .deadline_ms = w->deadline_ms};
     redis_pipe_call(w->redis_pipe, &s->call);
     return ST_LATER;
 }
 
-static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+st_result lua_script_deduct(const struct combiner *shared, struct worker *w,
+                            const struct deduct_request *rq, struct deduct_reply *out)
 {
     if (w->redis_pipe)
         return send_on_pipe(w, rq, out);
     /* Not a critical section: the script is the only one. */
     critical_section_wait(rq, NULL);
-    return combine(&pipeline, w, rq, out);
+    return combine(shared, w, rq, out);
+}
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    return lua_script_deduct(&pipeline, w, rq, out);
 }
 
 const struct strategy strategy_lua = {

@@ -34,7 +34,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     /* Not a critical section: the script is the only one. */
     critical_section_wait(rq, NULL);
     struct redis_script_args args;
-    redis_script_args_of(&args, rq);
+    redis_script_args_of(&args, rq, out);
     const char *const *argvs[] = {args.argv};
     redisReply *reply;
     st_result r = redis_eval_sales(w, &redis_sale_script, 1, 2, 3, argvs, &reply);

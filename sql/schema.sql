@@ -5,7 +5,9 @@
 --          version, fence and epoch ever goes back, so that a write prepared
 --          before a reset can never apply after it.
 -- orders   the ledger: one row per acknowledged sale, inserted in the same
---          transaction as the deduction wherever the strategy has one.
+--          transaction as the deduction wherever the strategy has one. A sale
+--          that settles later (lua-stream) carries the order id stockd gave it,
+--          a unique key: a replayed stream entry inserts nothing.
 -- locks    the table lock of the mysql-lock strategy: a unique key is the lock.
 
 CREATE TABLE IF NOT EXISTS stock (
@@ -33,8 +35,20 @@ CREATE TABLE IF NOT EXISTS orders (
     strategy   VARCHAR(32) NOT NULL,
     qty        INT NOT NULL,
     created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-    KEY orders_by_product (product_id)
+    order_id   VARCHAR(40) NULL,
+    KEY orders_by_product (product_id),
+    UNIQUE KEY orders_by_order_id (order_id)
 ) ENGINE = InnoDB;
+
+-- A database made before the order id existed gets it here, the same way.
+SET @add_order_id = (SELECT IF(COUNT(*) = 0,
+    'ALTER TABLE orders ADD COLUMN order_id VARCHAR(40) NULL, ADD UNIQUE KEY orders_by_order_id (order_id)',
+    'DO 0')
+    FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'orders' AND column_name = 'order_id');
+PREPARE add_order_id FROM @add_order_id;
+EXECUTE add_order_id;
+DEALLOCATE PREPARE add_order_id;
 
 CREATE TABLE IF NOT EXISTS locks (
     name       VARCHAR(64) NOT NULL PRIMARY KEY,

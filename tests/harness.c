@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -933,6 +934,94 @@ int redis_cli_at(int port, const char *args, char *out, size_t size)
     char command[1024];
     snprintf(command, sizeof command, "redis-cli -h 127.0.0.1 -p %d %s", port, args);
     return command_output(command, out, size);
+}
+
+int stack_mysql(const char *sql, char *out, size_t size)
+{
+    char command[PATH_MAX + 2048];
+    snprintf(command, sizeof command, "'%s/scripts/stack.sh' mysql -N -e \"%s\" 2>&1",
+             env_or("STOCKD_REPO", "."), sql);
+    return command_output(command, out, size);
+}
+
+int consumer_start(struct consumer_process *c, const char *const *extra_args)
+{
+    const char *argv[32] = {env_or("STOCKD_TEST_BIN", "build/test/stockd"), "--consume", "1"};
+    size_t n = 3;
+    for (size_t i = 0; extra_args && extra_args[i] && n + 1 < sizeof argv / sizeof argv[0]; i++)
+        argv[n++] = extra_args[i];
+    argv[n] = NULL;
+    snprintf(c->log_path, sizeof c->log_path, "%s/stockd-%s-consumer.log",
+             env_or("STOCKD_RUN_DIR", "run/test"), test_name());
+    struct stat st;
+    c->log_from = stat(c->log_path, &st) == 0 ? (long)st.st_size : 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        print_error("fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0)
+        exec_stockd(c->log_path, (char *const *)argv);
+    c->pid = pid;
+    return 0;
+}
+
+/* Whether the log holds `needle` past the process's start. */
+static int logged(const struct consumer_process *c, const char *needle)
+{
+    FILE *f = fopen(c->log_path, "r");
+    if (!f)
+        return 0;
+    int found = 0;
+    char line[1024];
+    if (fseek(f, c->log_from, SEEK_SET) == 0)
+        while (!found && fgets(line, sizeof line, f))
+            found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+int consumer_wait_log(const struct consumer_process *c, const char *needle, long timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    while (!logged(c, needle)) {
+        if (now_ms() >= deadline) {
+            print_error("the consumer did not log '%s' within %ld ms (see %s)\n", needle,
+                        timeout_ms, c->log_path);
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    return 0;
+}
+
+int consumer_stop(struct consumer_process *c)
+{
+    int status = 0;
+    if (c->pid <= 0)
+        return 0;
+    kill(c->pid, SIGTERM);
+    if (!reaped(c->pid, STOP_TIMEOUT_MS, &status)) {
+        print_error("the consumer did not exit within %d ms of SIGTERM (see %s)\n", STOP_TIMEOUT_MS,
+                    c->log_path);
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+    }
+    c->pid = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    describe_exit("consumer", status, c->log_path);
+    return -1;
+}
+
+void consumer_kill(struct consumer_process *c)
+{
+    if (c->pid <= 0)
+        return;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    c->pid = 0;
 }
 
 int redis_cli(const char *args, char *out, size_t size)

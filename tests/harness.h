@@ -307,4 +307,32 @@ int redis_cli_at(int port, const char *args, char *out, size_t size);
  * (zkCli.sh ls -R); 0 on success. */
 int zk_tree(const char *path, char *out, size_t size);
 
+/* Runs `sql` with the stack's MySQL client (tab-separated, no column
+ * names) and copies its output into `out`; 0 when it exited 0. */
+int stack_mysql(const char *sql, char *out, size_t size);
+
+/* ------------------------------------------------- a consumer process */
+
+/* `stockd --consume 1`: the order stream's consumers alone, a process the
+ * test can kill -9 without touching the stockd that serves HTTP. */
+struct consumer_process {
+    int pid;
+    char log_path[4096]; /* $STOCKD_RUN_DIR/stockd-<test>-consumer.log */
+    long log_from;       /* its size when this process started        */
+};
+
+/* Starts one with `extra_args` (NULL-terminated, may be NULL); 0, or -1
+ * after printing why. */
+int consumer_start(struct consumer_process *c, const char *const *extra_args);
+
+/* Waits (up to `timeout_ms`) for a line holding `needle` in what this
+ * process logged; 0 once it is there, -1 after printing why. */
+int consumer_wait_log(const struct consumer_process *c, const char *needle, long timeout_ms);
+
+/* SIGTERM and the exit: 0 when the status was 0. */
+int consumer_stop(struct consumer_process *c);
+
+/* kill -9, and the exit collected: the crash of a consumer. */
+void consumer_kill(struct consumer_process *c);
+
 #endif

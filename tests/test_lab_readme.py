@@ -38,6 +38,13 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("| two holders: oversells |", rows[1])
         self.assertIn("| waits its turn |  |  |", rows[2])
 
+    def test_a_row_that_settles_later_says_where(self):
+        streamed = strategy("epsilon", store="redis", failover="loses_sales")
+        streamed["settles"] = "async"
+        rows = table_of(streamed, strategy("alpha")).splitlines()[2:]
+        self.assertIn("| redis, settled into mysql after the 200 |", rows[0])
+        self.assertIn("| mysql |", rows[1])
+
     def test_the_block_between_the_markers(self):
         text = f"intro\n{readme.BEGIN}\nold table\n{readme.END}\nafter\n"
         self.assertEqual(readme.block(text), "old table")

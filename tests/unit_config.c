@@ -91,6 +91,20 @@ static void test_rejects(void **state)
     unsetenv("STOCKD_THREADS");
 }
 
+/* The consumer's test knob takes its two steps, nothing else. */
+static void test_stream_hold(void **state)
+{
+    (void)state;
+    char text[4096] = "";
+    char *ack[] = {"stockd", "--stream-hold=ack", "--consume=1", NULL};
+    assert_int_equal(load(3, ack, text, sizeof text), CONFIG_RUN);
+    assert_string_equal(config.stream_hold, "ack");
+    assert_int_equal(config.consume, 1);
+    char *typo[] = {"stockd", "--stream-hold=commmit", NULL};
+    assert_int_equal(load(2, typo, text, sizeof text), CONFIG_EXIT_USAGE);
+    assert_non_null(strstr(text, "stream-hold must be commit or ack"));
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -114,7 +128,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),       cmocka_unit_test(test_env_then_flags),
         cmocka_unit_test(test_derived_limits), cmocka_unit_test(test_rejects),
-        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_help),           cmocka_unit_test(test_stream_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -530,6 +530,9 @@
         meter.value = l.busy;
         figure($('#load [data-field="queued"]'), l.queued);
         figure($('#load [data-field="in_flight"]'), l.in_flight);
+        const s = doc.stream || {}; /* null figures: no consumer in this instance */
+        figure($('#load [data-field="stream"]'), s.length,
+            num(s.length) + " to settle, oldest " + seconds(s.lag_ms || 0));
         const n = lab.samples.size; /* behind a balancer, each poll may reach another one */
         figure($('#load [data-field="instance"]'), doc.instance,
             doc.instance + (n > 1 ? " (one of " + n + " answering)" : ""));
