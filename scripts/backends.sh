@@ -323,12 +323,17 @@ stockd_bin() {
 }
 
 # start_instance stockd-PORT: one build/stockd on 127.0.0.1:PORT with this
-# stack's settings (and STOCKD_THREADS as its --threads when set).
+# stack's settings (and STOCKD_THREADS as its --threads when set). With
+# STACK_INSTANCES_MYSQL=cluster, instance i uses cluster node i (modulo the
+# nodes), and the other nodes after it when it dies.
 start_instance() {
     local name="$1" port bin pid pairs=() threads=()
     port="$(port_of "$name")"
     bin="$(stockd_bin)"
     mapfile -t pairs < <(env_pairs)
+    if [[ "${STACK_INSTANCES_MYSQL:-}" == cluster ]]; then
+        pairs+=("STOCKD_MYSQL_NODES=$(cluster_nodes_from $(( port - STOCKD_PORT_BASE )))")
+    fi
     if [[ -n "${STOCKD_THREADS:-}" ]]; then threads=(--threads="$STOCKD_THREADS"); fi
     launch "$name" env "${pairs[@]}" "$bin" --listen=127.0.0.1 --port="$port" \
         "${threads[@]+"${threads[@]}"}"
@@ -380,6 +385,16 @@ ha_names() { local p; for p in "${HA_LIST[@]+"${HA_LIST[@]}"}"; do echo "ha-$p";
 sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do echo "sentinel-$p"; done; }
 
 # ------------------------------------------------------ the Galera cluster
+
+# cluster_nodes_from I: the nodes' host:port list, from node I (modulo the
+# nodes) round to the one before it: what stockd's --mysql-nodes takes.
+cluster_nodes_from() {
+    local n=${#CLUSTER_LIST[@]} k list=""
+    for (( k = 0; k < n; k++ )); do
+        list+="${list:+,}127.0.0.1:${CLUSTER_LIST[(($1 + k) % n)]}"
+    done
+    echo "$list"
+}
 
 cluster_names() { local p; for p in "${CLUSTER_LIST[@]+"${CLUSTER_LIST[@]}"}"; do echo "cluster-$p"; done; }
 cluster_socket() { echo "$STACK/$1/node.sock"; }

@@ -102,6 +102,8 @@
 #   STACK_NGINX_PORT     23080             the balancer's port
 #   STOCKD_BIN           <repo>/build/stockd   the instances' binary
 #   STOCKD_THREADS       unset             the instances' --threads (else stockd's default)
+#   STACK_INSTANCES_MYSQL unset            cluster: instance i uses cluster node i (then the
+#                                      others, in turn, when it dies) instead of `mysql`
 #   The instances get `env`'s settings; other STOCKD_* variables pass through.
 set -euo pipefail
 
