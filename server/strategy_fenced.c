@@ -146,5 +146,6 @@ const struct strategy strategy_fenced = {
     .contention = CONTENTION_WAITS,
     .failover = FAILOVER_SAFE,
     .lease = &fenced_out,
+    .cluster = CLUSTER_SAFE,
     .lock = &fenced_lock,
 };
