@@ -5,6 +5,8 @@
     chaos [FLAGS]              faults injected under load (what bench/chaos runs)
     failover [FLAGS]           a Redis primary failover under each strategy (what
                                bench/failover runs)
+    cluster [FLAGS]            every MySQL strategy on a multi-primary Galera cluster
+                               (what bench/cluster runs)
     probe [FLAGS]              hostile clients (what bench/probe runs)
     soak [FLAGS]               the soak (what bench/soak runs)
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
@@ -21,8 +23,8 @@ import json
 import os
 import sys
 
-from . import (bench, bench_report, browser, chaos, compare, compare_report, failover, probe,
-               readme, soak)
+from . import (bench, bench_report, browser, chaos, cluster, compare, compare_report, failover,
+               probe, readme, soak)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -77,7 +79,7 @@ def render(argv):
 
 
 COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
-            "failover": failover.main, "probe": probe.main, "soak": soak.main,
+            "failover": failover.main, "cluster": cluster.main, "probe": probe.main, "soak": soak.main,
             "check-report": check_report, "render": render, "readme": readme.main}
 
 

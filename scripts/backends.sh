@@ -412,20 +412,32 @@ probe_cluster_node() {
     [[ "$(cluster_root "$1" -N -e "SHOW STATUS LIKE 'wsrep_ready'" 2>/dev/null)" == *ON ]]
 }
 
-# cluster_seqno NAME: the newest transaction the node's datadir holds
-# (grastate.dat after a clean stop, --wsrep-recover after a crash); -1: none.
-cluster_seqno() {
-    local data seqno
+# cluster_position NAME: uuid:seqno, the newest transaction the node's
+# datadir holds (grastate.dat after a clean stop, --wsrep-recover after a
+# crash); empty when it holds none.
+cluster_position() {
+    local data uuid seqno
     data="$(workdir_of "$1")"
+    uuid="$(sed -n 's/^uuid: *//p' "$data/grastate.dat" 2>/dev/null)"
     seqno="$(sed -n 's/^seqno: *//p' "$data/grastate.dat" 2>/dev/null)"
-    if [[ -z "$seqno" || "$seqno" == -1 ]] && [[ -e "$STACK/$1/installed" ]]; then
-        seqno="$(mariadbd --no-defaults --datadir="$data" --user=mysql \
+    if [[ -n "$uuid" && -n "$seqno" && "$seqno" != -1 ]]; then
+        echo "$uuid:$seqno"
+    elif [[ -e "$STACK/$1/installed" ]]; then
+        mariadbd --no-defaults --datadir="$data" --user=mysql \
             --wsrep-provider=/usr/lib/galera/libgalera_smm.so --wsrep-on=ON \
+            --wsrep-cluster-address=gcomm:// --wsrep-sst-method=rsync \
             --binlog-format=ROW --skip-networking --socket="$STACK/$1/recover.sock" \
-            --pid-file="$STACK/$1/recover.pid" --wsrep-recover 2>&1 |
-            sed -n 's/.*WSREP: Recovered position: *[0-9a-f-]*:\(-\{0,1\}[0-9]*\).*/\1/p' | tail -n 1)"
+            --pid-file="$STACK/$1/recover.pid" --innodb-buffer-pool-size=64M \
+            --innodb-log-file-size=32M --wsrep-recover 2>&1 |
+            sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' | tail -n 1
     fi
-    echo "${seqno:--1}"
+}
+
+# cluster_seqno POSITION: its seqno (-1 for none).
+cluster_seqno() {
+    local seqno="${1##*:}"
+    [[ "$seqno" =~ ^-?[0-9]+$ ]] || seqno=-1
+    echo "$seqno"
 }
 
 # cluster_running_peers NAME: the galera addresses of the other nodes that run.
@@ -442,7 +454,7 @@ cluster_running_peers() {
 cluster_newest() {
     local n best="" best_seqno=-2 seqno
     for n in $(cluster_names); do
-        seqno="$(cluster_seqno "$n")"
+        seqno="$(cluster_seqno "$(cluster_position "$n")")"
         say "$n: newest transaction $seqno"
         if (( seqno > best_seqno )); then best="$n" best_seqno="$seqno"; fi
     done
@@ -470,7 +482,9 @@ cluster_install() {
 # start_cluster_node NAME: join the running nodes, or bootstrap the cluster
 # from the node with the newest data (started first when that is not NAME).
 start_cluster_node() {
-    local name="$1" port data peers newest bootstrap=() pid as_user=()
+    local name="$1" port data peers newest bootstrap=() pid as_user=() position start_at=()
+    # A joiner's full state transfer takes longer than most backends' start.
+    local TIMEOUT=$(( TIMEOUT > 120 ? TIMEOUT : 120 ))
     port="$(port_of "$name")"
     data="$(workdir_of "$name")"
     command -v mariadbd >/dev/null || die "mariadbd not found (scripts/deps.sh stack)"
@@ -496,7 +510,10 @@ start_cluster_node() {
         sed -i 's/^safe_to_bootstrap: *0/safe_to_bootstrap: 1/' "$data/grastate.dat" 2>/dev/null || true
         bootstrap=(--wsrep-new-cluster)
     else
-        # A joiner takes the cluster's state (IST, or a whole rsync copy).
+        # A joiner takes the cluster's state: only what it misses (IST) when
+        # it knows where it stopped, even after a crash; else a whole copy.
+        position="$(cluster_position "$name")"
+        if [[ -n "$position" ]]; then start_at=(--wsrep-start-position="$position"); fi
         mkdir -p "$data"
         touch "$STACK/$name/installed"
     fi
@@ -516,7 +533,7 @@ start_cluster_node() {
         --wsrep-node-address="127.0.0.1:$(( port + 1 ))" \
         --wsrep-sst-receive-address="127.0.0.1:$(( port + 3 ))" --wsrep-sst-method=rsync \
         --wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$(( port + 1 ));ist.recv_addr=127.0.0.1:$(( port + 2 ));gcache.size=32M;evs.keepalive_period=PT0.3S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT1.5S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S" \
-        "${bootstrap[@]+"${bootstrap[@]}"}"
+        "${bootstrap[@]+"${bootstrap[@]}"}" "${start_at[@]+"${start_at[@]}"}"
     pid="$(launched "$name")"
     wait_ready "$name" "$pid" || return 1
     if (( ${#bootstrap[@]} )); then MYSQL_ROOT_SOCKET="$(cluster_socket "$name")" provision_mysql; fi

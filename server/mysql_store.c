@@ -234,10 +234,13 @@ static st_result prepared(struct worker *w, enum sql_statement s, MYSQL_STMT **o
             return connection_failed(w, "prepare", mysql_error(conn));
         const char *text = sql_text(s);
         if (mysql_stmt_prepare(stmt, text, strlen(text)) != 0) {
+            /* A cluster reports a transaction its applier aborted on the
+             * next command, whatever it is: a prepare can say "deadlock". */
             char why[256];
+            unsigned err = mysql_stmt_errno(stmt);
             snprintf(why, sizeof why, "%s", mysql_stmt_error(stmt));
             mysql_stmt_close(stmt);
-            return connection_failed(w, text, why);
+            return classify(w, text, err, why);
         }
         link->statements[s] = stmt;
     }
@@ -374,7 +377,9 @@ st_result sql_commit(struct worker *w)
 void sql_rollback(struct worker *w)
 {
     struct mysql_link *link = link_of(w);
-    if (link->conn && mysql_rollback(link->conn) != 0) {
+    /* A deadlock here is a transaction already rolled back (a cluster's
+     * applier aborted it): the session is clean. */
+    if (link->conn && mysql_rollback(link->conn) != 0 && !contended(mysql_errno(link->conn))) {
         log_warn("mysql: rollback failed (%s); dropping the connection", mysql_error(link->conn));
         disconnect(link);
     }
