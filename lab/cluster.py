@@ -299,7 +299,8 @@ class Run:
                                    row["busy"] + row["unavailable"])
         return row
 
-    def judge_load(self, row):
+    @staticmethod
+    def judge_load(row):
         fact, broke = row["fact"], (row["oversold"] or 0) + (row["lost_updates"] or 0)
         if row["sold"] is None:
             row["problems"].append("the ledger could not be read")
@@ -392,12 +393,16 @@ def finish(row):
     row["verdict"] = "fail" if row["problems"] else "pass"
     row["reason"] = "; ".join(row.pop("problems"))
     row.pop("answers_seen", None)
-    print(f"cluster: {row['phase']} {row['strategy']}: {row['ok']} ok, {row['busy']} busy, "
-          f"{row['unavailable']} 503, {row['other']} other; oversold {row['oversold']}, lost "
-          f"{row['lost_updates']}, undersold {row['undersold']}, acked missing "
-          f"{row['acked_missing']}, first 200 {row['first_ok_s']} s: {row['verdict']} "
-          f"{row['reason']}", file=sys.stderr, flush=True)
     return row
+
+
+def brief(row):
+    """A row in one progress line."""
+    return (f"{row['phase']} {row['strategy']}: {row['ok']} ok, {row['busy']} busy, "
+            f"{row['unavailable']} 503, {row['other']} other; oversold {row['oversold']}, lost "
+            f"{row['lost_updates']}, undersold {row['undersold']}, acked missing "
+            f"{row['acked_missing']}, first 200 {row['first_ok_s']} s: {row['verdict']} "
+            f"{row['reason']}")
 
 
 def run(args, say):
@@ -414,6 +419,11 @@ def run(args, say):
     out_dir = make_out_dir(args.results_dir, "cluster-", "cluster-latest")
     inst = Instances(args.instances, say)
     rows = []
+
+    def add(row):
+        rows.append(finish(row))
+        say(brief(row))
+
     with open(os.path.join(out_dir, "history.jsonl"), "w") as history:
         r = Run(args, inst, history, say)
         try:
@@ -422,13 +432,13 @@ def run(args, say):
             strategies = chosen(facts, args)
             for s in strategies:
                 say(f"{s.name}: one node (fact on a cluster: {s.cluster})")
-                rows.append(finish(r.sell_out("single", s)))
+                add(r.sell_out("single", s))
             inst.up(CLUSTER_SERVICE)
             for s in strategies:
                 say(f"{s.name}: cluster")
                 row = r.sell_out("cluster", s)
                 r.judge_load(row)
-                rows.append(finish(row))
+                add(row)
             retrying = [s for s in strategies if s.contention == "retries"]
             if retrying:
                 inst.up(CLUSTER_SERVICE, {"STOCKD_OPTIMISTIC_ATTEMPTS": "1"})
@@ -436,20 +446,20 @@ def run(args, say):
                     say(f"{s.name}: cluster, one attempt")
                     row = r.sell_out("cluster, one try", s)
                     row["problems"] = []
-                    rows.append(finish(row))
+                    add(row)
                 inst.up(CLUSTER_SERVICE)
             victim, dead_instance = nodes[1], 1
             for s in strategies:
                 if s.cluster in SAFE_FACTS:
                     say(f"{s.name}: {victim} killed under load")
-                    rows.append(finish(r.node_kill(s, victim, dead_instance)))
+                    add(r.node_kill(s, victim, dead_instance))
             safe = [s for s in strategies if s.cluster == "safe"]
             if safe and not args.quick:
                 for flush in (2, 1):
                     if flush != 2:
                         restart_cluster(flush, say)
                     say(f"{safe[0].name}: every node killed (flush={flush})")
-                    rows.append(finish(r.all_killed(safe[0], nodes, flush)))
+                    add(r.all_killed(safe[0], nodes, flush))
                 restart_cluster(2, say)
         finally:
             stack("instances-down", check=False)
