@@ -406,7 +406,7 @@ def brief(row):
 
 
 def run(args, say):
-    t0 = time.time()
+    t0, started = time.time(), now_iso()
     services = os.environ.get("STACK_SERVICES") or "mysql redis redlock zk"
     if CLUSTER_SERVICE not in services.split():
         services += " " + CLUSTER_SERVICE
@@ -463,7 +463,7 @@ def run(args, say):
                 restart_cluster(2, say)
         finally:
             stack("instances-down", check=False)
-    doc = {"started": now_iso(), "seconds": round(time.time() - t0, 1), "rows": rows,
+    doc = {"started": started, "seconds": round(time.time() - t0, 1), "rows": rows,
            "quick": args.quick, "instances": args.instances, "units": args.units,
            "hold_ms": args.hold_ms, "nodes": nodes}
     cluster_report.write(out_dir, doc, ROW_FIELDS)

@@ -34,8 +34,10 @@ def kill_cell(r):
     if not r:
         return ""
     first = "none" if r["first_ok_s"] is None else f"{r['first_ok_s']} s"
-    return (f"{r['acked_missing']} acked missing, first 200 {first}, "
-            f"{r['unavailable']} 503")
+    what = f"{r['acked_missing']} acked missing, first 200 {first}, {r['unavailable']} 503"
+    if (r["oversold"] or 0) + (r["lost_updates"] or 0):
+        what += f", **oversold {r['oversold']}, lost {r['lost_updates']}**"
+    return what
 
 
 def markdown(doc):
