@@ -34,7 +34,7 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
-        stream-chaos stream-bench reconcile \
+        stream-chaos stream-bench reconcile cluster cluster-short cluster-up \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -192,6 +192,29 @@ reconcile: build
 failover: build
 	@$(DEPS) stack zk
 	@bench/failover
+
+# make cluster: every strategy whose stock is in MySQL on the stack's three-node
+# Galera cluster (lab/cluster.py, docs/cluster.md): three stockd instances, each
+# bound to its own node, sell out a product (as many buyers as units) and are
+# compared with the same instances on one MariaDB; then one node is killed (-9)
+# under load and restarted, and every node is killed within a second, with
+# innodb_flush_log_at_trx_commit=2 and 1. Each row is judged against its
+# strategy's cluster fact from the ledger; every request's answer goes to
+# results/cluster-<timestamp>/history.jsonl. Exits 1 when a row contradicts its
+# fact. Knobs: STRATEGIES=sql,cas CLUSTER_UNITS=200 CLUSTER_HOLD_MS=5
+# make cluster-short: two instances, the first row of each fact (about 2.5 min).
+# make cluster-up: the cluster's three nodes alone, added to the running stack.
+cluster: build
+	@$(DEPS) stack zk cluster
+	@bench/cluster
+
+cluster-short: build
+	@$(DEPS) stack zk cluster
+	@bench/cluster --quick
+
+cluster-up:
+	@$(DEPS) stack cluster
+	@scripts/stack.sh start-one cluster
 
 # make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose

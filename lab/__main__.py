@@ -5,6 +5,8 @@
     chaos [FLAGS]              faults injected under load (what bench/chaos runs)
     failover [FLAGS]           a Redis primary failover under each strategy (what
                                bench/failover runs)
+    cluster [FLAGS]            every MySQL strategy on a multi-primary Galera cluster
+                               (what bench/cluster runs)
     probe [FLAGS]              hostile clients (what bench/probe runs)
     soak [FLAGS]               the soak (what bench/soak runs)
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
@@ -23,8 +25,8 @@ import json
 import os
 import sys
 
-from . import (bench, bench_report, browser, chaos, compare, compare_report, failover, probe,
-               readme, soak, stream)
+from . import (bench, bench_report, browser, chaos, cluster, compare, compare_report, failover,
+               probe, readme, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -79,9 +81,9 @@ def render(argv):
 
 
 COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
-            "failover": failover.main, "probe": probe.main, "soak": soak.main,
-            "check-report": check_report, "render": render, "readme": readme.main,
-            "stream": stream.main}
+            "failover": failover.main, "cluster": cluster.main, "probe": probe.main,
+            "soak": soak.main, "check-report": check_report, "render": render,
+            "readme": readme.main, "stream": stream.main}
 
 
 def main(argv):

@@ -17,6 +17,11 @@ it plans and expects from these fields, never from a strategy's name:
     settles       "async": a 200 is accepted in Redis and reaches MySQL later, once
                   (lua-stream); absent from the rows whose 200 is settled at once.
                   Such a row is judged by its MySQL ledger after the stream drains
+    cluster       what a multi-primary MySQL (Galera) cluster does to it, one stockd
+                  per node: "safe", "conflicts_at_commit" (safe, but a conflict with
+                  another node fails the commit: busy while stock remains),
+                  "two_holders" (its lock is one node's: oversells) or "loses_updates";
+                  published by every row whose stock is in MySQL, absent from the others
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -28,6 +33,7 @@ CONTENTION = ("waits", "retries", "none")
 LEASE_CASES = ("busy_holder", "paused_holder")
 LEASE_VALUES = ("safe", "oversells")
 FAILOVER_VALUES = ("safe", "loses_sales", "two_holders")
+CLUSTER_VALUES = ("safe", "conflicts_at_commit", "two_holders", "loses_updates")
 REQUEST_PARAMS = ("hold_ms", "ttl_ms", "pause_ms")
 SETTINGS = ("lock_wait_ms",)
 
@@ -47,6 +53,7 @@ class Strategy:
         self.lock = doc.get("lock")  # the lock it takes, or None
         self.failover = doc.get("failover")  # None: it keeps nothing in Redis
         self.settles = doc.get("settles")  # "async", or None: settled at once
+        self.cluster = doc.get("cluster")  # None: its stock is not in MySQL
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""
@@ -110,6 +117,8 @@ def _problem(doc, i):
         return f"strategy '{name}' has an unusable failover: {doc['failover']!r}"
     if "settles" in doc and doc["settles"] != "async":
         return f"strategy '{name}' has an unusable settles: {doc['settles']!r}"
+    if "cluster" in doc and doc["cluster"] not in CLUSTER_VALUES:
+        return f"strategy '{name}' has an unusable cluster: {doc['cluster']!r}"
     if not (doc["safe_single"] and doc["safe_multi"]) and not doc["exposed_by"]:
         return (f"strategy '{name}' is not safe everywhere but lists no exposed_by "
                 "parameters to show its race with")

@@ -59,14 +59,23 @@ def store(s):
     return f"{s.store}, settled into mysql after the 200" if s.settles else s.store
 
 
+CLUSTER = {"safe": "safe", "conflicts_at_commit": "safe, conflicts fail at commit",
+           "two_holders": "two holders: oversells", "loses_updates": "loses updates"}
+
+
+def cluster(s):
+    return CLUSTER[s.cluster] if s.cluster else ""
+
+
 def table(f):
     """The markdown table of every strategy, in the server's order."""
     lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
-             "frozen holder | Redis primary fails over | what it is |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "frozen holder | Redis primary fails over | MySQL cluster, a stockd per node "
+             "| what it is |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in f.strategies:
         lines.append(f"| `{s.name}` | {store(s)} | {claim(s)} | {CONTENTION[s.contention]} "
-                     f"| {lease(s)} | {failover(s)} | {cell(s.summary)} |")
+                     f"| {lease(s)} | {failover(s)} | {cluster(s)} | {cell(s.summary)} |")
     return "\n".join(lines)
 
 

@@ -47,8 +47,10 @@ MYSQL_SOCKET_NAME="mysql.sock"
 
 mysql_socket() { echo "$STACK/$MYSQL_SOCKET_NAME"; }
 
+# mysql_root ARGS...: mariadb as root, on MYSQL_ROOT_SOCKET when set (a
+# cluster node being provisioned), else on the stack's MariaDB.
 mysql_root() {
-    mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
+    mariadb --no-defaults --socket="${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" -uroot "$@"
 }
 
 start_mysql() {
@@ -96,7 +98,7 @@ provision_mysql() {
     deadline=$(( SECONDS + TIMEOUT ))
     until mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
         if (( SECONDS >= deadline )); then
-            echo "${0##*/}: mysql: root cannot connect on $(mysql_socket)" >&2
+            echo "${0##*/}: mysql: root cannot connect on ${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" >&2
             log_tail mysql
             return 1
         fi
@@ -321,12 +323,17 @@ stockd_bin() {
 }
 
 # start_instance stockd-PORT: one build/stockd on 127.0.0.1:PORT with this
-# stack's settings (and STOCKD_THREADS as its --threads when set).
+# stack's settings (and STOCKD_THREADS as its --threads when set). With
+# STACK_INSTANCES_MYSQL=cluster, instance i uses cluster node i (modulo the
+# nodes), and the other nodes after it when it dies.
 start_instance() {
     local name="$1" port bin pid pairs=() threads=()
     port="$(port_of "$name")"
     bin="$(stockd_bin)"
     mapfile -t pairs < <(env_pairs)
+    if [[ "${STACK_INSTANCES_MYSQL:-}" == cluster ]]; then
+        pairs+=("STOCKD_MYSQL_NODES=$(cluster_nodes_from $(( port - STOCKD_PORT_BASE )))")
+    fi
     if [[ -n "${STOCKD_THREADS:-}" ]]; then threads=(--threads="$STOCKD_THREADS"); fi
     launch "$name" env "${pairs[@]}" "$bin" --listen=127.0.0.1 --port="$port" \
         "${threads[@]+"${threads[@]}"}"
@@ -376,3 +383,158 @@ start_nginx() {
 
 ha_names() { local p; for p in "${HA_LIST[@]+"${HA_LIST[@]}"}"; do echo "ha-$p"; done; }
 sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do echo "sentinel-$p"; done; }
+
+# ------------------------------------------------------ the Galera cluster
+
+# cluster_nodes_from I: the nodes' host:port list, from node I (modulo the
+# nodes) round to the one before it: what stockd's --mysql-nodes takes.
+cluster_nodes_from() {
+    local n=${#CLUSTER_LIST[@]} k list=""
+    for (( k = 0; k < n; k++ )); do
+        list+="${list:+,}127.0.0.1:${CLUSTER_LIST[(($1 + k) % n)]}"
+    done
+    echo "$list"
+}
+
+cluster_names() { local p; for p in "${CLUSTER_LIST[@]+"${CLUSTER_LIST[@]}"}"; do echo "cluster-$p"; done; }
+cluster_socket() { echo "$STACK/$1/node.sock"; }
+
+# cluster_root NAME ARGS...: mariadb as root on one node's socket.
+cluster_root() {
+    local name="$1"
+    shift
+    mariadb --no-defaults --socket="$(cluster_socket "$name")" -uroot "$@"
+}
+
+# probe_cluster_node: a node is of use once it is synced with the cluster
+# (a joiner answers pings during its state transfer, and refuses queries).
+probe_cluster_node() {
+    [[ "$(cluster_root "$1" -N -e "SHOW STATUS LIKE 'wsrep_ready'" 2>/dev/null)" == *ON ]]
+}
+
+# cluster_position NAME: uuid:seqno, the newest transaction the node's
+# datadir holds (grastate.dat after a clean stop, --wsrep-recover after a
+# crash); empty when it holds none.
+cluster_position() {
+    local data uuid seqno
+    data="$(workdir_of "$1")"
+    uuid="$(sed -n 's/^uuid: *//p' "$data/grastate.dat" 2>/dev/null)"
+    seqno="$(sed -n 's/^seqno: *//p' "$data/grastate.dat" 2>/dev/null)"
+    if [[ -n "$uuid" && -n "$seqno" && "$seqno" != -1 ]]; then
+        echo "$uuid:$seqno"
+    elif [[ -e "$STACK/$1/installed" ]]; then
+        mariadbd --no-defaults --datadir="$data" --user=mysql \
+            --wsrep-provider=/usr/lib/galera/libgalera_smm.so --wsrep-on=ON \
+            --wsrep-cluster-address=gcomm:// --wsrep-sst-method=rsync \
+            --binlog-format=ROW --skip-networking --socket="$STACK/$1/recover.sock" \
+            --pid-file="$STACK/$1/recover.pid" --innodb-buffer-pool-size=64M \
+            --innodb-log-file-size=32M --wsrep-recover 2>&1 |
+            sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' | tail -n 1
+    fi
+}
+
+# cluster_seqno POSITION: its seqno (-1 for none).
+cluster_seqno() {
+    local seqno="${1##*:}"
+    [[ "$seqno" =~ ^-?[0-9]+$ ]] || seqno=-1
+    echo "$seqno"
+}
+
+# cluster_running_peers NAME: the galera addresses of the other nodes that run.
+cluster_running_peers() {
+    local other list=""
+    for other in $(cluster_names); do
+        [[ "$other" != "$1" ]] && pid_of "$other" >/dev/null || continue
+        list+="${list:+,}127.0.0.1:$(( $(port_of "$other") + 1 ))"
+    done
+    echo "$list"
+}
+
+# cluster_newest: of the stopped cluster, the node with the newest data.
+cluster_newest() {
+    local n best="" best_seqno=-2 seqno
+    for n in $(cluster_names); do
+        seqno="$(cluster_seqno "$(cluster_position "$n")")"
+        say "$n: newest transaction $seqno"
+        if (( seqno > best_seqno )); then best="$n" best_seqno="$seqno"; fi
+    done
+    echo "$best"
+}
+
+# cluster_install NAME: a fresh system database for the bootstrap node; a
+# joiner's datadir stays empty and is filled by its state transfer.
+cluster_install() {
+    local data
+    data="$(workdir_of "$1")"
+    rm -rf "$data"
+    mkdir -p "$data"
+    chown mysql: "$STACK/$1" "$data"
+    say "$1: initialising $data"
+    if ! mariadb-install-db --no-defaults --datadir="$data" --user=mysql \
+            --auth-root-authentication-method=normal --skip-test-db \
+            >>"$(logfile_of "$1")" 2>&1; then
+        echo "${0##*/}: mariadb-install-db failed for $1" >&2
+        log_tail "$1"
+        return 1
+    fi
+}
+
+# start_cluster_node NAME: join the running nodes, or bootstrap the cluster
+# from the node with the newest data (started first when that is not NAME).
+start_cluster_node() {
+    local name="$1" port data peers newest bootstrap=() pid as_user=() position start_at=()
+    # A joiner's full state transfer takes longer than most backends' start.
+    local TIMEOUT=$(( TIMEOUT > 120 ? TIMEOUT : 120 ))
+    port="$(port_of "$name")"
+    data="$(workdir_of "$name")"
+    command -v mariadbd >/dev/null || die "mariadbd not found (scripts/deps.sh stack)"
+    [[ -r /usr/lib/galera/libgalera_smm.so ]] || die "galera-4 not installed (scripts/deps.sh cluster)"
+    command -v rsync >/dev/null || die "rsync not found (scripts/deps.sh cluster)"
+    id mysql >/dev/null 2>&1 || die "the cluster's nodes run as the mysql user, and there is none"
+    # The mysql user must reach its datadir; rsync's state transfer refuses root.
+    if (( EUID == 0 )); then as_user=(--user=mysql); fi
+    mkdir -p "$STACK/$name"
+    peers="$(cluster_running_peers "$name")"
+    if [[ -z "$peers" ]]; then
+        newest="$(cluster_newest)"
+        if [[ ! -e "$STACK/$name/installed" && ! -e "$STACK/$newest/installed" ]]; then
+            cluster_install "$name" || return 1
+            touch "$STACK/$name/installed"
+        elif [[ "$newest" != "$name" && -e "$STACK/$newest/installed" ]]; then
+            say "$name: $newest holds the newest data: it bootstraps the cluster"
+            start_one "$newest" || return 1
+            peers="$(cluster_running_peers "$name")"
+        fi
+    fi
+    if [[ -z "$peers" ]]; then
+        sed -i 's/^safe_to_bootstrap: *0/safe_to_bootstrap: 1/' "$data/grastate.dat" 2>/dev/null || true
+        bootstrap=(--wsrep-new-cluster)
+    else
+        # A joiner takes the cluster's state: only what it misses (IST) when
+        # it knows where it stopped, even after a crash; else a whole copy.
+        position="$(cluster_position "$name")"
+        if [[ -n "$position" ]]; then start_at=(--wsrep-start-position="$position"); fi
+        mkdir -p "$data"
+        touch "$STACK/$name/installed"
+    fi
+    chown -R mysql: "$STACK/$name"
+    rm -f "$(cluster_socket "$name")"
+    launch "$name" mariadbd --no-defaults "${as_user[@]+"${as_user[@]}"}" \
+        --datadir="$data" --socket="$(cluster_socket "$name")" --port="$port" \
+        --bind-address=127.0.0.1 --pid-file="$STACK/$name/node.pid" \
+        --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
+        --innodb-buffer-pool-size=64M --innodb-log-file-size=32M \
+        --innodb-flush-log-at-trx-commit="$CLUSTER_FLUSH" \
+        --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+        --binlog-format=ROW --default-storage-engine=InnoDB --innodb-autoinc-lock-mode=2 \
+        --wsrep-on=ON --wsrep-provider=/usr/lib/galera/libgalera_smm.so \
+        --wsrep-cluster-name=stockd --wsrep-node-name="$name" \
+        --wsrep-cluster-address="gcomm://$peers" \
+        --wsrep-node-address="127.0.0.1:$(( port + 1 ))" \
+        --wsrep-sst-receive-address="127.0.0.1:$(( port + 3 ))" --wsrep-sst-method=rsync \
+        --wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$(( port + 1 ));ist.recv_addr=127.0.0.1:$(( port + 2 ));gcache.size=32M;evs.keepalive_period=PT0.3S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT1.5S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S" \
+        "${bootstrap[@]+"${bootstrap[@]}"}" "${start_at[@]+"${start_at[@]}"}"
+    pid="$(launched "$name")"
+    wait_ready "$name" "$pid" || return 1
+    if (( ${#bootstrap[@]} )); then MYSQL_ROOT_SOCKET="$(cluster_socket "$name")" provision_mysql; fi
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages a part of stockd needs, by group.
 #
-#   scripts/deps.sh GROUP...        groups: build stack zk jmeter nginx chromium compose
+#   scripts/deps.sh GROUP...        groups: build stack zk cluster jmeter nginx chromium compose
 #                                   prometheus lint bench fuzz all
 #   scripts/deps.sh --list          print each group and its packages
 #
@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk jmeter nginx chromium compose prometheus lint bench fuzz"
+GROUPS_ALL="build stack zk cluster jmeter nginx chromium compose prometheus lint bench fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -28,6 +28,9 @@ group_packages() {
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
         zk)       echo "zookeeper libzookeeper-mt-dev" ;;
+        # the opt-in Galera cluster (make cluster): the replication library
+        # and rsync, which moves a joining node's state transfer.
+        cluster)  echo "galera-4 rsync" ;;
         # Debian splits JMeter: the HTTP sampler and the header and cookie
         # managers the plans use are in jmeter-http, which jmeter does not pull in.
         jmeter)   echo "jmeter jmeter-http default-jdk-headless python3" ;;

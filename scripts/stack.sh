@@ -42,6 +42,7 @@
 #   scripts/stack.sh port-of NAME      the port NAME listens on in this stack
 #
 #   NAME: mysql | redis | redis-replica | zk | redlock (all three) | redlock-PORT
+#         | cluster (all three Galera nodes) | cluster-PORT
 #         | ha (both group servers) | ha-PORT | sentinel (all three) | sentinel-PORT
 #         | nginx | stockd-PORT
 #         | prometheus (optional: in STACK_SERVICES, or start-one; it scrapes the
@@ -70,6 +71,16 @@
 # (it rewrites it); it is written anew only when no other Sentinel runs, for
 # the primary a running group server names (else the first).
 #
+# The Galera cluster (service `cluster`, opt-in: not in the default
+# STACK_SERVICES; ~130 MiB and ~12 s per joining node) is three MariaDB
+# nodes with galera-4, cluster-PORT, each its own datadir, run as the mysql
+# user (rsync SST refuses root). A node started while another runs joins it;
+# the first one of a stopped cluster bootstraps it, and that is always the
+# node with the newest committed transaction (after a crash of all of them,
+# each is asked with --wsrep-recover), so a restart loses nothing any node
+# committed. Node PORT also takes PORT+1 (group communication), PORT+2 (IST)
+# and PORT+3 (SST). The schema and seed are applied once, on the bootstrap.
+#
 # Environment (defaults):
 #   STOCKD_RUN_DIR       <repo>/run        the stack lives in $STOCKD_RUN_DIR/stack
 #   STACK_MYSQL_PORT     23306
@@ -79,8 +90,11 @@
 #   STACK_SENTINEL_PORTS "23386 23387 23388"  its Sentinels
 #   STACK_REDLOCK_PORTS  "23381 23382 23383"
 #   STACK_ZK_PORT        23181
+#   STACK_CLUSTER_PORTS  "23320 23324 23328"  the Galera nodes' client ports (+1..+3 taken)
+#   STACK_CLUSTER_FLUSH  2                 the nodes' innodb_flush_log_at_trx_commit (1 or 2)
 #   STACK_PROMETHEUS_PORT 23909
-#   STACK_SERVICES       "mysql redis redlock zk ha"   what `up` starts (may add prometheus);
+#   STACK_SERVICES       "mysql redis redlock zk ha"   what `up` starts (may add prometheus,
+#                                      cluster);
 #                                      `redis` is the main Redis and its replica
 #   STACK_TIMEOUT        30                seconds to wait for a backend to answer
 #   STACK_SKIP_DEPS      unset             1: `up` and `instances-up` do not run deps.sh
@@ -88,6 +102,8 @@
 #   STACK_NGINX_PORT     23080             the balancer's port
 #   STOCKD_BIN           <repo>/build/stockd   the instances' binary
 #   STOCKD_THREADS       unset             the instances' --threads (else stockd's default)
+#   STACK_INSTANCES_MYSQL unset            cluster: instance i uses cluster node i (then the
+#                                      others, in turn, when it dies) instead of `mysql`
 #   The instances get `env`'s settings; other STOCKD_* variables pass through.
 set -euo pipefail
 
@@ -102,6 +118,8 @@ SENTINEL_PORTS="${STACK_SENTINEL_PORTS-23386 23387 23388}"
 HA_MASTER_NAME=stockd
 REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
+CLUSTER_PORTS="${STACK_CLUSTER_PORTS-23320 23324 23328}"
+CLUSTER_FLUSH="${STACK_CLUSTER_FLUSH:-2}"
 PROMETHEUS_PORT="${STACK_PROMETHEUS_PORT:-23909}"
 SERVICES="${STACK_SERVICES:-mysql redis redlock zk ha}"
 TIMEOUT="${STACK_TIMEOUT:-30}"
@@ -111,6 +129,7 @@ MAX_INSTANCES=64
 read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
 read -ra HA_LIST <<<"$HA_PORTS"
 read -ra SENTINEL_LIST <<<"$SENTINEL_PORTS"
+read -ra CLUSTER_LIST <<<"$CLUSTER_PORTS"
 
 # ------------------------------------------------------------ the backends
 #
@@ -147,6 +166,7 @@ backend redlock-PORT      "$REDLOCK_PORTS"       redlock     start_redis       p
 backend ha-PORT           "$HA_PORTS"            ha          start_redis       probe_redis     save 2
 backend sentinel-PORT     "$SENTINEL_PORTS"      ha          start_sentinel    probe_sentinel  term 1
 backend zk                "$ZK_PORT"             zk          start_zk          probe_zk        term 2
+backend cluster-PORT      "$CLUSTER_PORTS"       cluster     start_cluster_node probe_cluster_node term 3
 backend prometheus        "$PROMETHEUS_PORT"     prometheus  start_prometheus  probe_ready     term 2
 backend nginx             "$NGINX_PORT"          -           start_nginx       probe_health    term 1
 backend stockd-PORT       '*'                    -           start_instance    probe_health    term 1
@@ -189,6 +209,10 @@ every_port() {
 for p in $(every_port) "$STOCKD_PORT_BASE"; do
     is_port "$p" || die "not a port number: '$p'"
 done
+for p in "${CLUSTER_LIST[@]+"${CLUSTER_LIST[@]}"}"; do
+    is_port $(( p + 3 )) || die "STACK_CLUSTER_PORTS: $p + 3 is not a port number"
+done
+[[ "$CLUSTER_FLUSH" == 1 || "$CLUSTER_FLUSH" == 2 ]] || die "STACK_CLUSTER_FLUSH must be 1 or 2"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 KNOWN_SERVICES="$(printf '%s\n' "${B_SERVICE[@]}" | grep -vx -- - | awk '!seen[$0]++' | tr '\n' ' ')"
 for s in $SERVICES; do
@@ -253,6 +277,7 @@ logfile_of() {
 workdir_of() {
     case "$1" in
         mysql) echo "$STACK/mysql/data" ;;
+        cluster-*) echo "$STACK/$1/data" ;;
         stockd) (cd "$RUN_DIR" 2>/dev/null && pwd -P) ;; # compare starts it there
         *) echo "$STACK/$1" ;;
     esac
@@ -546,6 +571,7 @@ cmd_up() {
     if [[ "${STACK_SKIP_DEPS:-}" != 1 ]]; then
         "$STOCKD_REPO/scripts/deps.sh" stack
         if (( need_zk )); then "$STOCKD_REPO/scripts/deps.sh" zk; fi
+        if [[ " $SERVICES " == *" cluster "* ]]; then "$STOCKD_REPO/scripts/deps.sh" cluster; fi
     fi
     lock_stack
     for n in $(wanted_backends); do

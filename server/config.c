@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "mysql_store.h"
 #include "redlock.h"
 #include "sentinel.h"
 
@@ -77,6 +78,13 @@ static const struct option_spec options[] = {
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
     TEXT(mysql_password, "mysql-password", "stockd", 1, "MySQL/MariaDB password"),
     TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
+    TEXT(mysql_nodes, "mysql-nodes", "", 0,
+         "a multi-primary cluster's nodes, host:port,host:port,...: each worker uses the first "
+         "that answers and moves to the next when it dies (then --mysql-host and --mysql-port "
+         "are ignored)"),
+    INT(mysql_sync_wait, "mysql-sync-wait", "1", 0, 15,
+        "with --mysql-nodes: the sessions' wsrep_sync_wait (1: a read waits until its node has "
+        "applied every commit certified before it; 0: reads may miss other nodes' latest sales)"),
     TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host (ignored with --redis-sentinel)"),
     INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port (ignored with --redis-sentinel)"),
     TEXT(redis_sentinel, "redis-sentinel", "", 0,
@@ -281,6 +289,7 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     if (redlock_configure(config.redlock, err) != 0 ||
+        mysql_nodes_configure(config.mysql_nodes, err) != 0 ||
         sentinel_configure(config.redis_sentinel, config.redis_master_name, err) != 0)
         return CONFIG_EXIT_USAGE;
     if (config.threads == 0) {

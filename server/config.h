@@ -39,6 +39,8 @@ struct config {
     char mysql_user[CONFIG_TEXT_MAX];
     char mysql_password[CONFIG_TEXT_MAX];
     char mysql_db[CONFIG_TEXT_MAX];
+    char mysql_nodes[CONFIG_TEXT_MAX]; /* a cluster's nodes, host:port,..., "" = none */
+    int mysql_sync_wait;               /* on a cluster: the sessions' wsrep_sync_wait */
 
     char redis_host[CONFIG_TEXT_MAX];
     int redis_port;

@@ -10,6 +10,24 @@
  * exception is a COMMIT whose reply was lost: the server may have committed
  * before the link broke, so that is ST_OUTCOME_UNKNOWN, never "nothing
  * changed".
+ *
+ * On a multi-primary (Galera) cluster two more things happen. A transaction
+ * that conflicts with one another node committed first loses at
+ * certification: its COMMIT (or a statement, when the node's applier aborts
+ * it) fails with ER_LOCK_DEADLOCK. Nothing of it was written, so that is the
+ * same contention as a local deadlock - ST_BUSY, retried by the strategies
+ * that retry - and never an outage. And a node dies: with --mysql-nodes a
+ * worker connects to its node and, when that one refuses or is not part of
+ * the cluster's primary component (ER_UNKNOWN_COM_ERROR, "WSREP has not yet
+ * prepared node"), moves on to the next one; a whole list that does not
+ * answer is one 503 after at most one connect timeout per node.
+ *
+ * A node applies the others' commits a moment after they are certified, so
+ * a plain read there can miss a sale another node has already answered:
+ * the lock strategies, whose lock lives elsewhere, would then write a count
+ * computed from a stale read. On a cluster (--mysql-nodes) every session
+ * sets wsrep_sync_wait (--mysql-sync-wait, 1 by default): each read first
+ * waits until the node has applied everything certified before it.
  */
 #include "mysql_store.h"
 
@@ -26,8 +44,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The servers a worker may connect to: --mysql-nodes, or else the one of
+ * --mysql-host and --mysql-port. */
+static struct server_addr nodes[MYSQL_NODES_MAX];
+static int node_count;
+
+int mysql_nodes_configure(const char *list, FILE *err)
+{
+    int count = config_servers(list, "mysql-nodes", nodes, MYSQL_NODES_MAX, err);
+    if (count < 0)
+        return -1;
+    node_count = count;
+    if (!count) { /* after the flags: the one server they name */
+        snprintf(nodes[0].host, sizeof nodes[0].host, "%s", config.mysql_host);
+        nodes[0].port = config.mysql_port;
+    }
+    return 0;
+}
+
+static const struct server_addr *node_at(int i)
+{
+    return &nodes[node_count ? i % node_count : 0];
+}
+
 /* One worker's connection, in its BACKEND_MYSQL slot. */
 struct mysql_link {
+    int node;                          /* the node it uses, or tries first next time */
     MYSQL *conn;                       /* NULL until needed or after a failure */
     long long used_ms;                 /* when a request last went through it  */
     MYSQL_STMT *statements[SQL_COUNT]; /* prepared on first use per connection */
@@ -91,10 +133,20 @@ static st_result connection_failed(struct worker *w, const char *what, const cha
     return connection_failed_as(w, ST_BACKEND_UNAVAILABLE, what, message);
 }
 
+/* A lock-wait timeout, a deadlock, a lost certification: contention. */
+static int contended(unsigned err)
+{
+    return err == ER_LOCK_WAIT_TIMEOUT || err == ER_LOCK_DEADLOCK;
+}
+
 static st_result classify(struct worker *w, const char *what, unsigned err, const char *message)
 {
-    if (err == ER_LOCK_WAIT_TIMEOUT || err == ER_LOCK_DEADLOCK)
+    if (contended(err))
         return worker_fail(w, ST_BUSY, "mysql: %s: %s", what, message);
+    /* A cluster node outside the primary component refuses every query
+     * while it accepts connections: the next connection goes elsewhere. */
+    if (err == ER_UNKNOWN_COM_ERROR && node_count > 1)
+        link_of(w)->node++;
     return connection_failed(w, what, message);
 }
 
@@ -105,23 +157,17 @@ static st_result session_setup(struct worker *w, MYSQL *conn)
     snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %u", wait ? wait : 1);
     if (mysql_query(conn, sql) != 0)
         return connection_failed(w, "session setup", mysql_error(conn));
+    if (!node_count)
+        return ST_OK;
+    snprintf(sql, sizeof sql, "SET SESSION wsrep_sync_wait = %d", config.mysql_sync_wait);
+    if (mysql_query(conn, sql) != 0)
+        return connection_failed(w, "session setup", mysql_error(conn));
     return ST_OK;
 }
 
-/* This worker's connection, connected if it was not. */
-static st_result connected(struct worker *w, MYSQL **out)
+/* Connects `conn` to one node; the session set up, or 0 with the reason. */
+static int connect_node(MYSQL *conn, const struct server_addr *node)
 {
-    struct mysql_link *link = link_of(w);
-    *out = link->conn;
-    link->used_ms = monotonic_ms();
-    if (link->conn)
-        return ST_OK;
-    MYSQL *conn = mysql_init(NULL);
-    if (!conn)
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: out of memory");
-    link->conn = conn;
-    if (link->connections++)
-        metrics_reconnect(BACKEND_MYSQL);
     unsigned connect = seconds_from_ms(config.connect_timeout_ms);
     unsigned io = seconds_from_ms(config.io_timeout_ms);
     my_bool off = 0;
@@ -131,14 +177,48 @@ static st_result connected(struct worker *w, MYSQL **out)
     mysql_options(conn, MYSQL_OPT_RECONNECT, &off);
     /* CLIENT_FOUND_ROWS: a write's row count means "rows matched", which is
      * what the conditional updates compare against. */
-    if (!mysql_real_connect(conn, config.mysql_host, config.mysql_user, config.mysql_password,
-                            config.mysql_db, (unsigned)config.mysql_port, NULL, CLIENT_FOUND_ROWS))
-        return connection_failed(w, "connect", mysql_error(conn));
-    log_debug("mysql: connected to %s:%d", config.mysql_host, config.mysql_port);
-    st_result r = session_setup(w, conn);
-    if (r == ST_OK)
-        *out = conn;
-    return r;
+    return mysql_real_connect(conn, node->host, config.mysql_user, config.mysql_password,
+                              config.mysql_db, (unsigned)node->port, NULL,
+                              CLIENT_FOUND_ROWS) != NULL;
+}
+
+/* This worker's connection, connected if it was not: to its node, else to
+ * each next one of --mysql-nodes in turn. */
+static st_result connected(struct worker *w, MYSQL **out)
+{
+    struct mysql_link *link = link_of(w);
+    *out = link->conn;
+    link->used_ms = monotonic_ms();
+    if (link->conn)
+        return ST_OK;
+    if (link->connections++)
+        metrics_reconnect(BACKEND_MYSQL);
+    int tries = node_count ? node_count : 1;
+    char why[512] = "";
+    for (int i = 0; i < tries; i++, link->node++) {
+        const struct server_addr *node = node_at(link->node);
+        MYSQL *conn = mysql_init(NULL);
+        if (!conn)
+            return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: out of memory");
+        if (connect_node(conn, node)) {
+            link->node %= tries;
+            link->conn = conn;
+            if (i)
+                log_warn("mysql: connected to %s:%d, the next node that answers", node->host,
+                         node->port);
+            st_result r = session_setup(w, conn);
+            if (r == ST_OK)
+                *out = conn;
+            return r;
+        }
+        size_t len = strlen(why);
+        snprintf(why + len, sizeof why - len, "%s%s:%d: %s", i ? "; " : "", node->host, node->port,
+                 mysql_error(conn));
+        mysql_close(conn);
+    }
+    link->node %= tries;
+    return connection_failed(w, node_count > 1 ? "no node of --mysql-nodes answers" : "connect",
+                             why);
 }
 
 static st_result prepared(struct worker *w, enum sql_statement s, MYSQL_STMT **out)
@@ -154,10 +234,13 @@ static st_result prepared(struct worker *w, enum sql_statement s, MYSQL_STMT **o
             return connection_failed(w, "prepare", mysql_error(conn));
         const char *text = sql_text(s);
         if (mysql_stmt_prepare(stmt, text, strlen(text)) != 0) {
+            /* A cluster reports a transaction its applier aborted on the
+             * next command, whatever it is: a prepare can say "deadlock". */
             char why[256];
+            unsigned err = mysql_stmt_errno(stmt);
             snprintf(why, sizeof why, "%s", mysql_stmt_error(stmt));
             mysql_stmt_close(stmt);
-            return connection_failed(w, text, why);
+            return classify(w, text, err, why);
         }
         link->statements[s] = stmt;
     }
@@ -282,6 +365,9 @@ st_result sql_commit(struct worker *w)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: connection lost before commit");
     if (mysql_commit(conn) == 0)
         return ST_OK;
+    /* A lost certification (or a deadlock): rolled back, nothing written. */
+    if (contended(mysql_errno(conn)))
+        return worker_fail(w, ST_BUSY, "mysql: commit: %s", mysql_error(conn));
     /* Sent, and the reply lost (or late): the server may have committed. */
     if (mysql_errno(conn) == CR_SERVER_LOST)
         return connection_failed_as(w, ST_OUTCOME_UNKNOWN, "commit", mysql_error(conn));
@@ -291,7 +377,9 @@ st_result sql_commit(struct worker *w)
 void sql_rollback(struct worker *w)
 {
     struct mysql_link *link = link_of(w);
-    if (link->conn && mysql_rollback(link->conn) != 0) {
+    /* A deadlock here is a transaction already rolled back (a cluster's
+     * applier aborted it): the session is clean. */
+    if (link->conn && mysql_rollback(link->conn) != 0 && !contended(mysql_errno(link->conn))) {
         log_warn("mysql: rollback failed (%s); dropping the connection", mysql_error(link->conn));
         disconnect(link);
     }

@@ -9,7 +9,16 @@
 #include "result.h"
 #include "sql.h"
 
+#include <stdio.h>
+
 struct worker;
+
+/* --mysql-nodes: at most this many servers. */
+#define MYSQL_NODES_MAX 8
+
+/* Takes --mysql-nodes, "host:port,host:port,..." ("" = --mysql-host and
+ * --mysql-port only); -1 after printing why to `err`. */
+int mysql_nodes_configure(const char *list, FILE *err);
 
 struct sql_value {
     enum { SQL_INT, SQL_TEXT } kind;

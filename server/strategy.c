@@ -95,7 +95,8 @@ const struct strategy *strategy_find(const char *name)
     return NULL;
 }
 
-/* The rows that must state a failover fact. */
+/* The rows that must state a failover fact (and every row whose stock is in
+ * MySQL, a cluster fact). */
 static const backend_set touches_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
 
 int strategy_row_sound(const struct strategy *s)
@@ -105,7 +106,9 @@ int strategy_row_sound(const struct strategy *s)
            (!s->lock || s->lock->release) &&
            (!s->lock || !s->lock->fences || s->store->claim_fence) &&
            (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
-           (s->safe_multi || s->exposed_by) && !s->failover == !(strategy_needs(s) & touches_redis);
+           (s->safe_multi || s->exposed_by) &&
+           !s->failover == !(strategy_needs(s) & touches_redis) &&
+           !s->cluster == (s->store->backend != BACKEND_MYSQL);
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
@@ -148,6 +151,13 @@ static const char *const failover_names[] = {
     [FAILOVER_TWO_HOLDERS] = "two_holders",
 };
 
+static const char *const cluster_names[] = {
+    [CLUSTER_SAFE] = "safe",
+    [CLUSTER_CONFLICTS_AT_COMMIT] = "conflicts_at_commit",
+    [CLUSTER_TWO_HOLDERS] = "two_holders",
+    [CLUSTER_LOSES_UPDATES] = "loses_updates",
+};
+
 static json_t *exposed_by_json(unsigned exposed_by)
 {
     json_t *params = json_array();
@@ -179,5 +189,7 @@ json_t *strategy_json(const struct strategy *s)
         json_object_set_new(o, "failover", json_string(failover_names[s->failover]));
     if (s->settles == SETTLES_LATER)
         json_object_set_new(o, "settles", json_string("async"));
+    if (s->cluster)
+        json_object_set_new(o, "cluster", json_string(cluster_names[s->cluster]));
     return o;
 }

@@ -6,7 +6,8 @@
  * race, the fix, the price) and defines one `const struct strategy`: a row
  * that says everything there is to know about it - where it sells from,
  * what it claims, how it behaves under contention, when its lease runs
- * out and when its Redis primary fails over, what exposes its race. /strategies publishes the rows,
+ * out, when its Redis primary fails over and on a multi-primary MySQL
+ * cluster, what exposes its race. /strategies publishes the rows,
  * and the tests, the comparison and docs/strategies.md read them from there, so no other file
  * names a strategy to learn a property of it. The table in strategy.c lists every row; adding a
  * strategy is one file and one line.
@@ -100,6 +101,21 @@ enum settles {
     SETTLES_LATER,   /* accepted in Redis; its order reaches MySQL later, once */
 };
 
+/* What a multi-primary (Galera) cluster does to a row that keeps its stock
+ * in MySQL, with one stockd per node: each node takes its own locks and
+ * checks a transaction against the others' only when it commits
+ * (certification), and applies their commits a moment later. */
+enum cluster_outcome {
+    CLUSTER_NONE,                /* its stock is not in MySQL: no fact          */
+    CLUSTER_SAFE,                /* as safe as on one server; a conflict is retried
+                                    or waited out                               */
+    CLUSTER_CONFLICTS_AT_COMMIT, /* safe, but a conflict with another node fails
+                                    the commit: busy while stock remains        */
+    CLUSTER_TWO_HOLDERS,         /* its lock is one node's (or one process's):
+                                    one holder per node, oversells              */
+    CLUSTER_LOSES_UPDATES,       /* nothing guards its read-then-write          */
+};
+
 /* Request parameters that make an unsafe strategy's race show every run. */
 enum {
     EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
@@ -117,6 +133,7 @@ struct strategy {
     const struct lease *lease;      /* NULL: it holds no lease                     */
     enum failover_outcome failover; /* a primary failover: every row on Redis  */
     enum settles settles;           /* a 200 is in MySQL now, or after the drain */
+    enum cluster_outcome cluster;   /* a multi-primary cluster: every MySQL row */
     unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
     int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
     int answers_later;              /* it answers through rq->later: the result its

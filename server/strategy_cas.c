@@ -60,5 +60,6 @@ const struct strategy strategy_cas = {
     .safe_multi = 1,
     .summary = "version column compare-and-set with bounded, jittered retry (optimistic)",
     .contention = CONTENTION_RETRIES,
+    .cluster = CLUSTER_SAFE,
     .deduct = deduct,
 };

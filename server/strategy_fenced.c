@@ -24,7 +24,10 @@
  * The price: the store has to take part (a fence column and a conditional
  * write), one more statement per sale, and under expiry the lock stops
  * being a queue: work done by stale holders is thrown away as busy. But
- * the stock is never oversold, however long the holder stalls.
+ * the stock is never oversold, however long the holder stalls. On a
+ * multi-primary cluster the claim is a write, and writes do not wait for
+ * the node to apply the previous holder's sale (reads do): it can lose
+ * certification against that sale and answer busy while stock remains.
  */
 #include "lock.h"
 #include "log.h"
@@ -147,5 +150,6 @@ const struct strategy strategy_fenced = {
     .contention = CONTENTION_WAITS,
     .failover = FAILOVER_SAFE,
     .lease = &fenced_out,
+    .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
     .lock = &fenced_lock,
 };

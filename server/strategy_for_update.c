@@ -53,5 +53,6 @@ const struct strategy strategy_for_update = {
     .safe_multi = 1,
     .summary = "transaction with SELECT ... FOR UPDATE (pessimistic row lock)",
     .contention = CONTENTION_WAITS, /* on the row lock */
+    .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
     .deduct = deduct,
 };

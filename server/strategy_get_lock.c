@@ -82,5 +82,6 @@ const struct strategy strategy_get_lock = {
     .summary = "MySQL named lock GET_LOCK(name, timeout) / RELEASE_LOCK on the worker's "
                "connection, around the nolock body",
     .contention = CONTENTION_WAITS,
+    .cluster = CLUSTER_TWO_HOLDERS,
     .lock = &named_lock,
 };

@@ -128,5 +128,6 @@ const struct strategy strategy_getset = {
     .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
+    .cluster = CLUSTER_SAFE,
     .lock = &timestamp_lock,
 };

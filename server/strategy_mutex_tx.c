@@ -85,5 +85,6 @@ const struct strategy strategy_mutex_tx = {
                "reads the count from before the previous sale",
     .contention = CONTENTION_WAITS, /* on the mutex, released too early */
     .exposed_by = EXPOSED_BY_HOLD,
+    .cluster = CLUSTER_TWO_HOLDERS,
     .deduct = deduct,
 };

@@ -83,5 +83,6 @@ const struct strategy strategy_mysql_lock = {
                "around the nolock body; DELETE by owner to release",
     .contention = CONTENTION_WAITS,
     .lease = &lease_expires_under_holder,
+    .cluster = CLUSTER_SAFE,
     .lock = &lock_row,
 };

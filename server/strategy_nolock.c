@@ -25,5 +25,6 @@ const struct strategy strategy_nolock = {
     .summary = "SELECT count, then UPDATE count = read - qty: the race",
     .contention = CONTENTION_NONE,
     .exposed_by = EXPOSED_BY_HOLD,
+    .cluster = CLUSTER_LOSES_UPDATES,
     .deduct = sell_unlocked,
 };

@@ -65,5 +65,6 @@ const struct strategy strategy_redis_lock = {
     .contention = CONTENTION_WAITS,
     .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
+    .cluster = CLUSTER_SAFE,
     .lock = &lock_redis_set_nx,
 };

@@ -120,5 +120,6 @@ const struct strategy strategy_redlock = {
     .contention = CONTENTION_WAITS,
     .failover = FAILOVER_SAFE,
     .lease = &lease_expires_under_holder,
+    .cluster = CLUSTER_SAFE,
     .lock = &redlock,
 };

@@ -475,5 +475,6 @@ const struct strategy strategy_reentrant_lock = {
     .contention = CONTENTION_WAITS,
     .failover = FAILOVER_TWO_HOLDERS,
     .lease = &renewed_while_running,
+    .cluster = CLUSTER_SAFE,
     .lock = &reentrant,
 };

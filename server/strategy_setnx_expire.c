@@ -96,5 +96,6 @@ const struct strategy strategy_setnx_expire = {
     .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
+    .cluster = CLUSTER_SAFE,
     .lock = &setnx_then_expire,
 };

@@ -42,5 +42,6 @@ const struct strategy strategy_sql = {
     .safe_multi = 1,
     .summary = "one statement: UPDATE ... SET count = count - ? WHERE id = ? AND count >= ?",
     .contention = CONTENTION_WAITS, /* on the row lock */
+    .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
     .deduct = deduct,
 };

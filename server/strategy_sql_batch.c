@@ -152,5 +152,6 @@ const struct strategy strategy_sql_batch = {
     .contention = CONTENTION_WAITS, /* in its batch queue, then on the row lock */
     .hold_per_batch = 1,
     .answers_later = 1,
+    .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
     .deduct = deduct,
 };

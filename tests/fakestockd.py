@@ -15,9 +15,9 @@ import urllib.parse
 
 
 def strategy(name, store="mysql", safe=True, safe_multi=None, contention="waits", lease=None,
-             exposed_by=None, needs=None, lock=None, failover=None):
-    """One /strategies entry with every fact the lab reads (a failover fact only
-    when given)."""
+             exposed_by=None, needs=None, lock=None, failover=None, cluster=None):
+    """One /strategies entry with every fact the lab reads (a failover or cluster
+    fact only when given)."""
     safe_multi = safe if safe_multi is None else safe_multi
     entry = {"name": name, "store": store, "safe_single": safe, "safe_multi": safe_multi,
             "contention": contention, "lease": lease, "lock": lock,
@@ -26,6 +26,8 @@ def strategy(name, store="mysql", safe=True, safe_multi=None, contention="waits"
             "needs": [store] if needs is None else needs, "summary": f"{name} summary"}
     if failover is not None:
         entry["failover"] = failover
+    if cluster is not None:
+        entry["cluster"] = cluster
     return entry
 
 

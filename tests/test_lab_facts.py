@@ -56,6 +56,16 @@ class FactsTest(unittest.TestCase):
                    strategy("gamma", needs=["mysql", "redis"], failover="two_holders"))
         self.assertEqual([s.failover for s in f.strategies], [None, "loses_sales", "two_holders"])
 
+    def test_the_cluster_fact_of_rows_on_mysql(self):
+        f = parsed(strategy("alpha", cluster="conflicts_at_commit"),
+                   strategy("beta", store="redis"))
+        self.assertEqual([s.cluster for s in f.strategies], ["conflicts_at_commit", None])
+
+    def test_an_unknown_cluster_fact_is_an_error(self):
+        with self.assertRaises(SetupError) as e:
+            parsed(strategy("alpha", cluster="mostly"))
+        self.assertIn("unusable cluster", str(e.exception))
+
     def test_an_unknown_failover_fact_is_an_error(self):
         with self.assertRaises(SetupError) as e:
             parsed(strategy("alpha", store="redis", failover="sometimes"))

@@ -36,7 +36,15 @@ class ReadmeTest(unittest.TestCase):
                         strategy("alpha")).splitlines()[2:]
         self.assertIn("| loses acknowledged sales |", rows[0])
         self.assertIn("| two holders: oversells |", rows[1])
-        self.assertIn("| waits its turn |  |  |", rows[2])
+        self.assertIn("| waits its turn |  |  |  |", rows[2])
+
+    def test_the_cluster_fact_of_a_row_on_mysql(self):
+        rows = table_of(strategy("alpha", cluster="conflicts_at_commit"),
+                        strategy("beta", cluster="two_holders", safe_multi=False),
+                        strategy("gamma", store="redis")).splitlines()[2:]
+        self.assertIn("|  | safe, conflicts fail at commit | alpha summary |", rows[0])
+        self.assertIn("|  | two holders: oversells | beta summary |", rows[1])
+        self.assertIn("|  |  |  | gamma summary |", rows[2])
 
     def test_a_row_that_settles_later_says_where(self):
         streamed = strategy("epsilon", store="redis", failover="loses_sales")

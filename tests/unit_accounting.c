@@ -113,12 +113,40 @@ static void test_failover_fact(void **state)
     json_decref(o);
 }
 
+/* A row states what a multi-primary MySQL cluster does to it exactly when
+ * its stock is in MySQL, and /strategies says so. */
+static void test_cluster_fact(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct strategy *s = strategy_at(i);
+        struct strategy row = *s;
+        json_t *o = strategy_json(s);
+        const char *published = json_string_value(json_object_get(o, "cluster"));
+        if (s->store->backend == BACKEND_MYSQL) {
+            assert_int_not_equal(s->cluster, CLUSTER_NONE);
+            assert_non_null(published);
+            row.cluster = CLUSTER_NONE; /* a MySQL row without the fact */
+        } else {
+            assert_null(json_object_get(o, "cluster"));
+            row.cluster = CLUSTER_SAFE; /* a fact for a row that has no MySQL stock */
+        }
+        assert_false(strategy_row_sound(&row));
+        json_decref(o);
+    }
+    const struct strategy *local = strategy_find("get-lock");
+    assert_non_null(local);
+    json_t *o = strategy_json(local);
+    assert_string_equal(json_string_value(json_object_get(o, "cluster")), "two_holders");
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formulas),      cmocka_unit_test(test_json),
         cmocka_unit_test(test_result_table),  cmocka_unit_test(test_strategy_table),
-        cmocka_unit_test(test_failover_fact),
+        cmocka_unit_test(test_failover_fact), cmocka_unit_test(test_cluster_fact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,11 @@ static void test_rejects(void **state)
     assert_int_equal(load(2, unknown, text, sizeof text), CONFIG_EXIT_USAGE);
     char *stray[] = {"stockd", "extra", NULL};
     assert_int_equal(load(2, stray, text, sizeof text), CONFIG_EXIT_USAGE);
+    char *no_port[] = {"stockd", "--mysql-nodes=127.0.0.1:3306,127.0.0.2", NULL};
+    assert_int_equal(load(2, no_port, text, sizeof text), CONFIG_EXIT_USAGE);
+    assert_non_null(strstr(text, "mysql-nodes: '127.0.0.2' is not host:port"));
+    char *nodes[] = {"stockd", "--mysql-nodes=127.0.0.1:3306,127.0.0.2:3307", NULL};
+    assert_int_equal(load(2, nodes, text, sizeof text), CONFIG_RUN);
     setenv("STOCKD_THREADS", "many", 1);
     char *plain[] = {"stockd", NULL};
     assert_int_equal(load(1, plain, text, sizeof text), CONFIG_EXIT_USAGE);
