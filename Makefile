@@ -257,4 +257,8 @@ format-check:
 	@clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h && \
 		echo "  FORMAT ok (.clang-format)"
 
--include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BIN:=.d)
+# Every object and binary depends on the headers it includes (-MMD): the
+# test stockd's main.o and the test binaries too, or a changed struct in a
+# header leaves them built against the old layout.
+-include $(RELEASE_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d) build/test/server/main.d \
+	$(UNIT_BIN:=.d) $(IT_BIN:=.d) $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BIN:=.d)
