@@ -26,7 +26,9 @@ def stack_script():
 
 
 def stack_env():
-    """The NAME=VALUE settings `scripts/stack.sh env` gives stockd."""
+    """The NAME=VALUE settings `scripts/stack.sh env` gives stockd. Its REDISCLI_AUTH,
+    the stack's Redis password, goes into this process's environment too, so that
+    every redis-cli the lab runs gives it (by the environment, not the command line)."""
     out = subprocess.run([stack_script(), "env"], check=True, stdout=subprocess.PIPE,
                          universal_newlines=True).stdout
     env = {}
@@ -35,7 +37,15 @@ def stack_env():
         if len(words) == 2 and words[0] == "export" and "=" in words[1]:
             k, v = words[1].split("=", 1)
             env[k] = v
+    if env.get("REDISCLI_AUTH"):
+        os.environ["REDISCLI_AUTH"] = env["REDISCLI_AUTH"]
     return env
+
+
+def secret(env, name):
+    """The password in the file that env's NAME (STOCKD_*_PASSWORD_FILE) names."""
+    with open(env[name]) as f:
+        return f.readline().rstrip("\r\n")
 
 
 def run_dir():

@@ -11,14 +11,18 @@
 
 # ------------------------------------------------------------------ probes
 
-# probe_mysql: ping succeeds as soon as the server answers, even "access denied".
+# probe_mysql: ping succeeds as soon as the server answers, even "access
+# denied"; before the stockd account exists no account may connect from
+# 127.0.0.1, and the server says so: that is an answer too.
 probe_mysql() {
-    mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
-        -h127.0.0.1 -P"$2" -uroot ping >/dev/null 2>&1
+    local out
+    out="$(mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
+        -h127.0.0.1 -P"$2" -ustockd ping 2>&1)" && return 0
+    [[ "$out" == *"is not allowed to connect"* ]]
 }
 
 probe_redis() {
-    [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$2" ping 2>/dev/null)" == PONG ]]
+    [[ "$(redis_cli -h 127.0.0.1 -p "$2" ping 2>/dev/null)" == PONG ]]
 }
 
 # probe_sentinel: a Sentinel is of use once it names the group's primary.
@@ -43,13 +47,54 @@ probe_health() {
 
 MYSQL_SOCKET_NAME="mysql.sock"
 
+# ---------------------------------------------------------------- secrets
+#
+# The stack's two passwords, generated at its first start into files only
+# this user can read (the directory 0700, each file 0600), so that another
+# local user cannot reach the data: `redis` is every Redis server's and
+# Sentinel's requirepass, `mysql` the stockd account's. They reach the
+# servers through config files and stdin, and stockd through
+# --redis-password-file and --mysql-password-file: never through a command
+# line, which every user can read in ps.
+
+secrets_dir() { echo "$STACK/secrets"; }
+secret_file() { echo "$(secrets_dir)/$1.password"; }
+
+# secret NAME: the password NAME, generated the first time.
+secret() {
+    local f
+    f="$(secret_file "$1")"
+    if [[ ! -s "$f" ]]; then
+        (umask 077 && mkdir -p "$(secrets_dir)" &&
+            od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$f.new" && mv -f "$f.new" "$f") ||
+            die "cannot write $f"
+    fi
+    chmod 700 "$(secrets_dir)" && chmod 600 "$f"
+    cat "$f"
+}
+
+# redis_cli ARGS...: redis-cli with the stack's password (REDISCLI_AUTH: the
+# environment, not the command line), for at most 3 s.
+redis_cli() {
+    REDISCLI_AUTH="$(secret redis)" timeout 3 redis-cli "$@"
+}
+
 # ------------------------------------------------------------------ mysql
 
 mysql_socket() { echo "$STACK/$MYSQL_SOCKET_NAME"; }
 
+# MariaDB's administrators are root and the user who installed it, both
+# authenticated by the unix socket (their uid), so only through
+# mysql_socket() and only as that system user; over TCP nobody is root.
+mysql_admin() { id -un; }
+
 mysql_root() {
-    mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
+    mariadb --no-defaults --socket="$(mysql_socket)" -u"$(mysql_admin)" "$@"
 }
+
+# mysql_files: the only directory LOAD DATA and SELECT ... INTO OUTFILE may
+# touch (secure_file_priv).
+mysql_files() { echo "$STACK/mysql/files"; }
 
 start_mysql() {
     local data sock pid marker as_user=()
@@ -67,19 +112,21 @@ start_mysql() {
         mkdir -p "$data"
         say "mysql: initialising $data"
         if ! mariadb-install-db --no-defaults --datadir="$data" "${as_user[@]+"${as_user[@]}"}" \
-                --auth-root-authentication-method=normal --skip-test-db \
+                --auth-root-socket-user="$(mysql_admin)" --skip-test-db \
                 >>"$(logfile_of mysql)" 2>&1; then
             echo "${0##*/}: mariadb-install-db failed" >&2
             log_tail mysql
             return 1
         fi
-        touch "$marker"
+        touch "$marker" "$STACK/mysql/socket-auth"
     fi
+    (umask 077 && mkdir -p "$(mysql_files)") || return 1
 
     rm -f "$sock"
     launch mysql mariadbd --no-defaults \
         --datadir="$data" --socket="$sock" --port="$MYSQL_PORT" \
         --bind-address=127.0.0.1 "${as_user[@]+"${as_user[@]}"}" \
+        --secure-file-priv="$(mysql_files)" \
         --pid-file="$(pidfile_of mysql)" --log-error="$(logfile_of mysql)" \
         --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
         --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
@@ -90,11 +137,27 @@ start_mysql() {
     provision_mysql
 }
 
+# socket_auth_mysql: a data dir installed when root had no password over
+# TCP gets the administrators of a fresh install (see mysql_admin), once.
+socket_auth_mysql() {
+    local marker="$STACK/mysql/socket-auth" me
+    [[ ! -e "$marker" ]] || return 0
+    me="$(mysql_admin)"
+    say "mysql: root only through the unix socket from now on"
+    mariadb --no-defaults --socket="$(mysql_socket)" -uroot <<SQL || return 1
+CREATE USER IF NOT EXISTS '$me'@'localhost' IDENTIFIED VIA unix_socket;
+GRANT ALL PRIVILEGES ON *.* TO '$me'@'localhost' WITH GRANT OPTION;
+ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket;
+DROP USER IF EXISTS 'root'@'127.0.0.1', 'root'@'::1', 'root'@'$(hostname)';
+SQL
+    touch "$marker"
+}
+
 # provision_mysql: database, user and schema; every step is idempotent.
 provision_mysql() {
-    local deadline
+    local deadline pw
     deadline=$(( SECONDS + TIMEOUT ))
-    until mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
+    until socket_auth_mysql >/dev/null 2>&1 && mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
         if (( SECONDS >= deadline )); then
             echo "${0##*/}: mysql: root cannot connect on $(mysql_socket)" >&2
             log_tail mysql
@@ -102,12 +165,13 @@ provision_mysql() {
         fi
         sleep 0.2
     done
-    if ! mysql_root <<'SQL'
+    pw="$(secret mysql)" # hex: nothing to quote
+    if ! mysql_root <<SQL
 CREATE DATABASE IF NOT EXISTS stockd;
-CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'localhost' IDENTIFIED BY 'stockd';
+CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY '$pw';
+CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY '$pw';
+ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY '$pw';
+ALTER USER 'stockd'@'localhost' IDENTIFIED BY '$pw';
 GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'localhost';
 SQL
@@ -140,9 +204,17 @@ start_redis() {
         redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
         ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
     esac
-    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
-    # a request in flight, to make a lost reply happen on demand.
-    launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
+    # The password in a config file of its own (0600), not on the command
+    # line; a replica also gives it to its primary.
+    local conf
+    conf="$(workdir_of "$name")/auth.conf"
+    mkdir -p "$(workdir_of "$name")"
+    (umask 077 && printf 'requirepass %s\nmasterauth %s\n' "$(secret redis)" "$(secret redis)" \
+        >"$conf") || return 1
+    # DEBUG SLEEP, from this machine only and with the password, is how the
+    # tests freeze Redis with a request in flight, to make a lost reply
+    # happen on demand.
+    launch "$name" redis-server "$conf" --port "$port" --bind 127.0.0.1 \
         --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
@@ -156,7 +228,7 @@ start_redis() {
 
 # redis_role PORT: master or slave (empty when nothing answers).
 redis_role() {
-    timeout 3 redis-cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
+    redis_cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
 }
 
 # ha_running_primary NAME: the port of a group server other than NAME that
@@ -175,7 +247,7 @@ wait_replica_linked() {
     local port deadline
     port="$(port_of "$1")"
     deadline=$(( SECONDS + TIMEOUT ))
-    until timeout 3 redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
+    until redis_cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
             grep -q '^master_link_status:up'; do
         if (( SECONDS >= deadline )); then
             echo "${0##*/}: $1 did not finish its sync with its primary within ${TIMEOUT}s" >&2
@@ -190,7 +262,7 @@ wait_replica_linked() {
 sentinel_ask() {
     local port="$1"
     shift
-    timeout 3 redis-cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
+    redis_cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
 }
 
 # ha_primary: the group's primary port, as the first Sentinel that answers
@@ -219,8 +291,10 @@ start_sentinel() {
     for other in $(sentinel_names); do
         [[ "$other" != "$name" ]] && pid_of "$other" >/dev/null && alone=0
     done
-    if [[ ! -s "$conf" ]] || (( alone )); then
+    # A config from before the group had a password is written anew too.
+    if [[ ! -s "$conf" ]] || (( alone )) || ! grep -q '^requirepass ' "$conf"; then
         primary="$(ha_running_primary "")" || primary="${HA_LIST[0]}"
+        (umask 077 && : >"$conf") || return 1
         printf '%s\n' \
             "# written by scripts/stack.sh; the Sentinel rewrites it as the group changes" \
             "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
@@ -228,8 +302,11 @@ start_sentinel() {
             "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
             "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
             "sentinel failover-timeout $HA_MASTER_NAME 1000" \
-            "sentinel parallel-syncs $HA_MASTER_NAME 1" >"$conf" || return 1
+            "sentinel parallel-syncs $HA_MASTER_NAME 1" \
+            "requirepass $(secret redis)" \
+            "sentinel auth-pass $HA_MASTER_NAME $(secret redis)" >"$conf" || return 1
     fi
+    chmod 600 "$conf" || return 1
     launch "$name" redis-sentinel "$conf" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")"
     pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
@@ -239,8 +316,8 @@ start_sentinel() {
 # seed_redis PORT: the Redis side of sql/seed.sql - product 1001 with 5000
 # units, unless the product is already there.
 seed_redis() {
-    redis-cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
-        redis-cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
+    redis_cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
+        redis_cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
 }
 
 # -------------------------------------------------------------- zookeeper

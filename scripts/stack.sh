@@ -18,11 +18,13 @@
 #   scripts/stack.sh status            one line per backend (the wanted ones and any
 #                                      other with a pid file); exit 1 if a wanted one is down
 #   scripts/stack.sh left-running      what is still running here, and how to stop it
-#   scripts/stack.sh env               export lines pointing stockd at this stack
+#   scripts/stack.sh env               export lines pointing stockd at this stack (its
+#                                      password files, and REDISCLI_AUTH for redis-cli)
 #   scripts/stack.sh ha-env            export lines that move stockd's main Redis to the
 #                                      Sentinel group (after `env`)
 #   scripts/stack.sh ha-primary        the port of the group's primary, as the Sentinels say
-#   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as root)
+#   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as
+#                                      the administrator, through the unix socket)
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
 #   scripts/stack.sh start-one NAME    start one backend and wait until it answers
 #   scripts/stack.sh kill-one NAME     kill -9 one backend (a crash: its data dir is kept,
@@ -199,9 +201,11 @@ RUN_DIR="${STOCKD_RUN_DIR:-$STOCKD_REPO/run}"
 STACK="$RUN_DIR/stack"
 
 # stack_dir: create the stack directory and make STACK absolute (the daemons
-# change directory, so every path handed to them must be absolute).
+# change directory, so every path handed to them must be absolute). It is
+# this user's alone (0700): the data, the sockets, the config files the
+# servers rewrite with their passwords in them (a Sentinel's).
 stack_dir() {
-    mkdir -p "$STACK"
+    (umask 077 && mkdir -p "$STACK") && chmod 700 "$STACK"
     STACK="$(cd "$STACK" && pwd)"
 }
 # For read-only commands: absolute path without creating anything.
@@ -484,7 +488,7 @@ stop_one() {
         # A graceful stop writes a snapshot (and flushes the stockd Redis's
         # AOF) that the next start loads: stop-one and start-one keep the
         # data, as they do for MariaDB.
-        timeout 5 redis-cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
+        redis_cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
         while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
     fi
     if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
@@ -618,10 +622,11 @@ env_pairs() {
     printf 'STOCKD_MYSQL_HOST=127.0.0.1\n'
     printf 'STOCKD_MYSQL_PORT=%s\n' "$MYSQL_PORT"
     printf 'STOCKD_MYSQL_USER=stockd\n'
-    printf 'STOCKD_MYSQL_PASSWORD=stockd\n'
+    printf 'STOCKD_MYSQL_PASSWORD_FILE=%s\n' "$(secret_file mysql)"
     printf 'STOCKD_MYSQL_DB=stockd\n'
     printf 'STOCKD_REDIS_HOST=127.0.0.1\n'
     printf 'STOCKD_REDIS_PORT=%s\n' "$REDIS_PORT"
+    printf 'STOCKD_REDIS_PASSWORD_FILE=%s\n' "$(secret_file redis)"
     printf 'STOCKD_REDLOCK=%s\n' "$redlock"
     printf 'STOCKD_ZK=127.0.0.1:%s\n' "$ZK_PORT"
 }
@@ -641,16 +646,20 @@ cmd_left_running() {
     echo "Stop them all with: make stack-down"
 }
 
+# env: also REDISCLI_AUTH, with which every redis-cli of the shell that
+# evaluates it (the tests', the lab's) gives the stack's Redis password.
 cmd_env() {
-    env_pairs | sed 's/^/export /'
+    stack_dir
+    secret mysql >/dev/null
+    { env_pairs; printf 'REDISCLI_AUTH=%s\n' "$(secret redis)"; } | sed 's/^/export /'
 }
 
 cmd_mysql() {
     if [[ "${1:-}" == --root ]]; then
         shift
-        exec mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
+        exec mariadb --no-defaults --socket="$(mysql_socket)" -u"$(mysql_admin)" "$@"
     fi
-    MYSQL_PWD=stockd exec mariadb --no-defaults --protocol=TCP -h127.0.0.1 \
+    MYSQL_PWD="$(secret mysql)" exec mariadb --no-defaults --protocol=TCP -h127.0.0.1 \
         -P"$MYSQL_PORT" -ustockd stockd "$@"
 }
 

@@ -76,9 +76,17 @@ static const struct option_spec options[] = {
     INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
     TEXT(mysql_password, "mysql-password", "stockd", 1, "MySQL/MariaDB password"),
+    TEXT(mysql_password_file, "mysql-password-file", "", 0,
+         "a file whose first line is the MySQL/MariaDB password (instead of --mysql-password, "
+         "which ps shows)"),
     TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
     TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host (ignored with --redis-sentinel)"),
     INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port (ignored with --redis-sentinel)"),
+    TEXT(redis_password, "redis-password", "", 1,
+         "the password stockd gives every Redis server and Sentinel (AUTH); none if empty"),
+    TEXT(redis_password_file, "redis-password-file", "", 0,
+         "a file whose first line is the Redis password (instead of --redis-password, which ps "
+         "shows)"),
     TEXT(redis_sentinel, "redis-sentinel", "", 0,
          "Sentinels host:port,host:port,...: the main Redis is the primary they name, followed "
          "through failovers (then --redis-host and --redis-port are ignored)"),
@@ -217,6 +225,31 @@ int config_servers(const char *list, const char *what, struct server_addr *out, 
     return count;
 }
 
+/* Reads the first line of `path` (a password file) into `out`, unless
+ * `path` is empty; 0, or -1 after printing why. */
+static int read_secret(const char *path, const char *flag, char *out, FILE *err)
+{
+    if (!path[0])
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(err, "stockd: %s: cannot read %s: %s\n", flag, path, strerror(errno));
+        return -1;
+    }
+    char line[CONFIG_TEXT_MAX + 1];
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    size_t len = ok ? strcspn(line, "\r\n") : 0;
+    if (!ok || len == 0 || len >= CONFIG_TEXT_MAX) {
+        fprintf(err, "stockd: %s: %s must hold a password of 1..%d characters on its first line\n",
+                flag, path, CONFIG_TEXT_MAX - 1);
+        return -1;
+    }
+    memcpy(out, line, len);
+    out[len] = '\0';
+    return 0;
+}
+
 /* 127.0.0.0/8: only this machine can connect. */
 static int listens_on_loopback(void)
 {
@@ -263,6 +296,11 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     log_threshold = level;
+    if (read_secret(config.mysql_password_file, "mysql-password-file", config.mysql_password,
+                    err) != 0 ||
+        read_secret(config.redis_password_file, "redis-password-file", config.redis_password,
+                    err) != 0)
+        return CONFIG_EXIT_USAGE;
     if (redlock_configure(config.redlock, err) != 0 ||
         sentinel_configure(config.redis_sentinel, config.redis_master_name, err) != 0)
         return CONFIG_EXIT_USAGE;

@@ -38,17 +38,20 @@ struct config {
     int mysql_port;
     char mysql_user[CONFIG_TEXT_MAX];
     char mysql_password[CONFIG_TEXT_MAX];
+    char mysql_password_file[CONFIG_TEXT_MAX]; /* read into mysql_password, "" = none */
     char mysql_db[CONFIG_TEXT_MAX];
 
     char redis_host[CONFIG_TEXT_MAX];
     int redis_port;
-    char redis_sentinel[CONFIG_TEXT_MAX];    /* Sentinels naming the main Redis, "" = none */
-    char redis_master_name[CONFIG_TEXT_MAX]; /* the group they watch                      */
-    int redis_wait_replicas;                 /* the WAIT rows: acknowledgements required   */
-    int redis_wait_timeout_ms;               /* the WAIT rows: how long WAIT may take      */
-    char redlock[CONFIG_TEXT_MAX];           /* redlock servers: host:port,host:port */
-    char zk[CONFIG_TEXT_MAX];                /* zk-lock: ZooKeeper host:port,host:port, "" = none */
-    int zk_session_ms;                       /* zk-lock: ZooKeeper session timeout    */
+    char redis_password[CONFIG_TEXT_MAX];      /* AUTH on every Redis connection, "" = none */
+    char redis_password_file[CONFIG_TEXT_MAX]; /* read into redis_password, "" = none     */
+    char redis_sentinel[CONFIG_TEXT_MAX];      /* Sentinels naming the main Redis, "" = none */
+    char redis_master_name[CONFIG_TEXT_MAX];   /* the group they watch                      */
+    int redis_wait_replicas;                   /* the WAIT rows: acknowledgements required   */
+    int redis_wait_timeout_ms;                 /* the WAIT rows: how long WAIT may take      */
+    char redlock[CONFIG_TEXT_MAX];             /* redlock servers: host:port,host:port */
+    char zk[CONFIG_TEXT_MAX]; /* zk-lock: ZooKeeper host:port,host:port, "" = none */
+    int zk_session_ms;        /* zk-lock: ZooKeeper session timeout    */
 
     int connect_timeout_ms; /* per backend connection attempt               */
     int io_timeout_ms;      /* per backend command                          */
