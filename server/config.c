@@ -52,6 +52,8 @@ static const struct option_spec options[] = {
          "this instance's name in the X-Stockd-Instance header (default: hostname:port)"),
     TEXT(admin_token, "admin-token", "", 1,
          "reset needs 'Authorization: Bearer <token>'; required to listen beyond loopback"),
+    TEXT(admin_token_file, "admin-token-file", "", 0,
+         "a file whose first line is the admin token (instead of --admin-token, which ps shows)"),
     INT(queue_max, "queue-max", "4096", 1, 1000000,
         "requests waiting for a worker before answering 503 overloaded"),
     INT(request_timeout_ms, "request-timeout-ms", "30000", 100, 600000,
@@ -296,7 +298,8 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         return CONFIG_EXIT_USAGE;
     }
     log_threshold = level;
-    if (read_secret(config.mysql_password_file, "mysql-password-file", config.mysql_password,
+    if (read_secret(config.admin_token_file, "admin-token-file", config.admin_token, err) != 0 ||
+        read_secret(config.mysql_password_file, "mysql-password-file", config.mysql_password,
                     err) != 0 ||
         read_secret(config.redis_password_file, "redis-password-file", config.redis_password,
                     err) != 0)

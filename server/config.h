@@ -20,8 +20,9 @@ struct config {
     int workers;  /* request workers, each with its own backend connections */
     int max_body; /* bytes; larger request bodies get 413                    */
     char log_level[16];
-    char instance_name[CONFIG_TEXT_MAX]; /* X-Stockd-Instance; "" = host:port */
-    char admin_token[CONFIG_TEXT_MAX];   /* reset needs it when set            */
+    char instance_name[CONFIG_TEXT_MAX];    /* X-Stockd-Instance; "" = host:port */
+    char admin_token[CONFIG_TEXT_MAX];      /* reset needs it when set            */
+    char admin_token_file[CONFIG_TEXT_MAX]; /* read into admin_token, "" = none */
 
     int queue_max;                       /* requests waiting for a worker before 503 overloaded */
     int request_timeout_ms;              /* a request's deadline, from its arrival             */
