@@ -60,17 +60,17 @@ MYSQL_SOCKET_NAME="mysql.sock"
 secrets_dir() { echo "$STACK/secrets"; }
 secret_file() { echo "$(secrets_dir)/$1.password"; }
 
-# secret NAME: the password NAME, generated the first time.
+# secret NAME: the password NAME, generated the first time (cheap after
+# that: the tests' and the lab's redis-cli calls ask for it often).
 secret() {
-    local f
-    f="$(secret_file "$1")"
+    local f="$STACK/secrets/$1.password" pw
     if [[ ! -s "$f" ]]; then
-        (umask 077 && mkdir -p "$(secrets_dir)" &&
+        (umask 077 && mkdir -p "$(secrets_dir)" && chmod 700 "$(secrets_dir)" &&
             od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$f.new" && mv -f "$f.new" "$f") ||
             die "cannot write $f"
     fi
-    chmod 700 "$(secrets_dir)" && chmod 600 "$f"
-    cat "$f"
+    read -r pw <"$f" || [[ -n "$pw" ]] || die "cannot read $f"
+    printf '%s' "$pw"
 }
 
 # redis_cli ARGS...: redis-cli with the stack's password (REDISCLI_AUTH: the
