@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from . import tables
+from . import sources, tables
 from .api import Api, metric
 from .common import Options, Progress, SetupError, elapsed_line
 from .service import Service, run_dir, run_guarded, stack_env, stack_script
@@ -35,6 +35,8 @@ TRICKLERS = 1000  # per address
 BROKEN = 2000
 IDLE_TIMEOUT_S = 15  # stockd's default --idle-timeout-s
 NGINX_GAPS_S = (9.5, 10.5, 14.5, 14.9, 15.0, 15.1, 15.5)
+# The stack's Redis servers and Sentinels, by the names scripts/stack.sh gives them.
+REDIS_BACKENDS = ("redis", sources.backend_name("redlock.c"), "ha", "sentinel")
 
 
 def parse_args(argv):
@@ -109,7 +111,7 @@ def redis_ports():
                          stderr=subprocess.DEVNULL, text=True).stdout
     return [(w[0].split("-")[0], int(w[3])) for w in (ln.split() for ln in out.splitlines())
             if len(w) >= 4 and w[1] == "running" and w[3].isdigit() and
-            w[0].split("-")[0] in ("redis", "redlock", "ha", "sentinel")]
+            w[0].split("-")[0] in REDIS_BACKENDS]
 
 
 def word_of(text):

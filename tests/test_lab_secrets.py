@@ -45,7 +45,7 @@ class ToolsTest(unittest.TestCase):
         ran = Ran(SYSBENCH_REPORT)
         with mock.patch.object(raw.subprocess, "run", ran), \
                 mock.patch.object(raw, "tool", lambda name, group="bench": name):
-            raw.mariadb_sale(db, "UPDATE", "INSERT", 1, "sql", 1, 1, self.log)
+            raw.mariadb_sale(db, "UPDATE", "INSERT", 1, "S", 1, 1, self.log)
         self.assertNotIn("s3cret-mysql", " ".join(ran.cmd))
         self.assertEqual(ran.env["MYSQL_PWD"], "s3cret-mysql")
 
