@@ -544,6 +544,23 @@ lock_stack() {
 
 # ----------------------------------------------------------------- commands
 
+# passwordless_running: the first Redis server or Sentinel of this stack that
+# runs and answers without the password (started before the stack had them).
+passwordless_running() {
+    local n i
+    for n in $(shown_backends); do
+        i="$(row_of "$n")" || continue
+        [[ "${B_PROBE[i]}" == probe_redis || "${B_PROBE[i]}" == probe_sentinel ]] || continue
+        pid_of "$n" >/dev/null || continue
+        if [[ "$(env -u REDISCLI_AUTH timeout 3 redis-cli -h 127.0.0.1 -p "$(port_of "$n")" \
+                ping 2>/dev/null)" == PONG ]]; then
+            echo "$n"
+            return 0
+        fi
+    done
+    return 1
+}
+
 cmd_up() {
     local need_zk=0 n rc=0
     [[ " $SERVICES " == *" zk "* ]] && need_zk=1
@@ -552,6 +569,12 @@ cmd_up() {
         if (( need_zk )); then "$STOCKD_REPO/scripts/deps.sh" zk; fi
     fi
     lock_stack
+    # A stack left running from before it had passwords is stopped once and
+    # started again with them (its data kept, as by stop-one/start-one).
+    if n="$(passwordless_running)"; then
+        say "$n runs without a password: restarting the stack with its passwords"
+        cmd_down
+    fi
     for n in $(wanted_backends); do
         start_one "$n" || { rc=1; echo "${0##*/}: $n FAILED to start" >&2; }
     done
