@@ -16,6 +16,7 @@ worker, a script on the HTTP loop's own pipe); and the "lock zoo" of the fault's
 backend: the strategies claiming safety that need that backend without storing in it
 (they lock with it). The short version takes the zoo's first."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -120,14 +121,22 @@ def _ask(port, send, enough, timeout=PROBE_TIMEOUT_S):
     return data
 
 
+def _redis_ask(port, command, lines):
+    """`command` on the Redis at port, after an AUTH with the stack's password when
+    there is one (REDISCLI_AUTH, which lab.service.stack_env sets); the reply's bytes
+    once it has `lines` lines, the AUTH's +OK not counted."""
+    password = os.environ.get("REDISCLI_AUTH", "")
+    auth = f"AUTH {password}\r\n".encode() if password else b""
+    return _ask(port, auth + command, lambda d: d.count(b"\r\n") >= lines + bool(auth)) or b""
+
+
 def redis_answers(port):
-    return (_ask(port, b"PING\r\n", lambda d: b"\r\n" in d) or b"").startswith(b"+PONG")
+    return b"+PONG\r\n" in _redis_ask(port, b"PING\r\n", 1)
 
 
 def redis_keeps_writes(port):
     """The Redis at port appends its writes to an AOF (survives kill -9)."""
-    reply = _ask(port, b"CONFIG GET appendonly\r\n", lambda d: d.count(b"\r\n") >= 5)
-    return (reply or b"").rstrip().endswith(b"yes")
+    return _redis_ask(port, b"CONFIG GET appendonly\r\n", 5).rstrip().endswith(b"yes")
 
 
 def mysql_answers(port):

@@ -8,21 +8,25 @@ stopped at the end), then probes the first instance directly and the pair throug
 nginx: a DNS-rebinding Host, a same-site page, an encoded NUL, two body lengths, a
 flood of held sales whose clients went at once, nine addresses trickling a thousand
 request heads each, a trickled head against --idle-timeout-s, keep-alive requests
-through nginx across stockd's idle timeout, and broken requests against the log.
+through nginx across stockd's idle timeout, and broken requests against the log;
+and, as another local user would, the stack's backends: MariaDB's root over TCP
+writing a file, every Redis server and Sentinel without the password.
 Prints a table of probe, expected and answered; exit status 1 when any probe answers
 otherwise, 2 when the run cannot be made. About 40 s."""
 
 import concurrent.futures
 import os
 import socket
+import stat
+import subprocess
 import sys
 import threading
 import time
 
-from . import tables
+from . import sources, tables
 from .api import Api, metric
 from .common import Options, Progress, SetupError, elapsed_line
-from .service import Service, run_dir, run_guarded
+from .service import Service, run_dir, run_guarded, stack_env, stack_script
 
 PRODUCT = 7701
 FLOOD = 480  # held sales, 1000 ms each, whose clients close at once
@@ -31,6 +35,8 @@ TRICKLERS = 1000  # per address
 BROKEN = 2000
 IDLE_TIMEOUT_S = 15  # stockd's default --idle-timeout-s
 NGINX_GAPS_S = (9.5, 10.5, 14.5, 14.9, 15.0, 15.1, 15.5)
+# The stack's Redis servers and Sentinels, by the names scripts/stack.sh gives them.
+REDIS_BACKENDS = ("redis", sources.backend_name("redlock.c"), "ha", "sentinel")
 
 
 def parse_args(argv):
@@ -79,6 +85,33 @@ def request(method, path, *headers, body=b""):
     lines = [f"{method} {path} HTTP/1.1"] + host + list(headers) + \
             [f"Content-Length: {len(body)}", "Connection: close", "", ""]
     return "\r\n".join(lines).encode() + body
+
+
+def exchange_redis(port, command):
+    """`command` on a new connection to a Redis server or Sentinel, without AUTH:
+    the first line of its reply (b"" when none came)."""
+    try:
+        with connect(port) as s:
+            s.sendall(command)
+            got = b""
+            while b"\r\n" not in got:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            return got
+    except OSError:
+        return b""
+
+
+def redis_ports():
+    """(kind, port) of every Redis server and Sentinel of the stack that runs, kind
+    "sentinel" or another (scripts/stack.sh status: "NAME STATE port PORT pid PID")."""
+    out = subprocess.run([stack_script(), "status"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True).stdout
+    return [(w[0].split("-")[0], int(w[3])) for w in (ln.split() for ln in out.splitlines())
+            if len(w) >= 4 and w[1] == "running" and w[3].isdigit() and
+            w[0].split("-")[0] in REDIS_BACKENDS]
 
 
 def word_of(text):
@@ -256,8 +289,34 @@ class Probe:
                  before is not None and grown <= 2)
         self.row("  ... counted in /metrics", f">= {BROKEN}", f"{counted:.0f}", counted >= BROKEN)
 
+    def backends(self):
+        """The stack's backends, tried as another local user would"""
+        env = stack_env()
+        proof = f"/tmp/stockd-probe-{os.getpid()}"
+        r = subprocess.run(["mariadb", "--no-defaults", "--protocol=TCP", "-h127.0.0.1",
+                            f"-P{env['STOCKD_MYSQL_PORT']}", "-uroot", "-e",
+                            f"SELECT 'x' INTO OUTFILE '{proof}'"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+        wrote = os.path.exists(proof)
+        self.row("MariaDB root over TCP: SELECT ... INTO OUTFILE /tmp", "refused, no file",
+                 (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[0][:60] +
+                 (", file written" if wrote else ""), r.returncode != 0 and not wrote)
+        ports = redis_ports()
+        refused = [p for name, p in ports
+                   if all(exchange_redis(p, c).startswith(b"-NOAUTH") for c in
+                          ((b"SENTINEL MASTERS\r\n", b"PING\r\n") if name == "sentinel"
+                           else (b"DEBUG SLEEP 0\r\n", b"FLUSHALL\r\n")))]
+        self.row(f"DEBUG SLEEP, FLUSHALL (Sentinels: SENTINEL MASTERS) without the password, "
+                 f"{len(ports)} servers", "NOAUTH from each", f"NOAUTH from {len(refused)}",
+                 ports and len(refused) == len(ports))
+        modes = {n: stat.S_IMODE(os.stat(env[n]).st_mode)
+                 for n in ("STOCKD_MYSQL_PASSWORD_FILE", "STOCKD_REDIS_PASSWORD_FILE")}
+        self.row("the password files", "0600", " ".join(f"{m:04o}" for m in modes.values()),
+                 set(modes.values()) == {0o600})
+
     def run(self):
-        for step in (self.guards, self.flood, self.slowloris, self.idle_boundary, self.broken):
+        for step in (self.guards, self.backends, self.flood, self.slowloris, self.idle_boundary,
+                     self.broken):
             self.say(step.__doc__.split("\n")[0] if step.__doc__ else step.__name__)
             step()
         return self.rows

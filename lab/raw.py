@@ -18,6 +18,7 @@ import shutil
 import subprocess
 
 from .common import REPO, SetupError
+from .service import secret
 
 SALE_LUA = os.path.join(REPO, "bench", "sale.lua")
 
@@ -38,14 +39,18 @@ def tool(name, group="bench"):
     return path
 
 
-def _run(cmd, timeout, log_path):
+def _run(cmd, timeout, log_path, env=None, hide=""):
+    """Runs `cmd` (with `env`'s variables added), logs its command line (`hide`, a
+    password, shown as ***) and output, and returns the output."""
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout,
+                              env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         raise SetupError(f"{os.path.basename(cmd[0])} did not finish in {timeout}s") from None
+    shown = " ".join(cmd)
     with open(log_path, "a") as f:
-        f.write(" ".join(cmd) + "\n" + proc.stdout + "\n")
+        f.write((shown.replace(hide, "***") if hide else shown) + "\n" + proc.stdout + "\n")
     if proc.returncode != 0 or "Error" in proc.stdout or "FATAL" in proc.stdout:
         last = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()][-1:] or ["no output"]
         raise SetupError(f"{os.path.basename(cmd[0])} failed (exit {proc.returncode}): "
@@ -66,11 +71,15 @@ def parse_redis_csv(text):
 
 def redis_evalsha(port, sha, keys, args, conns, n, log_path, pipeline=1):
     """n EVALSHA calls of `sha` over `conns` connections, `pipeline` calls in flight
-    on each (redis-benchmark -P: one write of that many calls, then their replies)."""
-    cmd = [tool("redis-benchmark"), "-h", "127.0.0.1", "-p", str(port), "-c", str(conns),
-           "-n", str(n), "-P", str(pipeline), "--threads", str(min(2, conns)), "--csv",
-           "EVALSHA", sha, str(len(keys))] + list(keys) + [str(a) for a in args]
-    m = parse_redis_csv(_run(cmd, 120, log_path))
+    on each (redis-benchmark -P: one write of that many calls, then their replies).
+    redis-benchmark takes a password only by -a, on its command line (it reads no
+    REDISCLI_AUTH): the stack's is there for the run's seconds, and out of the log."""
+    password = os.environ.get("REDISCLI_AUTH", "")
+    auth = ["-a", password] if password else []
+    cmd = [tool("redis-benchmark"), "-h", "127.0.0.1", "-p", str(port)] + auth + \
+        ["-c", str(conns), "-n", str(n), "-P", str(pipeline), "--threads", str(min(2, conns)),
+         "--csv", "EVALSHA", sha, str(len(keys))] + list(keys) + [str(a) for a in args]
+    m = parse_redis_csv(_run(cmd, 120, log_path, hide=password))
     if m is None:
         raise SetupError(f"redis-benchmark gave no result; see {log_path}")
     m.requests = n
@@ -141,15 +150,17 @@ def parse_sysbench(text):
 
 def mariadb_sale(db, deduct_sql, insert_sql, product, strategy, conns, seconds, log_path):
     """The sale transaction at `conns` threads for `seconds`. `db`: the stack's
-    STOCKD_MYSQL_* settings."""
+    STOCKD_MYSQL_* settings. The password reaches sysbench as MYSQL_PWD, which its
+    MariaDB client library reads when no --mysql-password is given: not on the
+    command line, which every local user can read in ps."""
     cmd = [tool("sysbench"), SALE_LUA, f"--deduct-sql={deduct_sql}", f"--insert-sql={insert_sql}",
            f"--product={product}", "--qty=1", f"--strategy={strategy}", "--db-driver=mysql",
            f"--mysql-host={db['STOCKD_MYSQL_HOST']}", f"--mysql-port={db['STOCKD_MYSQL_PORT']}",
            f"--mysql-user={db['STOCKD_MYSQL_USER']}",
-           f"--mysql-password={db['STOCKD_MYSQL_PASSWORD']}",
            f"--mysql-db={db['STOCKD_MYSQL_DB']}", f"--threads={conns}", f"--time={seconds}",
            "--histogram=on", "run"]
-    m = parse_sysbench(_run(cmd, 60 + 3 * seconds, log_path))
+    m = parse_sysbench(_run(cmd, 60 + 3 * seconds, log_path,
+                            env={"MYSQL_PWD": secret(db, "STOCKD_MYSQL_PASSWORD_FILE")}))
     if m is None:
         raise SetupError(f"sysbench gave no result; see {log_path}")
     return m

@@ -27,7 +27,9 @@ def stack_script():
 
 def stack_env(verb="env"):
     """The NAME=VALUE settings `scripts/stack.sh VERB` gives stockd (`env`: the main
-    stack; `ha-env`: the replicated Redis group)."""
+    stack; `ha-env`: the replicated Redis group). Its REDISCLI_AUTH, the stack's Redis
+    password, goes into this process's environment too, so that every redis-cli the lab
+    runs gives it (by the environment, not the command line)."""
     out = subprocess.run([stack_script(), verb], check=True, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, universal_newlines=True).stdout
     env = {}
@@ -36,7 +38,15 @@ def stack_env(verb="env"):
         if len(words) == 2 and words[0] == "export" and "=" in words[1]:
             k, v = words[1].split("=", 1)
             env[k] = v
+    if env.get("REDISCLI_AUTH"):
+        os.environ["REDISCLI_AUTH"] = env["REDISCLI_AUTH"]
     return env
+
+
+def secret(env, name):
+    """The password in the file that env's NAME (STOCKD_*_PASSWORD_FILE) names."""
+    with open(env[name]) as f:
+        return f.readline().rstrip("\r\n")
 
 
 def run_dir():

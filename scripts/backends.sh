@@ -11,14 +11,18 @@
 
 # ------------------------------------------------------------------ probes
 
-# probe_mysql: ping succeeds as soon as the server answers, even "access denied".
+# probe_mysql: ping succeeds as soon as the server answers, even "access
+# denied"; before the stockd account exists no account may connect from
+# 127.0.0.1, and the server says so: that is an answer too.
 probe_mysql() {
-    mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
-        -h127.0.0.1 -P"$2" -uroot ping >/dev/null 2>&1
+    local out
+    out="$(mariadb-admin --no-defaults --connect-timeout=2 --protocol=TCP \
+        -h127.0.0.1 -P"$2" -ustockd ping 2>&1)" && return 0
+    [[ "$out" == *"is not allowed to connect"* ]]
 }
 
 probe_redis() {
-    [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$2" ping 2>/dev/null)" == PONG ]]
+    [[ "$(redis_cli -h 127.0.0.1 -p "$2" ping 2>/dev/null)" == PONG ]]
 }
 
 # probe_sentinel: a Sentinel is of use once it names the group's primary.
@@ -43,15 +47,56 @@ probe_health() {
 
 MYSQL_SOCKET_NAME="mysql.sock"
 
+# ---------------------------------------------------------------- secrets
+#
+# The stack's two passwords, generated at its first start into files only
+# this user can read (the directory 0700, each file 0600), so that another
+# local user cannot reach the data: `redis` is every Redis server's and
+# Sentinel's requirepass, `mysql` the stockd account's. They reach the
+# servers through config files and stdin, and stockd through
+# --redis-password-file and --mysql-password-file: never through a command
+# line, which every user can read in ps.
+
+secrets_dir() { echo "$STACK/secrets"; }
+secret_file() { echo "$(secrets_dir)/$1.password"; }
+
+# secret NAME: the password NAME, generated the first time (cheap after
+# that: the tests' and the lab's redis-cli calls ask for it often).
+secret() {
+    local f="$STACK/secrets/$1.password" pw
+    if [[ ! -s "$f" ]]; then
+        (umask 077 && mkdir -p "$(secrets_dir)" && chmod 700 "$(secrets_dir)" &&
+            od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$f.new" && mv -f "$f.new" "$f") ||
+            die "cannot write $f"
+    fi
+    read -r pw <"$f" || [[ -n "$pw" ]] || die "cannot read $f"
+    printf '%s' "$pw"
+}
+
+# redis_cli ARGS...: redis-cli with the stack's password (REDISCLI_AUTH: the
+# environment, not the command line), for at most 3 s.
+redis_cli() {
+    REDISCLI_AUTH="$(secret redis)" timeout 3 redis-cli "$@"
+}
+
 # ------------------------------------------------------------------ mysql
 
 mysql_socket() { echo "$STACK/$MYSQL_SOCKET_NAME"; }
 
-# mysql_root ARGS...: mariadb as root, on MYSQL_ROOT_SOCKET when set (a
-# cluster node being provisioned), else on the stack's MariaDB.
+# MariaDB's administrators are root and the user who installed it, both
+# authenticated by the unix socket (their uid), so only through a socket and
+# only as that system user; over TCP nobody is root.
+mysql_admin() { id -un; }
+
+# mysql_root ARGS...: mariadb as the administrator, on MYSQL_ROOT_SOCKET when
+# set (a cluster node being provisioned), else on the stack's MariaDB.
 mysql_root() {
-    mariadb --no-defaults --socket="${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" -uroot "$@"
+    mariadb --no-defaults --socket="${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" -u"$(mysql_admin)" "$@"
 }
+
+# mysql_files: the only directory LOAD DATA and SELECT ... INTO OUTFILE may
+# touch (secure_file_priv).
+mysql_files() { echo "$STACK/mysql/files"; }
 
 start_mysql() {
     local data sock pid marker as_user=()
@@ -69,19 +114,21 @@ start_mysql() {
         mkdir -p "$data"
         say "mysql: initialising $data"
         if ! mariadb-install-db --no-defaults --datadir="$data" "${as_user[@]+"${as_user[@]}"}" \
-                --auth-root-authentication-method=normal --skip-test-db \
+                --auth-root-socket-user="$(mysql_admin)" --skip-test-db \
                 >>"$(logfile_of mysql)" 2>&1; then
             echo "${0##*/}: mariadb-install-db failed" >&2
             log_tail mysql
             return 1
         fi
-        touch "$marker"
+        touch "$marker" "$STACK/mysql/socket-auth"
     fi
+    (umask 077 && mkdir -p "$(mysql_files)") || return 1
 
     rm -f "$sock"
     launch mysql mariadbd --no-defaults \
         --datadir="$data" --socket="$sock" --port="$MYSQL_PORT" \
         --bind-address=127.0.0.1 "${as_user[@]+"${as_user[@]}"}" \
+        --secure-file-priv="$(mysql_files)" \
         --pid-file="$(pidfile_of mysql)" --log-error="$(logfile_of mysql)" \
         --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
         --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
@@ -92,11 +139,27 @@ start_mysql() {
     provision_mysql
 }
 
+# socket_auth_mysql: a data dir installed when root had no password over
+# TCP gets the administrators of a fresh install (see mysql_admin), once.
+socket_auth_mysql() {
+    local marker="$STACK/mysql/socket-auth" me
+    [[ ! -e "$marker" ]] || return 0
+    me="$(mysql_admin)"
+    say "mysql: root only through the unix socket from now on"
+    mariadb --no-defaults --socket="$(mysql_socket)" -uroot <<SQL || return 1
+CREATE USER IF NOT EXISTS '$me'@'localhost' IDENTIFIED VIA unix_socket;
+GRANT ALL PRIVILEGES ON *.* TO '$me'@'localhost' WITH GRANT OPTION;
+ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket;
+DROP USER IF EXISTS 'root'@'127.0.0.1', 'root'@'::1', 'root'@'$(hostname)';
+SQL
+    touch "$marker"
+}
+
 # provision_mysql: database, user and schema; every step is idempotent.
 provision_mysql() {
-    local deadline
+    local deadline pw
     deadline=$(( SECONDS + TIMEOUT ))
-    until mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
+    until socket_auth_mysql >/dev/null 2>&1 && mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
         if (( SECONDS >= deadline )); then
             echo "${0##*/}: mysql: root cannot connect on ${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" >&2
             log_tail mysql
@@ -104,12 +167,13 @@ provision_mysql() {
         fi
         sleep 0.2
     done
-    if ! mysql_root <<'SQL'
+    pw="$(secret mysql)" # hex: nothing to quote
+    if ! mysql_root <<SQL
 CREATE DATABASE IF NOT EXISTS stockd;
-CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY 'stockd';
-ALTER USER 'stockd'@'localhost' IDENTIFIED BY 'stockd';
+CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.1' IDENTIFIED BY '$pw';
+CREATE USER IF NOT EXISTS 'stockd'@'localhost' IDENTIFIED BY '$pw';
+ALTER USER 'stockd'@'127.0.0.1' IDENTIFIED BY '$pw';
+ALTER USER 'stockd'@'localhost' IDENTIFIED BY '$pw';
 GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON stockd.* TO 'stockd'@'localhost';
 SQL
@@ -142,9 +206,17 @@ start_redis() {
         redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
         ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
     esac
-    # DEBUG SLEEP, from this machine only, is how the tests freeze Redis with
-    # a request in flight, to make a lost reply happen on demand.
-    launch "$name" redis-server --port "$port" --bind 127.0.0.1 \
+    # The password in a config file of its own (0600), not on the command
+    # line; a replica also gives it to its primary.
+    local conf
+    conf="$(workdir_of "$name")/auth.conf"
+    mkdir -p "$(workdir_of "$name")"
+    (umask 077 && printf 'requirepass %s\nmasterauth %s\n' "$(secret redis)" "$(secret redis)" \
+        >"$conf") || return 1
+    # DEBUG SLEEP, from this machine only and with the password, is how the
+    # tests freeze Redis with a request in flight, to make a lost reply
+    # happen on demand.
+    launch "$name" redis-server "$conf" --port "$port" --bind 127.0.0.1 \
         --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
@@ -158,7 +230,7 @@ start_redis() {
 
 # redis_role PORT: master or slave (empty when nothing answers).
 redis_role() {
-    timeout 3 redis-cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
+    redis_cli -h 127.0.0.1 -p "$1" role 2>/dev/null | head -n 1
 }
 
 # ha_running_primary NAME: the port of a group server other than NAME that
@@ -177,7 +249,7 @@ wait_replica_linked() {
     local port deadline
     port="$(port_of "$1")"
     deadline=$(( SECONDS + TIMEOUT ))
-    until timeout 3 redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
+    until redis_cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null |
             grep -q '^master_link_status:up'; do
         if (( SECONDS >= deadline )); then
             echo "${0##*/}: $1 did not finish its sync with its primary within ${TIMEOUT}s" >&2
@@ -192,7 +264,7 @@ wait_replica_linked() {
 sentinel_ask() {
     local port="$1"
     shift
-    timeout 3 redis-cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
+    redis_cli -h 127.0.0.1 -p "$port" sentinel "$@" 2>/dev/null
 }
 
 # ha_primary: the group's primary port, as the first Sentinel that answers
@@ -221,8 +293,10 @@ start_sentinel() {
     for other in $(sentinel_names); do
         [[ "$other" != "$name" ]] && pid_of "$other" >/dev/null && alone=0
     done
-    if [[ ! -s "$conf" ]] || (( alone )); then
+    # A config from before the group had a password is written anew too.
+    if [[ ! -s "$conf" ]] || (( alone )) || ! grep -q '^requirepass ' "$conf"; then
         primary="$(ha_running_primary "")" || primary="${HA_LIST[0]}"
+        (umask 077 && : >"$conf") || return 1
         printf '%s\n' \
             "# written by scripts/stack.sh; the Sentinel rewrites it as the group changes" \
             "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
@@ -230,8 +304,11 @@ start_sentinel() {
             "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
             "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
             "sentinel failover-timeout $HA_MASTER_NAME 1000" \
-            "sentinel parallel-syncs $HA_MASTER_NAME 1" >"$conf" || return 1
+            "sentinel parallel-syncs $HA_MASTER_NAME 1" \
+            "requirepass $(secret redis)" \
+            "sentinel auth-pass $HA_MASTER_NAME $(secret redis)" >"$conf" || return 1
     fi
+    chmod 600 "$conf" || return 1
     launch "$name" redis-sentinel "$conf" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")"
     pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
@@ -241,8 +318,8 @@ start_sentinel() {
 # seed_redis PORT: the Redis side of sql/seed.sql - product 1001 with 5000
 # units, unless the product is already there.
 seed_redis() {
-    redis-cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
-        redis-cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
+    redis_cli -p "$1" SET 'stock:{1001}:initial' 5000 NX >/dev/null &&
+        redis_cli -p "$1" SET 'stock:{1001}' 5000 NX >/dev/null
 }
 
 # -------------------------------------------------------------- zookeeper
@@ -397,7 +474,7 @@ cluster_nodes_from() {
 }
 
 cluster_names() { local p; for p in "${CLUSTER_LIST[@]+"${CLUSTER_LIST[@]}"}"; do echo "cluster-$p"; done; }
-cluster_socket() { echo "$STACK/$1/node.sock"; }
+cluster_socket() { echo "$NODES/$1/node.sock"; }
 
 # cluster_root NAME ARGS...: mariadb as root on one node's socket.
 cluster_root() {
@@ -422,12 +499,12 @@ cluster_position() {
     seqno="$(sed -n 's/^seqno: *//p' "$data/grastate.dat" 2>/dev/null)"
     if [[ -n "$uuid" && -n "$seqno" && "$seqno" != -1 ]]; then
         echo "$uuid:$seqno"
-    elif [[ -e "$STACK/$1/installed" ]]; then
+    elif [[ -e "$NODES/$1/installed" ]]; then
         mariadbd --no-defaults --datadir="$data" --user=mysql \
             --wsrep-provider=/usr/lib/galera/libgalera_smm.so --wsrep-on=ON \
             --wsrep-cluster-address=gcomm:// --wsrep-sst-method=rsync \
-            --binlog-format=ROW --skip-networking --socket="$STACK/$1/recover.sock" \
-            --pid-file="$STACK/$1/recover.pid" --innodb-buffer-pool-size=64M \
+            --binlog-format=ROW --skip-networking --socket="$NODES/$1/recover.sock" \
+            --pid-file="$NODES/$1/recover.pid" --innodb-buffer-pool-size=64M \
             --innodb-log-file-size=32M --wsrep-recover 2>&1 |
             sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' | tail -n 1
     fi
@@ -468,10 +545,10 @@ cluster_install() {
     data="$(workdir_of "$1")"
     rm -rf "$data"
     mkdir -p "$data"
-    chown mysql: "$STACK/$1" "$data"
+    chown mysql: "$NODES/$1" "$data"
     say "$1: initialising $data"
     if ! mariadb-install-db --no-defaults --datadir="$data" --user=mysql \
-            --auth-root-authentication-method=normal --skip-test-db \
+            --auth-root-socket-user="$(mysql_admin)" --skip-test-db \
             >>"$(logfile_of "$1")" 2>&1; then
         echo "${0##*/}: mariadb-install-db failed for $1" >&2
         log_tail "$1"
@@ -493,14 +570,16 @@ start_cluster_node() {
     id mysql >/dev/null 2>&1 || die "the cluster's nodes run as the mysql user, and there is none"
     # The mysql user must reach its datadir; rsync's state transfer refuses root.
     if (( EUID == 0 )); then as_user=(--user=mysql); fi
-    mkdir -p "$STACK/$name"
+    # The stack directory is this user's alone; the nodes, run as mysql, live
+    # beside it, each in a directory of the mysql user's own.
+    (mkdir -p "$NODES/$name" && chmod 711 "$NODES") || return 1
     peers="$(cluster_running_peers "$name")"
     if [[ -z "$peers" ]]; then
         newest="$(cluster_newest)"
-        if [[ ! -e "$STACK/$name/installed" && ! -e "$STACK/$newest/installed" ]]; then
+        if [[ ! -e "$NODES/$name/installed" && ! -e "$NODES/$newest/installed" ]]; then
             cluster_install "$name" || return 1
-            touch "$STACK/$name/installed"
-        elif [[ "$newest" != "$name" && -e "$STACK/$newest/installed" ]]; then
+            touch "$NODES/$name/installed"
+        elif [[ "$newest" != "$name" && -e "$NODES/$newest/installed" ]]; then
             say "$name: $newest holds the newest data: it bootstraps the cluster"
             start_one "$newest" || return 1
             peers="$(cluster_running_peers "$name")"
@@ -515,13 +594,15 @@ start_cluster_node() {
         position="$(cluster_position "$name")"
         if [[ -n "$position" ]]; then start_at=(--wsrep-start-position="$position"); fi
         mkdir -p "$data"
-        touch "$STACK/$name/installed"
+        touch "$NODES/$name/installed"
     fi
-    chown -R mysql: "$STACK/$name"
+    (umask 077 && mkdir -p "$NODES/$name/files") || return 1
+    chown -R mysql: "$NODES/$name" && chmod 700 "$NODES/$name" || return 1
     rm -f "$(cluster_socket "$name")"
     launch "$name" mariadbd --no-defaults "${as_user[@]+"${as_user[@]}"}" \
         --datadir="$data" --socket="$(cluster_socket "$name")" --port="$port" \
-        --bind-address=127.0.0.1 --pid-file="$STACK/$name/node.pid" \
+        --bind-address=127.0.0.1 --pid-file="$NODES/$name/node.pid" \
+        --secure-file-priv="$NODES/$name/files" \
         --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
         --innodb-buffer-pool-size=64M --innodb-log-file-size=32M \
         --innodb-flush-log-at-trx-commit="$CLUSTER_FLUSH" \

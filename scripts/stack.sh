@@ -18,11 +18,13 @@
 #   scripts/stack.sh status            one line per backend (the wanted ones and any
 #                                      other with a pid file); exit 1 if a wanted one is down
 #   scripts/stack.sh left-running      what is still running here, and how to stop it
-#   scripts/stack.sh env               export lines pointing stockd at this stack
+#   scripts/stack.sh env               export lines pointing stockd at this stack (its
+#                                      password files, and REDISCLI_AUTH for redis-cli)
 #   scripts/stack.sh ha-env            export lines that move stockd's main Redis to the
 #                                      Sentinel group (after `env`)
 #   scripts/stack.sh ha-primary        the port of the group's primary, as the Sentinels say
-#   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as root)
+#   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as
+#                                      the administrator, through the unix socket)
 #   scripts/stack.sh stop-one NAME     stop one backend, keep its data
 #   scripts/stack.sh start-one NAME    start one backend and wait until it answers
 #   scripts/stack.sh kill-one NAME     kill -9 one backend (a crash: its data dir is kept,
@@ -221,11 +223,14 @@ done
 
 RUN_DIR="${STOCKD_RUN_DIR:-$STOCKD_REPO/run}"
 STACK="$RUN_DIR/stack"
+NODES="$RUN_DIR/cluster" # the Galera nodes, which run as the mysql user
 
 # stack_dir: create the stack directory and make STACK absolute (the daemons
-# change directory, so every path handed to them must be absolute).
+# change directory, so every path handed to them must be absolute). It is
+# this user's alone (0700): the data, the sockets, the config files the
+# servers rewrite with their passwords in them (a Sentinel's).
 stack_dir() {
-    mkdir -p "$STACK"
+    (umask 077 && mkdir -p "$STACK") && chmod 700 "$STACK"
     STACK="$(cd "$STACK" && pwd)"
 }
 # For read-only commands: absolute path without creating anything.
@@ -277,7 +282,7 @@ logfile_of() {
 workdir_of() {
     case "$1" in
         mysql) echo "$STACK/mysql/data" ;;
-        cluster-*) echo "$STACK/$1/data" ;;
+        cluster-*) echo "$NODES/$1/data" ;;
         stockd) (cd "$RUN_DIR" 2>/dev/null && pwd -P) ;; # compare starts it there
         *) echo "$STACK/$1" ;;
     esac
@@ -509,7 +514,7 @@ stop_one() {
         # A graceful stop writes a snapshot (and flushes the stockd Redis's
         # AOF) that the next start loads: stop-one and start-one keep the
         # data, as they do for MariaDB.
-        timeout 5 redis-cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
+        redis_cli -h 127.0.0.1 -p "$(port_of "$name")" shutdown save >/dev/null 2>&1 || true
         while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
     fi
     if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
@@ -565,6 +570,23 @@ lock_stack() {
 
 # ----------------------------------------------------------------- commands
 
+# passwordless_running: the first Redis server or Sentinel of this stack that
+# runs and answers without the password (started before the stack had them).
+passwordless_running() {
+    local n i
+    for n in $(shown_backends); do
+        i="$(row_of "$n")" || continue
+        [[ "${B_PROBE[i]}" == probe_redis || "${B_PROBE[i]}" == probe_sentinel ]] || continue
+        pid_of "$n" >/dev/null || continue
+        if [[ "$(env -u REDISCLI_AUTH timeout 3 redis-cli -h 127.0.0.1 -p "$(port_of "$n")" \
+                ping 2>/dev/null)" == PONG ]]; then
+            echo "$n"
+            return 0
+        fi
+    done
+    return 1
+}
+
 cmd_up() {
     local need_zk=0 n rc=0
     [[ " $SERVICES " == *" zk "* ]] && need_zk=1
@@ -574,6 +596,12 @@ cmd_up() {
         if [[ " $SERVICES " == *" cluster "* ]]; then "$STOCKD_REPO/scripts/deps.sh" cluster; fi
     fi
     lock_stack
+    # A stack left running from before it had passwords is stopped once and
+    # started again with them (its data kept, as by stop-one/start-one).
+    if n="$(passwordless_running)"; then
+        say "$n runs without a password: restarting the stack with its passwords"
+        cmd_down
+    fi
     for n in $(wanted_backends); do
         start_one "$n" || { rc=1; echo "${0##*/}: $n FAILED to start" >&2; }
     done
@@ -644,10 +672,11 @@ env_pairs() {
     printf 'STOCKD_MYSQL_HOST=127.0.0.1\n'
     printf 'STOCKD_MYSQL_PORT=%s\n' "$MYSQL_PORT"
     printf 'STOCKD_MYSQL_USER=stockd\n'
-    printf 'STOCKD_MYSQL_PASSWORD=stockd\n'
+    printf 'STOCKD_MYSQL_PASSWORD_FILE=%s\n' "$(secret_file mysql)"
     printf 'STOCKD_MYSQL_DB=stockd\n'
     printf 'STOCKD_REDIS_HOST=127.0.0.1\n'
     printf 'STOCKD_REDIS_PORT=%s\n' "$REDIS_PORT"
+    printf 'STOCKD_REDIS_PASSWORD_FILE=%s\n' "$(secret_file redis)"
     printf 'STOCKD_REDLOCK=%s\n' "$redlock"
     printf 'STOCKD_ZK=127.0.0.1:%s\n' "$ZK_PORT"
 }
@@ -667,16 +696,20 @@ cmd_left_running() {
     echo "Stop them all with: make stack-down"
 }
 
+# env: also REDISCLI_AUTH, with which every redis-cli of the shell that
+# evaluates it (the tests', the lab's) gives the stack's Redis password.
 cmd_env() {
-    env_pairs | sed 's/^/export /'
+    stack_dir
+    secret mysql >/dev/null
+    { env_pairs; printf 'REDISCLI_AUTH=%s\n' "$(secret redis)"; } | sed 's/^/export /'
 }
 
 cmd_mysql() {
     if [[ "${1:-}" == --root ]]; then
         shift
-        exec mariadb --no-defaults --socket="$(mysql_socket)" -uroot "$@"
+        exec mariadb --no-defaults --socket="$(mysql_socket)" -u"$(mysql_admin)" "$@"
     fi
-    MYSQL_PWD=stockd exec mariadb --no-defaults --protocol=TCP -h127.0.0.1 \
+    MYSQL_PWD="$(secret mysql)" exec mariadb --no-defaults --protocol=TCP -h127.0.0.1 \
         -P"$MYSQL_PORT" -ustockd stockd "$@"
 }
 
@@ -721,7 +754,7 @@ case "$cmd" in
         port_of "$(expand_name "$1" | head -n 1)" ;;
     clean)
         cmd_down
-        if [[ -d "$STACK" ]]; then rm -rf "$STACK"; fi ;;
+        rm -rf "$STACK" "$NODES" ;;
     -h|--help|help|"") usage ;;
     *) echo "${0##*/}: unknown command '$cmd'" >&2; usage ;;
 esac

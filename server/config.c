@@ -53,6 +53,8 @@ static const struct option_spec options[] = {
          "this instance's name in the X-Stockd-Instance header (default: hostname:port)"),
     TEXT(admin_token, "admin-token", "", 1,
          "reset needs 'Authorization: Bearer <token>'; required to listen beyond loopback"),
+    TEXT(admin_token_file, "admin-token-file", "", 0,
+         "a file whose first line is the admin token (instead of --admin-token, which ps shows)"),
     INT(queue_max, "queue-max", "4096", 1, 1000000,
         "requests waiting for a worker before answering 503 overloaded"),
     INT(request_timeout_ms, "request-timeout-ms", "30000", 100, 600000,
@@ -77,6 +79,9 @@ static const struct option_spec options[] = {
     INT(mysql_port, "mysql-port", "3306", 1, 65535, "MySQL/MariaDB port"),
     TEXT(mysql_user, "mysql-user", "stockd", 0, "MySQL/MariaDB user"),
     TEXT(mysql_password, "mysql-password", "stockd", 1, "MySQL/MariaDB password"),
+    TEXT(mysql_password_file, "mysql-password-file", "", 0,
+         "a file whose first line is the MySQL/MariaDB password (instead of --mysql-password, "
+         "which ps shows)"),
     TEXT(mysql_db, "mysql-db", "stockd", 0, "MySQL/MariaDB database"),
     TEXT(mysql_nodes, "mysql-nodes", "", 0,
          "a multi-primary cluster's nodes, host:port,host:port,...: each worker uses the first "
@@ -87,6 +92,11 @@ static const struct option_spec options[] = {
         "applied every commit certified before it; 0: reads may miss other nodes' latest sales)"),
     TEXT(redis_host, "redis-host", "127.0.0.1", 0, "Redis host (ignored with --redis-sentinel)"),
     INT(redis_port, "redis-port", "6379", 1, 65535, "Redis port (ignored with --redis-sentinel)"),
+    TEXT(redis_password, "redis-password", "", 1,
+         "the password stockd gives every Redis server and Sentinel (AUTH); none if empty"),
+    TEXT(redis_password_file, "redis-password-file", "", 0,
+         "a file whose first line is the Redis password (instead of --redis-password, which ps "
+         "shows)"),
     TEXT(redis_sentinel, "redis-sentinel", "", 0,
          "Sentinels host:port,host:port,...: the main Redis is the primary they name, followed "
          "through failovers (then --redis-host and --redis-port are ignored)"),
@@ -237,6 +247,31 @@ int config_servers(const char *list, const char *what, struct server_addr *out, 
     return count;
 }
 
+/* Reads the first line of `path` (a password file) into `out`, unless
+ * `path` is empty; 0, or -1 after printing why. */
+static int read_secret(const char *path, const char *flag, char *out, FILE *err)
+{
+    if (!path[0])
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(err, "stockd: %s: cannot read %s: %s\n", flag, path, strerror(errno));
+        return -1;
+    }
+    char line[CONFIG_TEXT_MAX + 1];
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    size_t len = ok ? strcspn(line, "\r\n") : 0;
+    if (!ok || len == 0 || len >= CONFIG_TEXT_MAX) {
+        fprintf(err, "stockd: %s: %s must hold a password of 1..%d characters on its first line\n",
+                flag, path, CONFIG_TEXT_MAX - 1);
+        return -1;
+    }
+    memcpy(out, line, len);
+    out[len] = '\0';
+    return 0;
+}
+
 /* 127.0.0.0/8: only this machine can connect. */
 static int listens_on_loopback(void)
 {
@@ -288,6 +323,12 @@ enum config_status config_load(int argc, char **argv, FILE *out, FILE *err)
         fprintf(err, "stockd: stream-hold must be commit or ack\n");
         return CONFIG_EXIT_USAGE;
     }
+    if (read_secret(config.admin_token_file, "admin-token-file", config.admin_token, err) != 0 ||
+        read_secret(config.mysql_password_file, "mysql-password-file", config.mysql_password,
+                    err) != 0 ||
+        read_secret(config.redis_password_file, "redis-password-file", config.redis_password,
+                    err) != 0)
+        return CONFIG_EXIT_USAGE;
     if (redlock_configure(config.redlock, err) != 0 ||
         mysql_nodes_configure(config.mysql_nodes, err) != 0 ||
         sentinel_configure(config.redis_sentinel, config.redis_master_name, err) != 0)

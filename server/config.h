@@ -20,8 +20,9 @@ struct config {
     int workers;  /* request workers, each with its own backend connections */
     int max_body; /* bytes; larger request bodies get 413                    */
     char log_level[16];
-    char instance_name[CONFIG_TEXT_MAX]; /* X-Stockd-Instance; "" = host:port */
-    char admin_token[CONFIG_TEXT_MAX];   /* reset needs it when set            */
+    char instance_name[CONFIG_TEXT_MAX];    /* X-Stockd-Instance; "" = host:port */
+    char admin_token[CONFIG_TEXT_MAX];      /* reset needs it when set            */
+    char admin_token_file[CONFIG_TEXT_MAX]; /* read into admin_token, "" = none */
 
     int queue_max;                       /* requests waiting for a worker before 503 overloaded */
     int request_timeout_ms;              /* a request's deadline, from its arrival             */
@@ -38,19 +39,22 @@ struct config {
     int mysql_port;
     char mysql_user[CONFIG_TEXT_MAX];
     char mysql_password[CONFIG_TEXT_MAX];
+    char mysql_password_file[CONFIG_TEXT_MAX]; /* read into mysql_password, "" = none */
     char mysql_db[CONFIG_TEXT_MAX];
     char mysql_nodes[CONFIG_TEXT_MAX]; /* a cluster's nodes, host:port,..., "" = none */
     int mysql_sync_wait;               /* on a cluster: the sessions' wsrep_sync_wait */
 
     char redis_host[CONFIG_TEXT_MAX];
     int redis_port;
-    char redis_sentinel[CONFIG_TEXT_MAX];    /* Sentinels naming the main Redis, "" = none */
-    char redis_master_name[CONFIG_TEXT_MAX]; /* the group they watch                      */
-    int redis_wait_replicas;                 /* the WAIT rows: acknowledgements required   */
-    int redis_wait_timeout_ms;               /* the WAIT rows: how long WAIT may take      */
-    char redlock[CONFIG_TEXT_MAX];           /* redlock servers: host:port,host:port */
-    char zk[CONFIG_TEXT_MAX];                /* zk-lock: ZooKeeper host:port,host:port, "" = none */
-    int zk_session_ms;                       /* zk-lock: ZooKeeper session timeout    */
+    char redis_password[CONFIG_TEXT_MAX];      /* AUTH on every Redis connection, "" = none */
+    char redis_password_file[CONFIG_TEXT_MAX]; /* read into redis_password, "" = none     */
+    char redis_sentinel[CONFIG_TEXT_MAX];      /* Sentinels naming the main Redis, "" = none */
+    char redis_master_name[CONFIG_TEXT_MAX];   /* the group they watch                      */
+    int redis_wait_replicas;                   /* the WAIT rows: acknowledgements required   */
+    int redis_wait_timeout_ms;                 /* the WAIT rows: how long WAIT may take      */
+    char redlock[CONFIG_TEXT_MAX];             /* redlock servers: host:port,host:port */
+    char zk[CONFIG_TEXT_MAX]; /* zk-lock: ZooKeeper host:port,host:port, "" = none */
+    int zk_session_ms;        /* zk-lock: ZooKeeper session timeout    */
 
     int connect_timeout_ms; /* per backend connection attempt               */
     int io_timeout_ms;      /* per backend command                          */

@@ -6,7 +6,9 @@
  * (written, waiting for its reply, in the order Redis will answer). A
  * SCRIPT LOAD written ahead of a script's first call on a connection sits
  * in `sent` too, as one of the pipe's own `loads`, so that replies and
- * entries always pair up one to one.
+ * entries always pair up one to one; so does the AUTH written first on a
+ * new connection when Redis has a password (redis_auth.h), the pipe's
+ * `auth`.
  */
 #include "redis_pipe.h"
 
@@ -14,6 +16,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis_auth.h"
 #include "redis_store.h"
 #include "sentinel.h"
 #include "worker.h"
@@ -45,6 +48,7 @@ struct redis_pipe {
     struct call_list queued, sent;
     int loaded;                          /* scripts loaded on this connection        */
     struct pipe_call loads[SCRIPTS_MAX]; /* their SCRIPT LOADs          */
+    struct pipe_call auth;               /* the connection's AUTH       */
 };
 
 static void list_init(struct call_list *l)
@@ -75,7 +79,7 @@ static void list_move(struct call_list *to, struct call_list *from)
     to->end = from->head ? from->end : &to->head;
 }
 
-/* A SCRIPT LOAD of the pipe's own: it has no caller to answer. */
+/* An entry of the pipe's own (a SCRIPT LOAD, the AUTH): no caller to answer. */
 static int is_load(const struct pipe_call *call)
 {
     return call->done == NULL;
@@ -170,11 +174,19 @@ static int connect_pipe(struct redis_pipe *p)
         metrics_reconnect(BACKEND_REDIS);
     p->ctx = redisConnectNonBlock(p->host, p->port);
     p->connect_ms = monotonic_ms();
-    if (p->ctx && !p->ctx->err)
+    int authed =
+        p->ctx && !p->ctx->err && (!redis_auth_enabled() || redis_auth_append(p->ctx) == 0);
+    if (authed && redis_auth_enabled()) {
+        p->auth = (struct pipe_call){.sent_ms = p->connect_ms};
+        list_push(&p->sent, &p->auth);
+    }
+    if (authed)
         return 0;
     char why[256];
     snprintf(why, sizeof why, "redis %.64s:%d: connect: %.100s", p->host, p->port,
-             p->ctx ? p->ctx->errstr : "out of memory");
+             !p->ctx       ? "out of memory"
+             : p->ctx->err ? p->ctx->errstr
+                           : "out of memory");
     redisFree(p->ctx);
     p->ctx = NULL;
     fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, why);
@@ -325,7 +337,14 @@ static int finish_connect(struct redis_pipe *p)
 static void answer_oldest(struct redis_pipe *p, redisReply *reply)
 {
     struct pipe_call *call = list_pop(&p->sent);
-    if (is_load(call)) {
+    const char *refused;
+    if (call == &p->auth && (refused = redis_auth_refused(reply)) != NULL) {
+        /* Redis refused the password: nothing sent after it ran. */
+        p->connected = 0;
+        drop_connection(p, "AUTH", refused);
+    } else if (call == &p->auth) {
+        log_debug("redis: the loop's pipe gave its password");
+    } else if (is_load(call)) {
         if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
             redis_script_learn(call->script, reply->str);
         } else {

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis_auth.h"
 #include "sentinel.h"
 #include "worker.h"
 
@@ -171,7 +172,8 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link, in
         if (r != ST_OK)
             return r;
     }
-    if (!link->ctx) {
+    int fresh = !link->ctx;
+    if (fresh) {
         if (link->connections++)
             metrics_reconnect(link->backend);
         int connect_ms = wait_ms < config.connect_timeout_ms ? wait_ms : config.connect_timeout_ms;
@@ -185,6 +187,13 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link, in
         if (redisSetTimeout(link->ctx, timeval_from_ms(wait_ms)) != REDIS_OK)
             return link_broken(w, link, "set timeout");
         link->wait_ms = wait_ms;
+    }
+    char why[200];
+    if (fresh && redis_auth(link->ctx, why, sizeof why) != 0) {
+        worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis %s:%d: %s", link->host, link->port, why);
+        log_warn("%s", w->error);
+        redis_link_close(link);
+        return ST_BACKEND_UNAVAILABLE;
     }
     return ST_OK;
 }

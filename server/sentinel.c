@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "redis_auth.h"
 #include "worker.h"
 
 #include <hiredis/hiredis.h>
@@ -75,9 +76,14 @@ static struct timeval timeout(void)
 static redisContext *connect_to(const char *host, int port, char *why, size_t size)
 {
     redisContext *c = redisConnectWithTimeout(host, port, timeout());
-    if (c && !c->err && redisSetTimeout(c, timeout()) == REDIS_OK)
+    char refused[160] = "";
+    if (c && !c->err && redisSetTimeout(c, timeout()) == REDIS_OK &&
+        redis_auth(c, refused, sizeof refused) == 0)
         return c;
-    snprintf(why, size, "%.64s:%d: %.100s", host, port, c ? c->errstr : "out of memory");
+    snprintf(why, size, "%.64s:%d: %.150s", host, port,
+             refused[0] ? refused
+             : c        ? c->errstr
+                        : "out of memory");
     redisFree(c);
     return NULL;
 }

@@ -893,9 +893,7 @@ int stack_thaw_one(const char *name)
     return stack_command("thaw-one", name);
 }
 
-/* Runs `command` and copies its standard output into `out`; 0 when it
- * exited 0. */
-static int command_output(const char *command, char *out, size_t size)
+int command_output(const char *command, char *out, size_t size)
 {
     fflush(NULL);
     FILE *p = popen(command, "r");

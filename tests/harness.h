@@ -296,6 +296,10 @@ int stack_ha_primary(void);
  * 0 once it does, else -1 after printing why. */
 int wait_row_locked(int product, long timeout_ms);
 
+/* Runs `command` (sh -c) and copies its standard output into `out`; 0 when
+ * it exited 0. */
+int command_output(const char *command, char *out, size_t size);
+
 /* Runs `redis-cli ARGS` against the stack's main Redis and copies its
  * output into `out`; 0 when it exited 0. */
 int redis_cli(const char *args, char *out, size_t size);

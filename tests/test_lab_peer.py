@@ -23,7 +23,8 @@ class PeerTest(unittest.TestCase):
 
     def test_the_environment_carries_the_texts(self):
         db = {k: "v" for k in ("STOCKD_REDIS_HOST", "STOCKD_REDIS_PORT", "STOCKD_MYSQL_HOST",
-                               "STOCKD_MYSQL_PORT", "STOCKD_MYSQL_USER", "STOCKD_MYSQL_PASSWORD",
+                               "STOCKD_MYSQL_PORT", "STOCKD_MYSQL_USER",
+                               "STOCKD_MYSQL_PASSWORD_FILE", "STOCKD_REDIS_PASSWORD_FILE",
                                "STOCKD_MYSQL_DB")}
         texts = {"lua_name": "L", "sql_name": "S", "script": "return 1", "deduct": "UPDATE",
                  "insert": "INSERT", "read": "SELECT", "strategy": "peer-S", "connections": 16,

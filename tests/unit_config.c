@@ -1,7 +1,7 @@
 /*
  * unit_config.c - configuration: defaults, STOCKD_* variables, flags (which
- * win), bounds, the limits derived from others, and a --help that documents
- * every variable.
+ * win), bounds, the limits derived from others, secrets read from files, and
+ * a --help that documents every variable.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -128,12 +130,39 @@ static void test_help(void **state)
     assert_memory_equal(password + strlen("STOCKD_MYSQL_PASSWORD"), ", default (hidden)", 18);
 }
 
+/* A *-password-file's first line is the password (no line end); an empty
+ * or missing file is a usage error. */
+static void test_secret_files(void **state)
+{
+    (void)state;
+    char text[4096] = "", path[] = "/tmp/stockd-unit-secret-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s3cret\nignored\n", 15), 15);
+    close(fd);
+    char flag[64];
+    snprintf(flag, sizeof flag, "--redis-password-file=%s", path);
+    char *ok[] = {"stockd", flag, NULL};
+    assert_int_equal(load(2, ok, text, sizeof text), CONFIG_RUN);
+    assert_string_equal(config.redis_password, "s3cret");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    close(fd);
+    snprintf(flag, sizeof flag, "--mysql-password-file=%s", path);
+    char *empty[] = {"stockd", flag, NULL};
+    assert_int_equal(load(2, empty, text, sizeof text), CONFIG_EXIT_USAGE);
+    unlink(path);
+    char *missing[] = {"stockd", flag, NULL};
+    assert_int_equal(load(2, missing, text, sizeof text), CONFIG_EXIT_USAGE);
+    assert_non_null(strstr(text, "cannot read"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),       cmocka_unit_test(test_env_then_flags),
         cmocka_unit_test(test_derived_limits), cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_help),           cmocka_unit_test(test_stream_hold),
+        cmocka_unit_test(test_secret_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,8 @@
  *
  * Settings, all from the environment: PEER_HOST, PEER_PORT, PEER_WORKERS,
  * PEER_REDIS_HOST, PEER_REDIS_PORT, PEER_MYSQL_HOST, PEER_MYSQL_PORT,
- * PEER_MYSQL_USER, PEER_MYSQL_PASSWORD, PEER_MYSQL_DB,
+ * PEER_MYSQL_USER, PEER_MYSQL_PASSWORD_FILE and PEER_REDIS_PASSWORD_FILE
+ * (files holding the passwords, as stockd is given them), PEER_MYSQL_DB,
  * PEER_MYSQL_CONNECTIONS, PEER_LUA_NAME and PEER_SQL_NAME (the two
  * strategies' names), PEER_SALE_SCRIPT (the Lua source), PEER_DEDUCT_SQL,
  * PEER_INSERT_SQL, PEER_READ_SQL (the stock's row, to tell sold_out from
@@ -53,6 +54,12 @@ function setting(name, fallback) {
   if (v !== undefined && v !== '') return v;
   if (fallback === undefined) throw new Error(`${name} is not set`);
   return fallback;
+}
+
+// The first line of the file the setting names; '' when it names none.
+function secret(name) {
+  const path = setting(name, '');
+  return path ? fs.readFileSync(path, 'utf8').split(/\r?\n/)[0] : '';
 }
 
 const workers = Number(setting('PEER_WORKERS', String(os.availableParallelism())));
@@ -94,6 +101,7 @@ async function serve() {
   const redis = new Redis({
     host: setting('PEER_REDIS_HOST', '127.0.0.1'),
     port: Number(setting('PEER_REDIS_PORT')),
+    password: secret('PEER_REDIS_PASSWORD_FILE') || undefined,
     enableAutoPipelining: true,
   });
   redis.defineCommand('sell', { numberOfKeys: 2, lua: setting('PEER_SALE_SCRIPT') });
@@ -102,7 +110,7 @@ async function serve() {
     host: setting('PEER_MYSQL_HOST', '127.0.0.1'),
     port: Number(setting('PEER_MYSQL_PORT')),
     user: setting('PEER_MYSQL_USER'),
-    password: setting('PEER_MYSQL_PASSWORD', ''),
+    password: secret('PEER_MYSQL_PASSWORD_FILE'),
     database: setting('PEER_MYSQL_DB'),
     connectionLimit: Math.max(1, Math.round(Number(setting('PEER_MYSQL_CONNECTIONS', '16')) /
                                             workers)),
