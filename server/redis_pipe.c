@@ -48,7 +48,11 @@ struct redis_pipe {
     struct call_list queued, sent;
     int loaded;                          /* scripts loaded on this connection        */
     struct pipe_call loads[SCRIPTS_MAX]; /* their SCRIPT LOADs          */
-    struct pipe_call auth;               /* the connection's AUTH       */
+    /* Each load's state. A load's pipe_call is linked into `sent` until its
+     * reply comes, so a slot is written again only once it is LOAD_AGAIN:
+     * answered, and to be sent anew. */
+    enum { LOAD_SENT, LOAD_DONE, LOAD_AGAIN } load_state[SCRIPTS_MAX];
+    struct pipe_call auth; /* the connection's AUTH       */
 };
 
 static void list_init(struct call_list *l)
@@ -212,16 +216,28 @@ static int script_ready(struct redis_pipe *p, struct redis_script *script, long 
     int i = 0;
     while (i < p->loaded && p->loads[i].script != script)
         i++;
-    if (i == p->loaded) {
+    if (i == p->loaded || p->load_state[i] == LOAD_AGAIN) {
         assert(i < SCRIPTS_MAX); /* a pipe carries a few scripts: add room here */
         const char *argv[] = {"SCRIPT", "LOAD", script->source};
         if (redisAppendCommandArgv(p->ctx, 3, argv, NULL) != REDIS_OK)
             return 0;
         p->loads[i] = (struct pipe_call){.script = script, .sent_ms = now};
+        p->load_state[i] = LOAD_SENT;
         list_push(&p->sent, &p->loads[i]);
-        p->loaded++;
+        if (i == p->loaded)
+            p->loaded++;
     }
     return atomic_load_explicit(&script->known, memory_order_acquire);
+}
+
+/* After a NOSCRIPT (SCRIPT FLUSH): every script this connection had loaded
+ * is loaded again with the next write; a load still in flight is not
+ * touched - its own reply says how it went. */
+static void load_again(struct redis_pipe *p)
+{
+    for (int i = 0; i < p->loaded; i++)
+        if (p->load_state[i] == LOAD_DONE)
+            p->load_state[i] = LOAD_AGAIN;
 }
 
 /* Appends the EVALSHA of `call`; 0, or -1 when hiredis is out of memory. */
@@ -345,13 +361,17 @@ static void answer_oldest(struct redis_pipe *p, redisReply *reply)
     } else if (call == &p->auth) {
         log_debug("redis: the loop's pipe gave its password");
     } else if (is_load(call)) {
+        int slot = (int)(call - p->loads);
+        assert(slot >= 0 && slot < p->loaded && p->load_state[slot] == LOAD_SENT);
         if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
             redis_script_learn(call->script, reply->str);
+            p->load_state[slot] = LOAD_DONE;
         } else {
             /* Load again with the next write; what waits for the SHA1 to be
              * learnt gives up now instead of at its deadline. */
-            log_warn("redis: SCRIPT LOAD on the loop's pipe gave no SHA1");
-            p->loaded = 0;
+            log_warn("redis: SCRIPT LOAD on the loop's pipe gave no SHA1: %s",
+                     reply->type == REDIS_REPLY_ERROR ? reply->str : "an unexpected reply");
+            p->load_state[slot] = LOAD_AGAIN;
             if (!atomic_load_explicit(&call->script->known, memory_order_acquire))
                 fail_all(&p->queued, ST_BACKEND_UNAVAILABLE, "redis: SCRIPT LOAD failed");
         }
@@ -365,7 +385,7 @@ static void answer_oldest(struct redis_pipe *p, redisReply *reply)
     } else if (redis_is_noscript(reply)) {
         /* Flushed under us (SCRIPT FLUSH): nothing ran. Load it again with
          * the next write and send the call once more - once. */
-        p->loaded = 0;
+        load_again(p);
         if (call->resent) {
             call->done(call, ST_BACKEND_UNAVAILABLE, NULL,
                        "redis: the script is not loaded, even after SCRIPT LOAD; nothing ran");
