@@ -40,6 +40,8 @@ const struct strategy strategy_lua_stream = {
     .store = &store_redis,
     .safe_single = 1,
     .safe_multi = 1,
+    .caveat = "a 200 is as durable as Redis: the stack runs appendonly yes, appendfsync no, so a "
+              "killed Redis process loses no accepted order, a crashed machine up to ~30 s of them",
     .summary = "one Lua script deducts, records and streams the order; a consumer group settles "
                "it into MySQL exactly once",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
