@@ -48,17 +48,7 @@ class Api:
             headers["Content-Length"] = "0"
         if admin and self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
-        try:
-            conn.request(method, path, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-            names = {k.lower(): v for k, v in resp.getheaders()}
-        except http.client.HTTPException as e:
-            raise OSError(str(e)) from e
-        finally:
-            conn.close()
-        return Reply(resp.status, raw, names)
+        return self.send(method, path, headers, None, timeout)
 
     def post_json(self, path, doc, timeout=None):
         """POST a JSON body with the admin token. Raises OSError when nothing answers."""
@@ -67,9 +57,13 @@ class Api:
                    "Content-Length": str(len(body))}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        return self.send("POST", path, headers, body, timeout)
+
+    def send(self, method, path, headers, body, timeout):
+        """One request on a fresh connection; its Reply. OSError when nothing answers."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
         try:
-            conn.request("POST", path, body=body, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()
             names = {k.lower(): v for k, v in resp.getheaders()}

@@ -40,7 +40,6 @@ rows."""
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -48,8 +47,8 @@ import time
 
 from . import cluster_report, facts as facts_mod, tables
 from .api import Api
-from .common import (ENDLESS_STOCK, Options, Progress, SetupError, comma_list, elapsed_line,
-                     make_out_dir, now_iso, REPO)
+from .common import (ENDLESS_STOCK, REPO, Options, SetupError, comma_list, elapsed_line,
+                     make_out_dir, now_iso, run_main)
 from .load import NO_ANSWER, error_word, failure_word
 from .service import stack_script
 
@@ -477,18 +476,4 @@ def run(args, say):
 
 
 def main(argv):
-    say = Progress("cluster")
-    args = parse_args(argv)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return run(args, say)
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
+    return run_main("cluster", argv, parse_args, run)

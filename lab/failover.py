@@ -46,8 +46,8 @@ import time
 
 from . import facts as facts_mod, failover_report, faults as faults_mod, sources, tables
 from .api import Api
-from .common import (ENDLESS_STOCK, REPO, Options, Progress, SetupError, comma_list,
-                     elapsed_line, make_out_dir, now_iso)
+from .common import (ENDLESS_STOCK, REPO, Options, SetupError, comma_list, elapsed_line,
+                     make_out_dir, now_iso, run_main)
 from .redis_group import Group, sentinel_env
 from .service import launch_stockd, run_dir, stack_env, stack_script, stop_process, wait_healthy
 
@@ -460,18 +460,4 @@ def run(args, say):
 
 
 def main(argv):
-    say = Progress("failover")
-    args = parse_args(argv)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return run(args, say)
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
+    return run_main("failover", argv, parse_args, run)
