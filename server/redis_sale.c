@@ -132,12 +132,16 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
 /* What the script reported back: the count it found when it sold
  * nothing, the count it left when it sold. It reads inside Redis, so the
  * server never sees the count before a sale. */
-static void trace_script(struct sale_trace *t, long long sold, long long count)
+static void trace_script(const struct deduct_request *rq, long long sold, long long count)
 {
+    struct sale_trace *t = rq->trace;
     if (!t)
         return;
     trace_mark(t, TRACE_COMMIT);
-    t->update = "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger";
+    t->update = rq->strategy->settles == SETTLES_LATER
+                    ? "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger, "
+                      "XADD the order"
+                    : "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger";
     if (sold)
         t->wrote = count;
     else
@@ -161,7 +165,7 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
     out->remaining = count;
-    trace_script(rq->trace, sold, count);
+    trace_script(rq, sold, count);
     if (sold == 0)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;

@@ -1045,3 +1045,40 @@ int zk_tree(const char *path, char *out, size_t size)
              zk, path);
     return command_output(command, out, size);
 }
+
+/* ------------------------------------------------------------ lua-stream */
+
+/* The "stream" object of GET /stock/{product}. */
+void stream_figures(int product, long long *length, long long *settled, long long *accepted)
+{
+    char path[64];
+    long status;
+    json_t *doc;
+    snprintf(path, sizeof path, "/stock/%d", product);
+    http_get(path, NULL, &status, &doc);
+    assert_int_equal(status, 200);
+    const json_t *stream = json_object_get(doc, "stream");
+    assert_non_null(stream);
+    *length = json_int_member(stream, "length");
+    *settled = json_integer_value(json_object_get(stream, "settled"));
+    *accepted = json_integer_value(json_object_get(stream, "accepted"));
+    json_decref(doc);
+}
+
+/* Waits until the stream is empty and `orders` of `product` are in
+ * MySQL; asserts it happens within STREAM_DRAIN_MS. */
+void expect_stream_drained(int product, long long orders)
+{
+    long long length = -1, settled = -1, accepted = -1, deadline = now_ms() + STREAM_DRAIN_MS;
+    for (;;) {
+        stream_figures(product, &length, &settled, &accepted);
+        if ((length == 0 && settled == orders) || now_ms() >= deadline)
+            break;
+        sleep_ms(50);
+    }
+    if (length != 0 || settled != orders)
+        fprintf(stderr, "product %d: stream length %lld, %lld of %lld orders settled\n", product,
+                length, settled, orders);
+    assert_int_equal(length, 0);
+    assert_int_equal(settled, orders);
+}

@@ -339,4 +339,13 @@ int consumer_stop(struct consumer_process *c);
 /* kill -9, and the exit collected: the crash of a consumer. */
 void consumer_kill(struct consumer_process *c);
 
+/* lua-stream: its sales settle into MySQL in the background. */
+#define STREAM_DRAIN_MS 30000
+/* The "stream" object of GET /stock/{product}: entries left in the stream,
+ * orders settled in MySQL, sales accepted in Redis. */
+void stream_figures(int product, long long *length, long long *settled, long long *accepted);
+/* Waits until the stream is empty and `orders` of `product` are in MySQL;
+ * asserts it happens within STREAM_DRAIN_MS. */
+void expect_stream_drained(int product, long long orders);
+
 #endif

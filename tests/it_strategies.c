@@ -214,6 +214,11 @@ static void expect_exhausted_refuses(const json_t *s, int index)
     int product = PRODUCTS_EXHAUSTED + index;
     reset(product, 2);
     expect_deduct(name, product, "qty=2", 200, "");
+    /* A row that settles later moves MySQL's figures in the background:
+     * the refusals below are judged once its one order has settled. */
+    const json_t *settles = json_object_get(s, "settles");
+    if (settles && strcmp(json_string_value(settles), "async") == 0)
+        expect_stream_drained(product, 1);
     struct account a = account(product);
     const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
     assert_int_equal(f->remaining, 0);

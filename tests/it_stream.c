@@ -41,43 +41,7 @@ enum {
     PRODUCT_UNKNOWN = 9599, /* never reset: in no store */
 };
 
-#define DRAIN_MS 30000
 #define CLAIM_MS "300"
-
-/* The "stream" object of GET /stock/{product}. */
-static void stream_of(int product, long long *length, long long *settled, long long *accepted)
-{
-    char path[64];
-    long status;
-    json_t *doc;
-    snprintf(path, sizeof path, "/stock/%d", product);
-    http_get(path, NULL, &status, &doc);
-    assert_int_equal(status, 200);
-    const json_t *stream = json_object_get(doc, "stream");
-    assert_non_null(stream);
-    *length = json_int_member(stream, "length");
-    *settled = json_integer_value(json_object_get(stream, "settled"));
-    *accepted = json_integer_value(json_object_get(stream, "accepted"));
-    json_decref(doc);
-}
-
-/* Waits until the stream is empty and `orders` of `product` are in
- * MySQL; asserts it happens within DRAIN_MS. */
-static void expect_drained(int product, long long orders)
-{
-    long long length = -1, settled = -1, accepted = -1, deadline = now_ms() + DRAIN_MS;
-    for (;;) {
-        stream_of(product, &length, &settled, &accepted);
-        if ((length == 0 && settled == orders) || now_ms() >= deadline)
-            break;
-        sleep_ms(50);
-    }
-    if (length != 0 || settled != orders)
-        fprintf(stderr, "product %d: stream length %lld, %lld of %lld orders settled\n", product,
-                length, settled, orders);
-    assert_int_equal(length, 0);
-    assert_int_equal(settled, orders);
-}
 
 /* One sale, which must be a 200; its order id into `order`. */
 static void sell(int product, char order[64])
@@ -135,7 +99,7 @@ static void test_sells_once_and_settles(void **state)
     print_tally("lua-stream", &t);
     assert_int_equal(t.ok, 300);
     assert_int_equal(t.sold_out, 100);
-    expect_drained(PRODUCT_LOAD, 300);
+    expect_stream_drained(PRODUCT_LOAD, 300);
     expect_stores_agree(PRODUCT_LOAD, 300, 300);
     char out[64];
     assert_int_equal(stack_mysql("SELECT COUNT(*) - COUNT(DISTINCT order_id) FROM orders"
@@ -166,14 +130,14 @@ static void test_replayed_entry_is_a_noop(void **state)
         sell(PRODUCT_REPLAY, orders[i]);
     struct consumer_process c;
     start_consumer(&c, NULL);
-    expect_drained(PRODUCT_REPLAY, 3);
+    expect_stream_drained(PRODUCT_REPLAY, 3);
     /* The first order streamed again, as a retried send would. */
     assert_int_equal(redis_cli("GET stock:{9502}:epoch", epoch, sizeof epoch), 0);
     epoch[strcspn(epoch, "\n")] = '\0';
     snprintf(args, sizeof args, "XADD orders:stream '*' order %s product 9502 qty 1 epoch %s",
              orders[0], epoch);
     assert_int_equal(redis_cli(args, out, sizeof out), 0);
-    expect_drained(PRODUCT_REPLAY, 3);
+    expect_stream_drained(PRODUCT_REPLAY, 3);
     assert_int_equal(consumer_stop(&c), 0);
     expect_once_each(orders, 3);
     struct account a = account(PRODUCT_REPLAY);
@@ -191,15 +155,15 @@ static void kill_in_window(int product, const char *hold, const char *line, long
         sell(product, orders[i]);
     struct consumer_process held, next;
     start_consumer(&held, hold);
-    assert_int_equal(consumer_wait_log(&held, line, DRAIN_MS), 0);
+    assert_int_equal(consumer_wait_log(&held, line, STREAM_DRAIN_MS), 0);
     consumer_kill(&held);
     long long length, settled, accepted;
-    stream_of(product, &length, &settled, &accepted);
+    stream_figures(product, &length, &settled, &accepted);
     assert_int_equal(length, 5);
     assert_int_equal(settled, committed);
     assert_int_equal(accepted, 5);
     start_consumer(&next, NULL);
-    expect_drained(product, 5);
+    expect_stream_drained(product, 5);
     assert_int_equal(consumer_stop(&next), 0);
     expect_once_each(orders, 5);
     expect_stores_agree(product, 10, 5);
@@ -227,7 +191,7 @@ static void test_two_consumers_share_the_group(void **state)
     assert_int_equal(consumer_start(&b, args), 0);
     struct tally t = drive("lua-stream", PRODUCT_TWO, 300, 8, NULL);
     assert_int_equal(t.ok, 300);
-    expect_drained(PRODUCT_TWO, 300);
+    expect_stream_drained(PRODUCT_TWO, 300);
     assert_int_equal(consumer_stop(&a), 0);
     assert_int_equal(consumer_stop(&b), 0);
     expect_stores_agree(PRODUCT_TWO, 300, 300);
@@ -251,7 +215,7 @@ static void test_poison_goes_to_dead_letters(void **state)
                      0);
     struct consumer_process c;
     start_consumer(&c, NULL);
-    long long length = -1, deadline = now_ms() + DRAIN_MS;
+    long long length = -1, deadline = now_ms() + STREAM_DRAIN_MS;
     do {
         assert_int_equal(redis_cli("XLEN orders:stream", out, sizeof out), 0);
         length = atoll(out);
@@ -278,7 +242,7 @@ static void test_reset_fences_orders_of_the_old_epoch(void **state)
         sell(PRODUCT_EPOCH, orders[i]);
     struct consumer_process c;
     start_consumer(&c, NULL);
-    expect_drained(PRODUCT_EPOCH, 2);
+    expect_stream_drained(PRODUCT_EPOCH, 2);
     assert_int_equal(consumer_stop(&c), 0);
     for (int i = 0; i < 3; i++)
         assert_int_equal(rows_of(orders[i]), 0);
@@ -300,7 +264,7 @@ static void test_mysql_down_sales_accepted_then_drained(void **state)
     assert_int_equal(redis_cli("XLEN orders:stream", out, sizeof out), 0);
     assert_int_equal(atol(out), 5);
     assert_int_equal(stack_start_one("mysql"), 0);
-    expect_drained(PRODUCT_MYSQL_DOWN, 5);
+    expect_stream_drained(PRODUCT_MYSQL_DOWN, 5);
     assert_int_equal(consumer_stop(&c), 0);
     expect_once_each(orders, 5);
     expect_stores_agree(PRODUCT_MYSQL_DOWN, 10, 5);
