@@ -91,6 +91,47 @@ class Histories(unittest.TestCase):
         self.assertIs(history.judge(10, history.with_final_read(ops, 5))[
             "history_linearizable"], False)
 
+    def wrk_files(self, threads, end):
+        prefix = os.path.join(self.dir, "history-lua-c2.wrk")
+        for n, lines in threads.items():
+            with open(f"{prefix}.{n}", "w") as f:
+                f.write("".join(lines))
+        with open(f"{prefix}.end", "w") as f:
+            f.write("".join(end))
+        return prefix
+
+    def test_wrk_pass(self):
+        # bench/history.lua's files: two threads, one request lost with its
+        # connection, one in flight when wrk stopped, a busy answer
+        prefix = self.wrk_files({1: ["100 150 200 9 -\n", "160 - 0 - -\n",
+                                     "180 200 409 - busy\n"],
+                                 2: ["110 140 200 8 -\n"]}, ["210 - 0 - -\n"])
+        out = os.path.join(self.dir, "history.jsonl")
+        ops, cut = history.from_wrk(prefix, 2, out, 1, settled=500)
+        self.assertIsNone(cut)
+        self.assertEqual([o["id"] for o in ops], ["1.1", "1.2", "1.3", "2.1", "end.1"])
+        self.assertEqual(ops[0], {"id": "1.1", "invoke": 100, "complete": 150, "qty": 1,
+                                  "outcome": "ok", "remaining": 9})
+        self.assertEqual((ops[1]["outcome"], ops[1]["complete"]), ("unknown", 500))
+        self.assertEqual(ops[2]["outcome"], "failed")
+        ops = history.with_final_read(ops, 7, out)
+        with open(out) as f:
+            self.assertEqual([json.loads(line) for line in f], ops)
+        self.assertIs(history.judge(10, ops)["history_linearizable"], True)  # 1 unknown sold
+        self.assertIs(history.judge(10, history.with_final_read(ops[:-1], 6))[
+            "history_linearizable"], True)  # both did
+        self.assertIs(history.judge(10, history.with_final_read(ops[:-1], 5))[
+            "history_linearizable"], False)
+
+    def test_wrk_window(self):
+        prefix = self.wrk_files({1: ["100 150 200 9 -\n", "300 350 200 5 -\n"],
+                                 2: ["110 140 200 8 -\n"]}, ["cut 250\n", "cut 260\n"])
+        ops, cut = history.from_wrk(prefix, 2, None, 1)
+        self.assertEqual((cut, len(ops)), (250, 2))  # sent after the cut: not in it
+        h = history.judge(10, ops, future=cut)
+        self.assertIs(h["history_linearizable"], True)
+        self.assertIn("a window: the first 2 requests", h["history"])
+
 
 class TwoWitnesses(unittest.TestCase):
     def hist(self, said):
