@@ -292,8 +292,9 @@ def in_order(initial, ops, future=None):
         if not o.qty:
             reads.setdefault(o.remaining, []).append(o)
     bottom = min(list(reads) + [o.remaining for o in sales.values()], default=initial)
-    if (initial - bottom) % q or (initial - bottom) // q > 4 * len(ops) + 1000:
-        return False
+    if any((initial - r) % q for r in reads) or (initial - bottom) % q or \
+            (initial - bottom) // q > 4 * len(ops) + 1000:
+        return False  # a level the walk would never visit, or too many to walk
     unknown = sorted((o for o in ops if o.outcome == "unknown"), key=lambda o: o.invoke)
     sent, k, t, level = [], 0, -INF, initial  # sent: (complete, invoke) heap
     while True:
