@@ -126,8 +126,11 @@ def render(rows, params):
              "the same accounting. A pair row: the median of alternating measures of a subject "
              "and its limit (or the peer), seconds apart; against the peer it also reads the CPU "
              "time the two servers spent per request (user and system, from /proc), which a "
-             "busy neighbour moves much less than a rate. Everything ran on one machine, load generator "
-             "included.")
+             "busy neighbour moves much less than a rate. History: each strategy row's own pass "
+             "at the same concurrency, every request's send and answer times and answer "
+             "recorded (bench/history.lua) and judged linearizable or not by the checker; "
+             "the row fails when it disagrees with that pass's ledger. Everything ran on one "
+             "machine, load generator included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
              "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "
              "and to a Node.js peer doing the same sales. "
