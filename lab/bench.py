@@ -18,7 +18,8 @@ a line that says why.
 Then the headline ratios once more, at one concurrency (64, or the highest below
 it), each subject alternated with its limit --pairs times: stockd's GET /strategies
 with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
-strategy with the sale transaction, and each of the three with the peer's. A pair
+strategy with the sale transaction, each of the three with the peer's, and `lua`
+with trace=1 on every sale against `lua` without (what a trace costs). A pair
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
 the host's mood, two minutes apart may not.
 
@@ -29,7 +30,13 @@ it saw and its attempts.
 
 Each strategy row is also a correctness run: afterwards the store's ledger must show
 nothing oversold and nothing lost for a strategy that claims safety, and at least the
-units of its 200 answers (exit status 1 otherwise). Exit status 2: the bench could not
+units of its 200 answers (exit status 1 otherwise). And it has a second witness: a
+pass of its own (--history-duration seconds, same concurrency, bench/history.lua)
+records every request's send and answer times and answer, the checker judges that
+history (lab.history, lab.linearize), and the row fails when the history and that
+pass's ledger disagree (one says oversold or lost, the other not), with both figures.
+The pass is separate because recording needs a wrk thread per connection, which
+slows wrk (bench/README.md has the figures). Exit status 2: the bench could not
 be made. Writes results/bench-<timestamp>/ (bench.json, bench.csv, bench.html, the
 tools' consoles) and points results/bench-latest at it; checks bench.html in headless
 Chromium; prints the table and the elapsed time.
@@ -45,12 +52,12 @@ import time
 from statistics import median
 
 from . import bench_report, browser, facts as facts_mod, host, peer as peer_mod, raw, sources
-from . import junit, tables, wrk
+from . import history, junit, tables, wrk
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
                      elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
 from .compare import check_needs
-from .gate import bench_verdict
+from .gate import bench_verdict, witnesses_problem
 from .outcomes import Outcomes
 from .service import Service, StaticServer, run_dir, run_guarded, stack_env
 
@@ -88,6 +95,10 @@ def parse_args(argv):
     o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
+    o.add("--history-duration", ["HISTORY_DURATION"], 1, int,
+          "seconds of each strategy row's history pass (0: no history)", 0)
+    o.add("--history-max", ["HISTORY_MAX"], 200000, int,
+          "the most requests a history pass records (past it: a window, judged as one)", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/bench-<timestamp>/ goes")
@@ -142,6 +153,7 @@ class Bench:
         self.log = lambda name: os.path.join(out_dir, name + ".log")
         self.rows = []
         self.retry_spent_s = 0.0
+        self.history_spent_s = 0.0  # the history passes, judging included
         self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
         self.batches = {}  # concurrency -> the `lua` row's mean sales per write
         self.peer = None   # the running peer (lab.peer.Peer), if any
@@ -149,7 +161,7 @@ class Bench:
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
-            seen, instances=()):
+            seen, instances=(), witness=None):
         a = self.args
         r = {"label": f"{name} c={conc}", "name": name, "kind": kind, "store": store,
              "claim": claim, "concurrency": conc, "duration_s": a.duration,
@@ -164,10 +176,13 @@ class Bench:
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
         r.update(seen)
+        r.update(witness or history.not_judged("not a strategy row"))
         self.rows.append(r)
         p99 = "" if measure.p99_ms is None else f", p99 {measure.p99_ms} ms"
+        said = f"; history ({r['history_ops']} requests): {r['history']}" \
+            if r["history_ops"] is not None else ""
         self.say(f"{r['label']}: {measure.rps} req/s{p99}; "
-                 f"{verdict.upper()} - {reason}{disturbance_note(seen)}")
+                 f"{verdict.upper()} - {reason}{said}{disturbance_note(seen)}")
         return r
 
     def reset(self):
@@ -176,9 +191,10 @@ class Bench:
     def url(self, port, path):
         return f"http://{self.args.host}:{port}{path}"
 
-    def sale_path(self, strategy):
-        """One unit of the bench's product with `strategy`."""
-        return f"/stock/deduct/{strategy}?product={self.args.product}&qty=1"
+    def sale_path(self, strategy, trace=False):
+        """One unit of the bench's product with `strategy` (and its trace)."""
+        return f"/stock/deduct/{strategy}?product={self.args.product}&qty=1" + \
+            ("&trace=1" if trace else "")
 
     def wrk(self, url, conns, seconds, counting=True):
         return wrk.run(url, conns, seconds, self.log("wrk"), counting)
@@ -289,6 +305,7 @@ class Bench:
         if "redis" not in self.limits or not self.batches:
             return
         self.limits["redis-pipelined"] = lambda c: self.evalsha(c, self.pipeline_at(c))
+        self.reset()  # an unsafe strategy's row may have left lost updates in the ledger
         for c in self.args.conns:
             if c in self.batches:
                 self.raw_row(LIMIT_ROWS["redis-pipelined"], "redis", "redis-pipelined", c,
@@ -332,12 +349,52 @@ class Bench:
 
             (before, res, acct, after), seen = self.measured(attempt)
             verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
+            witness = self.history_pass(s, c, safe) if a.history_duration else \
+                history.not_judged("no history pass (--history-duration 0)")
+            for problem in (witness.pop("pass_problem", None),
+                            witnesses_problem(witness.pop("pass_acct", None), witness)):
+                if problem:
+                    verdict, reason = "fail", (f"history pass: {problem}" if verdict == "pass"
+                                               else f"{reason}; history pass: {problem}")
             row = self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,
                            res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
-                           seen, res.instances)
+                           seen, res.instances, witness)
             row["mean_batch"] = mean_batch(before, after)
             if s.name == sources.strategy_name(sources.LUA_FILE):
                 self.batches[c] = row["mean_batch"]
+
+    def history_pass(self, s, conc, safe):
+        """The second witness of a strategy row: reset, --history-duration seconds at
+        `conc` with every request recorded (bench/history.lua: a wrk thread per
+        connection, at most --history-max requests), the store's counter read once
+        every request had answered, the history judged (history-<strategy>-c<conc>.jsonl
+        beside the results). Returns lab.history.judge()'s fields, history_rps (the
+        pass's req/s), history_oversold and history_lost (its ledger), pass_acct (its
+        accounting, for the witnesses) and pass_problem (its ledger's verdict, when not
+        a pass)."""
+        a, started = self.args, time.monotonic()
+        name = f"history-{s.name}-c{conc}"
+        prefix = os.path.join(self.out_dir, name + ".wrk")
+        self.reset()
+        load = wrk.run(self.url(a.port, self.sale_path(s.name)), conc, a.history_duration,
+                       self.log("wrk-history"), history=(prefix, a.history_max))
+        self.api.wait_idle(SETTLE_S)
+        settled = int(time.monotonic() * 1e6)  # CLOCK_MONOTONIC, history.lua's clock
+        acct = self.api.account(a.product, s.store)
+        path = os.path.join(self.out_dir, name + ".jsonl")
+        ops, cut = history.from_wrk(prefix, conc, path, 1, settled)
+        for f in os.listdir(self.out_dir):  # the history is in the .jsonl now
+            if f.startswith(name + ".wrk."):
+                os.remove(os.path.join(self.out_dir, f))
+        if cut is None and acct:
+            ops = history.with_final_read(ops, acct.get("remaining"), path)
+        out = history.judge(ENDLESS_STOCK, ops, future=cut)
+        verdict, why = bench_verdict(safe, load.outcomes, acct, 1)
+        out.update(history_rps=load.rps, history_oversold=(acct or {}).get("oversold"),
+                   history_lost=(acct or {}).get("lost_updates"), pass_acct=acct,
+                   pass_problem=None if verdict == "pass" else why)
+        self.history_spent_s += time.monotonic() - started
+        return out
 
     # ------------------------------------------------------------------ peer
     @contextlib.contextmanager
@@ -473,6 +530,11 @@ class Bench:
                 self.pair_row(s.name, s.store, claim, limit, LIMIT_ROWS[limit], conc,
                               lambda: self.limits[limit](conc),
                               wrk_rate(a.port, self.sale_path(s.name), s.store))
+            if source == sources.LUA_FILE:  # what a trace costs: the same sale without
+                self.reset()
+                self.pair_row(f"{s.name}, trace=1", s.store, claim, "untraced", s.name, conc,
+                              wrk_rate(a.port, self.sale_path(s.name), s.store),
+                              wrk_rate(a.port, self.sale_path(s.name, trace=True), s.store))
         if self.peer is None:
             return
         for path, name, store, _ in self.peer_subjects(selected):
@@ -659,7 +721,9 @@ def main(argv):
                   "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
                   "peer_stack": peer_mod.describe(),
                   "retries": args.retries, "retry_budget_s": args.retry_budget,
-                  "retry_spent_s": round(bench.retry_spent_s, 1)}
+                  "retry_spent_s": round(bench.retry_spent_s, 1),
+                  "history_duration_s": args.history_duration, "history_max": args.history_max,
+                  "history_spent_s": round(bench.history_spent_s, 1)}
         page = write_outputs(out_dir, rows, params)
         return rows, page, browser.check(page, bench_report.expectations(rows))
 

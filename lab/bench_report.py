@@ -3,7 +3,7 @@ against concurrency per strategy, per raw limit and per route of the Node.js pee
 latency against concurrency, p50/p95/p99 at the highest concurrency, and the full
 table)."""
 
-from . import html as h
+from . import history, html as h
 from .html import esc, fmt
 
 ROW_FIELDS = [
@@ -12,7 +12,9 @@ ROW_FIELDS = [
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
     "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "pipeline",
     "cpu_us", "limit_cpu_us", "instances_seen",
-    "steal_pct", "attempts", "pair_ratios", "verdict", "reason",
+    "steal_pct", "attempts", "pair_ratios", "history", "history_linearizable", "history_ops",
+    "history_how", "history_s", "history_rps", "history_oversold", "history_lost", "verdict",
+    "reason",
 ]
 
 TABLE = [  # (heading, field, align)
@@ -23,7 +25,7 @@ TABLE = [  # (heading, field, align)
     ("max ms", "max_ms", ">"), ("sold", "sold", ">"), ("sold_out", "sold_out", ">"),
     ("busy", "busy", ">"), ("unknown", "outcome_unknown", ">"), ("err", "errors", ">"),
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"), ("batch", "mean_batch", ">"),
-    ("steal %", "steal_pct", ">"), ("verdict", "verdict", "<"),
+    ("steal %", "steal_pct", ">"), ("history", history.short, "<"), ("verdict", "verdict", "<"),
 ]
 
 COLUMNS = [
@@ -36,6 +38,7 @@ COLUMNS = [
     ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
     ("server CPU µs per request", "cpu_us", False), ("its limit's", "limit_cpu_us", False),
     ("host steal %", "steal_pct", False), ("attempts", "attempts", False),
+    ("history (its own pass)", "history", True), ("history requests", "history_ops", False),
 ]
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 
@@ -123,8 +126,11 @@ def render(rows, params):
              "the same accounting. A pair row: the median of alternating measures of a subject "
              "and its limit (or the peer), seconds apart; against the peer it also reads the CPU "
              "time the two servers spent per request (user and system, from /proc), which a "
-             "busy neighbour moves much less than a rate. Everything ran on one machine, load generator "
-             "included.")
+             "busy neighbour moves much less than a rate. History: each strategy row's own pass "
+             "at the same concurrency, every request's send and answer times and answer "
+             "recorded (bench/history.lua) and judged linearizable or not by the checker; "
+             "the row fails when it disagrees with that pass's ledger. Everything ran on one "
+             "machine, load generator included.")
     intro = ("What each strategy costs: throughput and latency at several concurrencies, next "
              "to what the HTTP path, Redis and MariaDB can do by themselves with the same work, "
              "and to a Node.js peer doing the same sales. "

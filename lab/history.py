@@ -17,7 +17,8 @@ history never uses the ledger's `sold`: that is the other witness.
 
 Sources: JMeter's CSV JTL (timeStamp is when the request began, ms; + elapsed, when
 it answered; the plan extracts the reply's `remaining`), the chaos driver's answers
-(lab.load, monotonic seconds) and the race driver's JSON (POST /lab/race, monotonic
+(lab.load, monotonic seconds), the bench's wrk pass (bench/history.lua: a file per
+thread, monotonic microseconds) and the race driver's JSON (POST /lab/race, monotonic
 microseconds). Times are integers; a JTL's millisecond interval is widened by 1 ms
 so that truncation never orders two requests that may have overlapped. Each history
 streams to disk as it is read, one JSON line per op (history-<row>.jsonl beside the
@@ -103,6 +104,41 @@ def from_answers(answers, path, qty):
     return w.close()
 
 
+def from_wrk(prefix, threads, path, qty, settled=None):
+    """The ops of a wrk pass recorded by bench/history.lua (PREFIX.1 .. PREFIX.threads,
+    PREFIX.end), and the instant its window closed (the earliest "cut": a thread
+    that reached its bound) or None. An op's id is THREAD.LINE. In a window, the ops
+    sent from that instant on are left out (lab.linearize's `future`). settled: an
+    instant (monotonic µs) by which wrk had closed its connections and stockd had
+    finished every request it had: a request that never got its answer took effect
+    before it, if at all (its complete)."""
+    lines, cut = [], None
+    for n in list(range(1, threads + 1)) + ["end"]:
+        name = f"{prefix}.{n}"
+        if not os.path.exists(name):
+            continue
+        with open(name, encoding="utf-8", errors="replace") as f:
+            for k, line in enumerate(f, 1):
+                fields = line.split()
+                if fields[:1] == ["cut"]:
+                    t = int(fields[1])
+                    cut = t if cut is None else min(cut, t)
+                elif len(fields) == 5:
+                    lines.append((f"{n}.{k}", fields))
+    w = Writer(path)
+    for ident, (invoke, complete, status, left, word) in lines:
+        if cut is not None and int(invoke) >= cut:
+            continue
+        outcome = outcome_of(status, "" if word == "-" else word)
+        op = {"id": ident, "invoke": int(invoke),
+              "complete": settled if complete == "-" else int(complete), "qty": qty,
+              "outcome": outcome}
+        if left != "-" and outcome in ("ok", "sold_out"):
+            op["remaining"] = int(left)
+        w.add(op)
+    return w.close(), cut
+
+
 def from_race(race):
     """The ops of the race driver's JSON (POST /lab/race)."""
     ops = []
@@ -129,12 +165,13 @@ def with_final_read(ops, remaining, path=None):
     return ops + [op]
 
 
-def judge(initial, ops):
+def judge(initial, ops, future=None):
     """The row's history fields: history (the words), linearizable, ops, searched,
-    seconds."""
+    seconds. future: a window's end (lab.linearize), said in the words."""
     t0 = time.monotonic()
-    r = linearize.check(initial, ops)
-    return {"history": text(r), "history_linearizable": r["linearizable"],
+    r = linearize.check(initial, ops, future=future)
+    said = text(r) if future is None else f"{text(r)} (a window: the first {r['ops']} requests)"
+    return {"history": said, "history_linearizable": r["linearizable"],
             "history_ops": r["ops"], "history_searched": r["searched"],
             "history_how": r["how"], "history_s": round(time.monotonic() - t0, 3)}
 

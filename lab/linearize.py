@@ -30,18 +30,33 @@ How it decides, cheapest first, and never guesses:
      final read): every sale fits in the stock, the final stock shows every 200 (and
      whole unknown sales), and every sold_out comes after enough sales had begun to
      empty the stock.
-  3. Otherwise a Wing-Gong search (Lowe's just-in-time linearization, as in
+  3. An ordering proof for the bench's case (one qty, every 200 says the stock it
+     left, no sold_out): the counter only goes down, so those values fix the order
+     of the sales; the stock levels no 200 left are unknown sales (or, in a window,
+     sales after it), each chosen earliest answer first. The earliest instants that
+     keep that order inside every interval are an order that explains every answer:
+     linearizable, in one pass over the sorted ops. When that pass fails it proves
+     nothing (another choice of unknowns might fit), and the search below decides.
+  4. Otherwise a Wing-Gong search (Lowe's just-in-time linearization, as in
      Porcupine): ops are tried in invocation order, a return that is reached before
      its op was placed backtracks, and (placed ops, stock) states already seen are
      not searched again; an answer that changes nothing and fits now is placed at
      once (nothing can be lost by it). The search is bounded: past `budget` states
-     it says "undecided", with the reason, never a verdict it did not reach.
+     it says "undecided", with the reason, never a verdict it did not reach; so does
+     a history of more than SEARCH_MAX requests (its states would not fit in memory).
+
+A window (`future`: the history stops recording at that instant, as a bench pass
+bounded in size does): ops invoked at or after it are not in the history, so any
+number of sales (of the one qty) may have taken effect from that instant on; a
+history judged so has no final read, and the search is not tried.
 """
 
+import heapq
 import json
 
 OUTCOMES = ("ok", "sold_out", "unknown", "failed")
 BUDGET = 100000
+SEARCH_MAX = 10000
 INF = float("inf")
 
 
@@ -88,10 +103,11 @@ def result(ops, linearizable, violation=None, searched=0, how="proof", undecided
             "searched": searched, "how": how, "undecided": undecided}
 
 
-def check(initial, history, budget=BUDGET):
+def check(initial, history, budget=BUDGET, future=None):
     """The verdict on `history` (dicts: id, invoke, complete, qty, outcome, remaining)
     for a counter starting at `initial`: {"linearizable": True | False | None
-    (undecided), "violation": words | None, "ops", "searched", "how", "undecided"}."""
+    (undecided), "violation": words | None, "ops", "searched", "how", "undecided"}.
+    future: the instant a window's recording stopped (module doc), or None."""
     ops = [Op(d, i) for i, d in enumerate(history)]
     ops = [o for o in ops if o.outcome != "failed"]
     for i, o in enumerate(ops):
@@ -99,9 +115,19 @@ def check(initial, history, budget=BUDGET):
     why = quick_violation(initial, ops)
     if why:
         return result(len(ops), False, why)
-    if counting_applies(ops):
+    if counting_applies(ops, future):
         why = counting_violation(initial, ops)
         return result(len(ops), why is None, why)
+    if ordering_applies(ops) and in_order(initial, ops, future):
+        return result(len(ops), True, how="order")
+    if future is not None:
+        return result(len(ops), None, how="order", undecided=(
+            f"a window of {len(ops)} requests that the ordering proof could not line up "
+            "(the search needs the whole history)"))
+    if len(ops) > SEARCH_MAX:
+        return result(len(ops), None, how="search", undecided=(
+            f"{len(ops)} requests, more than the search takes ({SEARCH_MAX}), and no proof "
+            "applied"))
     return Search(initial, ops, budget).run()
 
 
@@ -210,11 +236,12 @@ def final_violation(initial, ops):
     return None
 
 
-def counting_applies(ops):
+def counting_applies(ops, future=None):
     qtys = {o.qty for o in ops if o.qty}
     finals = final_reads(ops)
     return len(qtys) <= 1 and all(o.remaining is None for o in ops if o.qty) and \
-        len(finals) == sum(1 for o in ops if not o.qty)
+        len(finals) == sum(1 for o in ops if not o.qty) and \
+        (future is None or not any(o.outcome == "sold_out" for o in ops))
 
 
 def counting_violation(initial, ops):
@@ -243,6 +270,61 @@ def counting_violation(initial, ops):
             return (f"{first.words()} says the stock ran out, so it ended at {left}, "
                     f"but {f.words()} after every request had answered")
     return None
+
+
+def ordering_applies(ops):
+    """One qty, every 200 with the stock it left, no sold_out: the ordering proof's
+    case (a bench row's: a stock that never runs out)."""
+    return len({o.qty for o in ops if o.qty}) == 1 and all(
+        o.outcome == "unknown" or (o.outcome == "ok" and o.pinned is not None) for o in ops)
+
+
+def in_order(initial, ops, future=None):
+    """True when the sales, in the order their `remaining` values fix, fit their
+    intervals at the earliest instants that keep that order, each stock level no 200
+    left taken by an unknown sale (the earliest to answer among those already sent,
+    else the next one sent) or, from `future` on, by a sale after the window; the
+    reads (qty 0) at the level they show. False: not shown this way."""
+    q = next(o.qty for o in ops if o.qty)
+    sales = {o.remaining + q: o for o in ops if o.deducts}
+    reads = {}
+    for o in ops:
+        if not o.qty:
+            reads.setdefault(o.remaining, []).append(o)
+    bottom = min(list(reads) + [o.remaining for o in sales.values()], default=initial)
+    if any((initial - r) % q for r in reads) or (initial - bottom) % q or \
+            (initial - bottom) // q > 4 * len(ops) + 1000:
+        return False  # a level the walk would never visit, or too many to walk
+    unknown = sorted((o for o in ops if o.outcome == "unknown"), key=lambda o: o.invoke)
+    sent, k, t, level = [], 0, -INF, initial  # sent: (complete, invoke) heap
+    while True:
+        for r in reads.get(level, ()):
+            t = max(t, r.invoke)
+            if t > r.complete:
+                return False
+        if level == bottom:
+            return True
+        o = sales.get(level)
+        if o is not None:
+            t = max(t, o.invoke)
+            if t > o.complete:
+                return False
+        else:
+            while k < len(unknown) and unknown[k].invoke <= t:
+                heapq.heappush(sent, (unknown[k].complete, unknown[k].invoke))
+                k += 1
+            while sent and sent[0][0] < t:
+                heapq.heappop(sent)  # answered before this level: it did not sell here
+            if sent:
+                heapq.heappop(sent)
+            elif k < len(unknown) and (future is None or unknown[k].invoke <= future):
+                t = unknown[k].invoke
+                k += 1
+            elif future is not None:
+                t = max(t, future)
+            else:
+                return False
+        level -= q
 
 
 # ---------------------------------------------------------------- the search

@@ -1,7 +1,8 @@
 """The wrk driver: keep-alive HTTP load for a fixed time at a fixed number of
 connections, with bench/count.lua counting every answer by status and error word, or
 (counting=False, for the bench's pairs) bench/rate.lua, which leaves wrk its own
-counts and its full speed."""
+counts and its full speed; run_history: bench/history.lua, which also writes every
+request's history (a thread per connection: lab.history.from_wrk reads it)."""
 
 import json
 import os
@@ -13,6 +14,7 @@ from .outcomes import Outcomes
 
 SCRIPT = os.path.join(REPO, "bench", "count.lua")
 RATE_SCRIPT = os.path.join(REPO, "bench", "rate.lua")
+HISTORY_SCRIPT = os.path.join(REPO, "bench", "history.lua")
 MARK = "LAB-RESULT "
 
 
@@ -35,12 +37,14 @@ def binary():
     return path
 
 
-def command(url, conns, seconds, timeout_s, counting=True):
+def command(url, conns, seconds, timeout_s, counting=True, threads=None, script_args=()):
     """wrk's command line: at most 2 threads (this is a 2-core machine's load
-    generator), never more threads than connections."""
-    threads = max(1, min(2, conns, os.cpu_count() or 1))
+    generator), never more threads than connections; `threads` and `script_args`:
+    the history pass's."""
+    threads = threads or max(1, min(2, conns, os.cpu_count() or 1))
+    script = HISTORY_SCRIPT if script_args else SCRIPT if counting else RATE_SCRIPT
     return [binary(), f"-t{threads}", f"-c{conns}", f"-d{seconds}s", f"--timeout={timeout_s}s",
-            "-s", SCRIPT if counting else RATE_SCRIPT, url]
+            "-s", script, url] + (["--"] + list(script_args) if script_args else [])
 
 
 def parse(output):
@@ -71,10 +75,16 @@ def parse(output):
     return res
 
 
-def run(url, conns, seconds, log_path, counting=True):
+def run(url, conns, seconds, log_path, counting=True, history=None):
     """Drive `url` for `seconds` with `conns` keep-alive connections; the console
-    goes to log_path. SetupError when wrk gives no result."""
-    cmd = command(url, conns, seconds, max(5, 3 * seconds), counting)
+    goes to log_path. SetupError when wrk gives no result. history: (prefix, most
+    ops): record every request with bench/history.lua, a thread per connection, at
+    most that many ops in all (lab.history.from_wrk reads PREFIX.*)."""
+    extra = {}
+    if history:
+        prefix, most = history
+        extra = {"threads": conns, "script_args": (prefix, str(max(1, most // conns)))}
+    cmd = command(url, conns, seconds, max(5, 3 * seconds), counting, **extra)
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=seconds + 60)

@@ -9,11 +9,14 @@ import shutil
 import subprocess
 import tempfile
 import unittest
+from types import SimpleNamespace
+from unittest import mock
 
 from fakestockd import document, strategy
 from lab import bench, chaos, compare, compare_report, facts, gate, history, junit, race_report
 from lab import race_runs
 from lab.load import Answer
+from lab.outcomes import Outcomes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XSD = os.path.join(HERE, "junit.xsd")
@@ -90,6 +93,97 @@ class Histories(unittest.TestCase):
             "history_linearizable"], True)  # the pending one sold after #4
         self.assertIs(history.judge(10, history.with_final_read(ops, 5))[
             "history_linearizable"], False)
+
+    def wrk_files(self, threads, end):
+        prefix = os.path.join(self.dir, "history-lua-c2.wrk")
+        for n, lines in threads.items():
+            with open(f"{prefix}.{n}", "w") as f:
+                f.write("".join(lines))
+        with open(f"{prefix}.end", "w") as f:
+            f.write("".join(end))
+        return prefix
+
+    def test_wrk_pass(self):
+        # bench/history.lua's files: two threads, one request lost with its
+        # connection, one in flight when wrk stopped, a busy answer
+        prefix = self.wrk_files({1: ["100 150 200 9 -\n", "160 - 0 - -\n",
+                                     "180 200 409 - busy\n"],
+                                 2: ["110 140 200 8 -\n"]}, ["210 - 0 - -\n"])
+        out = os.path.join(self.dir, "history.jsonl")
+        ops, cut = history.from_wrk(prefix, 2, out, 1, settled=500)
+        self.assertIsNone(cut)
+        self.assertEqual([o["id"] for o in ops], ["1.1", "1.2", "1.3", "2.1", "end.1"])
+        self.assertEqual(ops[0], {"id": "1.1", "invoke": 100, "complete": 150, "qty": 1,
+                                  "outcome": "ok", "remaining": 9})
+        self.assertEqual((ops[1]["outcome"], ops[1]["complete"]), ("unknown", 500))
+        self.assertEqual(ops[2]["outcome"], "failed")
+        ops = history.with_final_read(ops, 7, out)
+        with open(out) as f:
+            self.assertEqual([json.loads(line) for line in f], ops)
+        self.assertIs(history.judge(10, ops)["history_linearizable"], True)  # 1 unknown sold
+        self.assertIs(history.judge(10, history.with_final_read(ops[:-1], 6))[
+            "history_linearizable"], True)  # both did
+        self.assertIs(history.judge(10, history.with_final_read(ops[:-1], 5))[
+            "history_linearizable"], False)
+
+    def test_wrk_window(self):
+        prefix = self.wrk_files({1: ["100 150 200 9 -\n", "300 350 200 5 -\n"],
+                                 2: ["110 140 200 8 -\n"]}, ["cut 250\n", "cut 260\n"])
+        ops, cut = history.from_wrk(prefix, 2, None, 1)
+        self.assertEqual((cut, len(ops)), (250, 2))  # sent after the cut: not in it
+        h = history.judge(10, ops, future=cut)
+        self.assertIs(h["history_linearizable"], True)
+        self.assertIn("a window: the first 2 requests", h["history"])
+
+
+class BenchWitnesses(unittest.TestCase):
+    """A bench strategy row against its history pass: both witnesses must agree."""
+
+    def row(self, claim_safe, acct, pass_acct, linearizable):
+        args = SimpleNamespace(warmup=0, conns=[64], duration=1, history_duration=1,
+                               product=1001, host="127.0.0.1", port=1, steal_max=5.0,
+                               retries=0, retry_budget=0)
+        api = mock.Mock()
+        api.account.return_value = acct
+        api.batch_totals.return_value = None
+        b = bench.Bench(args, api, None, 1, tempfile.gettempdir(), lambda text: None)
+        outcomes = Outcomes()
+        outcomes.add(200, "", 100)
+        load = SimpleNamespace(rps=1000.0, outcomes=outcomes, p50_ms=1, p95_ms=2, p99_ms=3,
+                               max_ms=4, instances={"a": 100}, requests=100)
+        said = {"history": "linearizable" if linearizable else "#1.1 and #2.1 both left 9",
+                "history_linearizable": linearizable, "history_ops": 101,
+                "history_how": "order", "history_searched": 0, "history_s": 0.01,
+                "history_rps": 900.0, "history_oversold": pass_acct["oversold"],
+                "history_lost": pass_acct["lost_updates"], "pass_acct": pass_acct,
+                "pass_problem": None}
+        s = SimpleNamespace(name="x", store="redis", safe_for=lambda n: claim_safe)
+        with mock.patch.object(bench.wrk, "run", return_value=load), \
+                mock.patch.object(bench.host, "cpu_times", return_value=None), \
+                mock.patch.object(bench.Bench, "history_pass", return_value=said):
+            b.strategy(s)
+        return b.rows[-1]
+
+    def test_agreeing_witnesses(self):
+        clean = {"sold": 100, "oversold": 0, "lost_updates": 0, "remaining": 10**9 - 100}
+        raced = dict(clean, lost_updates=40)
+        r = self.row(True, clean, clean, True)
+        self.assertEqual((r["verdict"], r["history"]), ("pass", "linearizable"))
+        r = self.row(False, raced, raced, False)  # an unsafe row that raced, seen twice
+        self.assertEqual(r["verdict"], "pass", r["reason"])
+        self.assertIs(r["history_linearizable"], False)
+
+    def test_disagreeing_witnesses_fail_with_both_figures(self):
+        clean = {"sold": 100, "oversold": 0, "lost_updates": 0, "remaining": 10**9 - 100}
+        r = self.row(True, clean, clean, False)
+        self.assertEqual(r["verdict"], "fail")
+        self.assertIn("history pass: witnesses disagree: the ledger says oversold 0, lost 0",
+                      r["reason"])
+        self.assertIn("both left 9", r["reason"])
+        r = self.row(False, clean, dict(clean, lost_updates=7), True)
+        self.assertEqual(r["verdict"], "fail")
+        self.assertIn("lost 7", r["reason"])
+        self.assertIn("history of 101 requests is linearizable", r["reason"])
 
 
 class TwoWitnesses(unittest.TestCase):

@@ -105,6 +105,39 @@ class Large(unittest.TestCase):
         self.assertIs(r["linearizable"], False)
         self.assertIn("#final", r["violation"])
 
+    def test_a_bench_row_of_a_hundred_thousand(self):
+        # a bench row: qty 1, every 200 with its remaining, a stock that never runs out
+        # (tens of thousands of requests a second): the ordering proof, no search
+        ops, left = simulated(100000, 64, 10**9)
+        ops.append({"id": "final", "invoke": 10**12, "complete": 10**12, "qty": 0,
+                    "outcome": "ok", "remaining": left})
+        r = self.timed(10**9, ops, seconds=20)
+        self.assertEqual((r["linearizable"], r["how"]), (True, "order"), r)
+        ops[60000]["remaining"] = ops[59999]["remaining"]
+        r = self.timed(10**9, ops, seconds=20)
+        self.assertIs(r["linearizable"], False)
+        self.assertIn("lost update", r["violation"])
+
+    def test_too_many_to_search_says_undecided(self):
+        ops, left = simulated(linearize.SEARCH_MAX + 1, 64, 10**9, qtys=(1, 2))
+        ops[5]["remaining"] = None  # no proof applies: only a search could decide
+        r = self.timed(10**9, ops)
+        self.assertIsNone(r["linearizable"])
+        self.assertIn("more than the search takes", r["undecided"])
+
+    def test_a_window(self):
+        # #2's level (9 to 8) was taken by a sale the window did not record
+        ops = [{"id": 1, "invoke": 0, "complete": 5, "qty": 1, "outcome": "ok", "remaining": 9},
+               {"id": 2, "invoke": 10, "complete": 20, "qty": 1, "outcome": "ok",
+                "remaining": 7}]
+        self.assertIs(linearize.check(10, ops)["linearizable"], False)
+        self.assertIs(linearize.check(10, ops, future=15)["linearizable"], True)
+        r = linearize.check(10, ops, future=25)  # too late for #2: the proof cannot tell
+        self.assertIsNone(r["linearizable"])
+        self.assertIn("window", r["undecided"])
+        dup = [dict(o, remaining=9) for o in ops]
+        self.assertIs(linearize.check(10, dup, future=15)["linearizable"], False)
+
     def test_a_search_that_gives_up_says_undecided(self):
         # 30 concurrent sales of 1 or 2 take at most 60 of 100: a sold_out of 50
         # cannot be explained, but only trying the orders shows it
