@@ -5,6 +5,7 @@ fake stockd, and the verdict of a (fault, strategy) row from a recorded timeline
 
 import socket
 import threading
+import time
 import unittest
 
 from fakestockd import FakeStockd, document, strategy
@@ -141,22 +142,31 @@ class ProbeTest(unittest.TestCase):
 class LoadTest(unittest.TestCase):
     def test_closed_loop_and_paced(self):
         doc = document([strategy("alpha")])
+        rate = 50
         with FakeStockd(doc) as fake:
             Api("127.0.0.1", fake.port).reset(5, 10)
             load = Load("127.0.0.1", fake.port, 5)
             load.add("a", "/stock/deduct/alpha?product=5&qty=1", 2)
-            load.add("p", "/strategies", 1, rate=50)
-            load.start()
-            threading.Event().wait(0.4)
+            load.add("p", "/strategies", 1, rate=rate)
+            t0 = load.start()
+            # Until the stock is out and the paced stream has sent a few: no
+            # fixed sleep, so a slow machine only makes it take longer.
+            deadline = time.monotonic() + 20
+            while not (any(a.status == 409 for a in load.answers("a"))
+                       and len(load.answers("p")) >= 5) and time.monotonic() < deadline:
+                threading.Event().wait(0.02)
             load.stop()
             sold = [a for a in load.answers("a") if a.status == 200]
             out = [a for a in load.answers("a") if a.status == 409]
             self.assertEqual(len(sold), 10)
             self.assertGreater(len(out), 0)
             self.assertEqual({a.word for a in out}, {"sold_out"})
-            paced = load.answers("p")
-            self.assertTrue(10 <= len(paced) <= 22, len(paced))
             self.assertTrue(all(a.end >= a.start for a in sold))
+            # Paced: the i-th request never leaves before its slot, t0 + i / rate.
+            paced = load.answers("p")
+            self.assertGreaterEqual(len(paced), 5)
+            for i, a in enumerate(paced):
+                self.assertGreaterEqual(a.start, t0 + i / rate - 1e-6, i)
 
     def test_refused(self):
         load = Load("127.0.0.1", free_port(), 1)
