@@ -34,8 +34,8 @@ invocation, completion and answer, one JSON object a line, for a history checker
 points results/cluster-latest at it. Exit status 1 when a row contradicts its fact, 2
 when the run cannot be made.
 
---quick (the short check): two instances, the first row of each fact, no all-killed
-rows."""
+--quick (the short check): two instances, the first row of each fact and for-update, no
+all-killed rows."""
 
 import http.client
 import json
@@ -55,6 +55,11 @@ from .service import stack_script
 SAFE_FACTS = ("safe", "conflicts_at_commit")
 UNSAFE_FACTS = ("two_holders", "loses_updates")
 FIRST_OK_GOAL_S = 10.0
+# Also in the short check: the row that reads the count with SELECT ... FOR UPDATE and
+# writes it back. A node that aborts its transaction as that read ends reports it after
+# the row; taken for a success, the write runs outside any transaction and a sale goes
+# missing from the count, which this row's node-kill phase shows within seconds.
+QUICK_ALSO = ("for-update",)
 CLUSTER_SERVICE = "cluster"
 
 ROW_FIELDS = [
@@ -86,8 +91,8 @@ def parse_args(argv):
     o.add("--product", ["CLUSTER_PRODUCT"], 9001, int, "first product id", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/cluster-<timestamp>/ goes")
-    o.flag("--quick", "the short check: two instances, the first row of each fact, no "
-           "all-killed rows")
+    o.flag("--quick", "the short check: two instances, the first row of each fact and "
+           "for-update, no all-killed rows")
     ns = o.parse(argv)
     ns.strategies = comma_list(ns.strategies)
     if ns.quick:
@@ -100,7 +105,7 @@ def chosen(facts, args):
     if args.quick:
         seen, quick = set(), []
         for s in rows:
-            if s.cluster not in seen:
+            if s.cluster not in seen or s.name in QUICK_ALSO:
                 seen.add(s.cluster)
                 quick.append(s)
         rows = quick
