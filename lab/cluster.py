@@ -347,7 +347,8 @@ class Run:
                 row["problems"].append(f"{row['acked_missing']} acknowledged sales missing "
                                        "after the node rejoined")
             if (row["oversold"] or 0) + (row["lost_updates"] or 0):
-                row["problems"].append("oversold or lost through a node's death")
+                row["problems"].append(f"oversold {row['oversold']}, lost "
+                                       f"{row['lost_updates']} with a node killed under load")
             if row["first_ok_s"] is None or row["first_ok_s"] > FIRST_OK_GOAL_S:
                 row["problems"].append(f"no 200 from the dead node's instance within "
                                        f"{FIRST_OK_GOAL_S:.0f} s")
