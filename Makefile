@@ -209,7 +209,8 @@ failover: build
 # strategy's cluster fact from the ledger; every request's answer goes to
 # results/cluster-<timestamp>/history.jsonl. Exits 1 when a row contradicts its
 # fact. Knobs: STRATEGIES=sql,cas CLUSTER_UNITS=200 CLUSTER_HOLD_MS=5
-# make cluster-short: two instances, the first row of each fact and for-update (about 2.5 min).
+# make cluster-short: two instances, the first row of each fact and every
+# conflicts_at_commit row (about 3 min).
 # make cluster-up: the cluster's three nodes alone, added to the running stack.
 cluster: build
 	@$(DEPS) stack zk cluster
