@@ -34,8 +34,8 @@ invocation, completion and answer, one JSON object a line, for a history checker
 points results/cluster-latest at it. Exit status 1 when a row contradicts its fact, 2
 when the run cannot be made.
 
---quick (the short check): two instances, the first row of each fact, no all-killed
-rows."""
+--quick (the short check): two instances, the first row of each fact and every
+conflicts_at_commit row, no all-killed rows."""
 
 import http.client
 import json
@@ -55,6 +55,11 @@ from .service import stack_script
 SAFE_FACTS = ("safe", "conflicts_at_commit")
 UNSAFE_FACTS = ("two_holders", "loses_updates")
 FIRST_OK_GOAL_S = 10.0
+# Every row of this fact is in the short check, not only its first: their safety rests on
+# the node reporting every abort, whatever statement it lands on. One that reads the count
+# under SELECT ... FOR UPDATE and writes it back lost sales when an abort reported after
+# the read's row went unseen, and only its node-kill phase showed it within seconds.
+QUICK_EVERY = "conflicts_at_commit"
 CLUSTER_SERVICE = "cluster"
 
 ROW_FIELDS = [
@@ -86,8 +91,8 @@ def parse_args(argv):
     o.add("--product", ["CLUSTER_PRODUCT"], 9001, int, "first product id", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results/cluster-<timestamp>/ goes")
-    o.flag("--quick", "the short check: two instances, the first row of each fact, no "
-           "all-killed rows")
+    o.flag("--quick", "the short check: two instances, the first row of each fact and "
+           "every conflicts_at_commit row, no all-killed rows")
     ns = o.parse(argv)
     ns.strategies = comma_list(ns.strategies)
     if ns.quick:
@@ -100,7 +105,7 @@ def chosen(facts, args):
     if args.quick:
         seen, quick = set(), []
         for s in rows:
-            if s.cluster not in seen:
+            if s.cluster not in seen or s.cluster == QUICK_EVERY:
                 seen.add(s.cluster)
                 quick.append(s)
         rows = quick
@@ -342,7 +347,8 @@ class Run:
                 row["problems"].append(f"{row['acked_missing']} acknowledged sales missing "
                                        "after the node rejoined")
             if (row["oversold"] or 0) + (row["lost_updates"] or 0):
-                row["problems"].append("oversold or lost through a node's death")
+                row["problems"].append(f"oversold {row['oversold']}, lost "
+                                       f"{row['lost_updates']} with a node killed under load")
             if row["first_ok_s"] is None or row["first_ok_s"] > FIRST_OK_GOAL_S:
                 row["problems"].append(f"no 200 from the dead node's instance within "
                                        f"{FIRST_OK_GOAL_S:.0f} s")

@@ -230,6 +230,9 @@ NODES="$RUN_DIR/cluster" # the Galera nodes, which run as the mysql user
 # this user's alone (0700): the data, the sockets, the config files the
 # servers rewrite with their passwords in them (a Sentinel's).
 stack_dir() {
+    # RUN_DIR itself with the usual umask: the cluster's nodes, run as the
+    # mysql user, must pass through it to their directories beside STACK.
+    mkdir -p "$RUN_DIR"
     (umask 077 && mkdir -p "$STACK") && chmod 700 "$STACK"
     STACK="$(cd "$STACK" && pwd)"
 }

@@ -271,10 +271,21 @@ static void bind_args(MYSQL_BIND *bind, unsigned long *lengths, const struct sql
     }
 }
 
-/* Fetches the first row of a result into `out`, then discards the rest. */
+/* Reads the whole result, then takes its first row into `out`.
+ *
+ * Whole, because the end of a result can be an error after its row: a
+ * Galera node whose applier aborts the transaction (a conflicting write
+ * set from another node) while a SELECT ... FOR UPDATE finishes sends the
+ * row, then ER_LOCK_DEADLOCK. Taking the row and discarding the rest
+ * (mysql_stmt_free_result drops that error) left the caller writing a count
+ * computed from a read whose lock was gone, in a session whose transaction
+ * was rolled back: its UPDATE and INSERT then ran in autocommit, a sale in
+ * the ledger and not in the count (a lost update). */
 static st_result fetch_first_row(struct worker *w, enum sql_statement s, MYSQL_STMT *stmt,
                                  struct sql_outcome *out)
 {
+    if (mysql_stmt_store_result(stmt) != 0)
+        return statement_failed(w, s, stmt);
     unsigned ncols = mysql_stmt_field_count(stmt);
     assert(ncols <= sizeof out->col / sizeof out->col[0]);
     MYSQL_BIND bind[4];

@@ -7,6 +7,9 @@
  *   - /strategies lists the four with their claims;
  *   - mutex-tx (the mutex released before COMMIT) oversells and loses
  *     updates in every run once hold_ms keeps the commit pending;
+ *   - a real deadlock (ER_LOCK_DEADLOCK from InnoDB, a for-update sale the
+ *     victim of a cycle with another session) answers 409 busy, never 500
+ *     or 503, and writes nothing; the next sale goes through;
  *   - with a short lock_wait_ms, every strategy that takes a lock answers
  *     busy to those that wait on a holder longer than that, and leaves
  *     nothing behind: the next sale goes through at once (zk-lock: a waiter
@@ -34,6 +37,7 @@ enum {
     PRODUCT_OUTAGE = 8730,
     PRODUCT_OUTAGE_MYSQL = 8731, /* sold by get-lock while ZooKeeper is down */
     PRODUCTS_BUSY = 8750,        /* + index in /strategies */
+    PRODUCT_DEADLOCK = 8790,     /* for-update's sale, and the other side's next product */
 };
 
 /* Asserts that `product` sold `sold` units from MySQL, that its stock moved
@@ -185,6 +189,51 @@ static void test_zookeeper_outage(void **state)
     expect_mysql_sold(PRODUCT_OUTAGE, 4);
 }
 
+/*
+ * A real deadlock, from one MariaDB: a for-update sale holds its product's
+ * row for 2 s (hold_ms and pause_ms); meanwhile a session of the test's
+ * writes 50 orders of the next product (so that it weighs more: InnoDB
+ * rolls back the lighter side of a cycle), locks the gap where the sale's
+ * order would go, and asks for the row. The sale closes the cycle when it
+ * inserts its order; InnoDB rolls it back with ER_LOCK_DEADLOCK (1213).
+ * The sale answers 409 busy - never 500, never 503 - and wrote nothing (the
+ * other side then reads the count untouched); the next sale goes through.
+ * Were the other side late (after the 2 s) or the victim, the sale would
+ * answer 200 and this test would fail, never pass by chance.
+ */
+static void test_a_deadlock_is_busy_and_writes_nothing(void **state)
+{
+    (void)state;
+    reset(PRODUCT_DEADLOCK, STOCK);
+    struct background sale;
+    start_background(&sale, "for-update", PRODUCT_DEADLOCK, "hold_ms=1000&pause_ms=1000");
+    assert_int_equal(wait_row_locked(PRODUCT_DEADLOCK, 1000), 0);
+    char sql[640], out[512];
+    snprintf(sql, sizeof sql,
+             "START TRANSACTION;"
+             " INSERT INTO orders (product_id, strategy, qty)"
+             "  SELECT %d, 'other side', 1 FROM seq_1_to_50;"
+             " SELECT COUNT(*) FROM orders WHERE product_id = %d FOR UPDATE;"
+             " SELECT count FROM stock WHERE product_id = %d FOR UPDATE;"
+             " ROLLBACK",
+             PRODUCT_DEADLOCK + 1, PRODUCT_DEADLOCK, PRODUCT_DEADLOCK);
+    int other_side = stack_mysql(sql, out, sizeof out);
+    long status = finish_background(&sale);
+    print_message("other side: %s; sale: %ld %s\n", out, status,
+                  sale.reply.text ? sale.reply.text : sale.reply.failure);
+    assert_int_equal(other_side, 0);
+    assert_int_equal(status, 409);
+    assert_string_equal(reply_word(&sale.reply), "busy");
+    assert_non_null(strstr(json_str_member(sale.reply.json, "message"), "Deadlock"));
+    http_reply_free(&sale.reply);
+    char untouched[32];
+    snprintf(untouched, sizeof untouched, "0\n%d", STOCK);
+    assert_non_null(strstr(out, untouched));
+    expect_mysql_sold(PRODUCT_DEADLOCK, 0);
+    expect_deduct("for-update", PRODUCT_DEADLOCK, NULL, 200, "");
+    expect_mysql_sold(PRODUCT_DEADLOCK, 1);
+}
+
 static int short_wait_setup(void **state)
 {
     (void)state;
@@ -198,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_claims),
         cmocka_unit_test(test_mutex_tx_oversells_every_exposed_run),
         cmocka_unit_test(test_zookeeper_outage),
+        cmocka_unit_test(test_a_deadlock_is_busy_and_writes_nothing),
     };
     const struct CMUnitTest short_wait[] = {
         cmocka_unit_test(test_locks_answer_busy_and_leave_nothing),

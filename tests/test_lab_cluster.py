@@ -11,6 +11,7 @@ FACTS = facts.parse(document([
     strategy("local", safe_multi=False, cluster="two_holders"),
     strategy("oneshot", cluster="conflicts_at_commit"),
     strategy("another", cluster="conflicts_at_commit"),
+    strategy("locked-read", cluster="conflicts_at_commit"),
     strategy("optimistic", contention="retries", cluster="safe"),
     strategy("script", store="redis"),
 ]))
@@ -37,13 +38,15 @@ def judged(r):
 class ClusterTest(unittest.TestCase):
     def test_every_row_with_a_cluster_fact_and_only_those(self):
         names = [s.name for s in cluster.chosen(FACTS, Args())]
-        self.assertEqual(names, ["race", "local", "oneshot", "another", "optimistic"])
+        self.assertEqual(names, ["race", "local", "oneshot", "another", "locked-read",
+                                 "optimistic"])
 
-    def test_quick_takes_the_first_row_of_each_fact(self):
+    def test_quick_takes_the_first_row_of_each_fact_and_every_conflicting_row(self):
         args = Args()
         args.quick = True
         names = [s.name for s in cluster.chosen(FACTS, args)]
-        self.assertEqual(names, ["race", "local", "oneshot", "optimistic"])
+        self.assertEqual(names, ["race", "local", "oneshot", "another", "locked-read",
+                                 "optimistic"])
 
     def test_a_safe_row_must_neither_break_nor_undersell(self):
         self.assertEqual(judged(sale_row("safe"))["verdict"], "pass")
