@@ -52,10 +52,13 @@ st_result read_then_write(const struct store *store, struct worker *w,
 
     critical_section_wait(rq, g);
 
-    out->remaining = seen.count - rq->qty;
-    r = store->write_if(w, rq, &seen, out->remaining, token);
+    /* A write refused leaves the stock as it was: its reply does not
+     * report the count it would have left. */
+    long long left = seen.count - rq->qty;
+    r = store->write_if(w, rq, &seen, left, token);
+    out->remaining = r == ST_OK ? left : REMAINING_UNKNOWN;
     if (r == ST_OK && rq->trace)
-        rq->trace->wrote = out->remaining;
+        rq->trace->wrote = left;
     return r;
 }
 
