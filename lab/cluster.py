@@ -45,11 +45,12 @@ import sys
 import threading
 import time
 
-from . import cluster_report, facts as facts_mod, tables
+from . import cluster_report, facts as facts_mod, history as history_mod, tables
 from .api import Api
 from .common import (ENDLESS_STOCK, REPO, Options, SetupError, comma_list, elapsed_line,
                      make_out_dir, now_iso, run_main)
-from .load import NO_ANSWER, error_word, failure_word
+from .gate import witnesses_problem
+from .load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
 from .service import stack_script
 
 SAFE_FACTS = ("safe", "conflicts_at_commit")
@@ -65,7 +66,8 @@ CLUSTER_SERVICE = "cluster"
 ROW_FIELDS = [
     "phase", "strategy", "fact", "instances", "buyers", "ok", "busy", "sold_out",
     "unavailable", "other", "seconds", "per_s", "busy_per_s", "sold", "oversold",
-    "lost_updates", "undersold", "acked_missing", "first_ok_s", "verdict", "reason",
+    "lost_updates", "undersold", "acked_missing", "first_ok_s", "history", "history_ops",
+    "verdict", "reason",
 ]
 TABLE = [
     ("phase", "phase", "<"), ("strategy", "strategy", "<"), ("fact", "fact", "<"),
@@ -73,7 +75,8 @@ TABLE = [
     ("503", "unavailable", ">"), ("other", "other", ">"), ("200/s", "per_s", ">"),
     ("busy/s", "busy_per_s", ">"), ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"),
     ("undersold", "undersold", ">"), ("acked missing", "acked_missing", ">"),
-    ("first 200 s", "first_ok_s", ">"), ("verdict", lambda r: r["verdict"].upper(), "<"),
+    ("first 200 s", "first_ok_s", ">"), ("history", history_mod.short, "<"),
+    ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
 
 
@@ -200,11 +203,12 @@ class Buyers:
                 resp = conn.getresponse()
                 raw = resp.read()
                 status, word = resp.status, error_word(resp.status, raw)
+                left = remaining_of(raw)
             except (OSError, http.client.HTTPException) as e:
-                status, word = NO_ANSWER, failure_word(e)
+                status, word, left = NO_ANSWER, failure_word(e), None
                 conn.close()
                 conn = None
-            self.answers.append((i, start, time.monotonic(), status, word))
+            self.answers.append((i, start, time.monotonic(), status, word, left))
         if conn is not None:
             conn.close()
 
@@ -225,6 +229,21 @@ class Buyers:
         self.answers.sort(key=lambda a: a[1])
 
 
+def judge_history(row, answers, account):
+    """The second witness: the row's clients' history (every answer, with the
+    store's counter read after the last) checked for linearizability, and a
+    disagreement with the ledger kept for the verdict."""
+    if account.get("initial") is None:
+        row.update(history_mod.not_judged("the ledger could not be read"))
+        return
+    ops = history_mod.from_answers(
+        [Answer(start, end, status, word, left) for _, start, end, status, word, left in answers],
+        None, 1)
+    row.update(history_mod.judge(account["initial"],
+                                 history_mod.with_final_read(ops, account.get("remaining"))))
+    row["witnesses"] = witnesses_problem(account, row)
+
+
 def deduct_path(s, product, hold_ms):
     path = f"/stock/deduct/{s.name}?product={product}&qty=1"
     return path + (f"&hold_ms={hold_ms}" if hold_ms else "")
@@ -240,11 +259,11 @@ class Run:
         return self.product
 
     def record(self, phase, s, product, buyers, t0):
-        for i, start, end, status, word in buyers.answers:
+        for i, start, end, status, word, left in buyers.answers:
             self.history.write(json.dumps({
                 "phase": phase, "strategy": s.name, "product": product, "instance": i,
                 "invoke_s": round(start - t0, 6), "complete_s": round(end - t0, 6),
-                "status": status, "error": word or None, "qty": 1}) + "\n")
+                "status": status, "error": word or None, "qty": 1, "remaining": left}) + "\n")
 
     def buy(self, phase, s, product, count=None, during=None, hold_ms=None):
         """The buyers' run on `product`; `during(t0)` runs beside it (and stops it)."""
@@ -265,7 +284,7 @@ class Run:
         answers = buyers.answers
         counts = {"ok": 0, "busy": 0, "sold_out": 0, "unavailable": 0, "other": 0}
         others = set()
-        for _, _, _, status, word in answers:
+        for _, _, _, status, word, _ in answers:
             key = {200: "ok"}.get(status) or {"busy": "busy", "sold_out": "sold_out"}.get(word)
             if not key and status == 503:
                 key = "unavailable"
@@ -286,6 +305,7 @@ class Run:
         row["answers_seen"] = sorted(others)
         if account.get("sold") is not None:
             row["acked_missing"] = max(0, counts["ok"] - account["sold"])
+        judge_history(row, answers, account)
         return row, account
 
     # ------------------------------------------------------------ the phases
@@ -395,6 +415,9 @@ def restart_cluster(flush, say):
 
 
 def finish(row):
+    witnesses = row.pop("witnesses", None)
+    if witnesses:
+        row["problems"].append(witnesses)
     row["verdict"] = "fail" if row["problems"] else "pass"
     row["reason"] = "; ".join(row.pop("problems"))
     row.pop("answers_seen", None)

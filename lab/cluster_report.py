@@ -4,7 +4,7 @@ the all-killed rows under it."""
 
 import os
 
-from . import tables
+from . import history, tables
 from .common import write_text
 
 
@@ -40,6 +40,12 @@ def kill_cell(r):
     return what
 
 
+def histories_cell(phases):
+    """The clients' history verdict of each phase, in the table's order."""
+    said = [history.short(r) for r in phases.values()]
+    return ", ".join(w or "-" for w in said)
+
+
 def markdown(doc):
     rows = doc["rows"]
     by = {}
@@ -49,7 +55,7 @@ def markdown(doc):
              f"node of {len(doc['nodes'])}; {doc['units']} units and as many buyers per row, "
              f"hold_ms={doc['hold_ms']}.", "",
              "| strategy | cluster fact | single node | cluster | one try | node killed | "
-             "verdict |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "histories | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, phases in by.items():
         fact = next(iter(phases.values()))["fact"]
         verdicts = [r["verdict"] for r in phases.values()]
@@ -57,7 +63,7 @@ def markdown(doc):
         lines.append(f"| `{name}` | {fact} | {load_cell(phases.get('single'))} "
                      f"| {load_cell(phases.get('cluster'))} "
                      f"| {load_cell(phases.get('cluster, one try'))} | {kill_cell(killed)} "
-                     f"| {'fail' if 'fail' in verdicts else 'pass'} |")
+                     f"| {histories_cell(phases)} | {'fail' if 'fail' in verdicts else 'pass'} |")
     crashes = [r for r in rows if r["phase"].startswith("all killed")]
     if crashes:
         lines += ["", "| every node killed within a second | strategy | 200s | in the ledger "

@@ -69,6 +69,27 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(r["verdict"], "fail")
         self.assertIn("503", r["reason"])
 
+    def test_the_history_is_a_second_witness(self):
+        # Two buyers both read 5 and left 4: a lost update the ledger must see too.
+        answers = [(0, 1.0, 2.0, 200, "", 4), (1, 1.1, 2.1, 200, "", 4)]
+        lost = {"initial": 5, "remaining": 4, "sold": 2, "oversold": 0, "lost_updates": 1}
+        r = sale_row("loses_updates", lost_updates=1)
+        cluster.judge_history(r, answers, lost)
+        self.assertFalse(r["history_linearizable"])
+        self.assertEqual(judged(r)["verdict"], "pass")
+        # The same history with a ledger that saw nothing: the witnesses disagree.
+        r = sale_row("safe")
+        cluster.judge_history(r, answers, dict(lost, lost_updates=0))
+        r = judged(r)
+        self.assertEqual(r["verdict"], "fail")
+        self.assertIn("witnesses disagree", r["reason"])
+        # One after the other, each leaving one less: both witnesses say safe.
+        answers = [(0, 1.0, 2.0, 200, "", 4), (1, 2.5, 3.0, 200, "", 3)]
+        r = sale_row("safe")
+        cluster.judge_history(r, answers, dict(lost, remaining=3, lost_updates=0))
+        self.assertTrue(r["history_linearizable"])
+        self.assertEqual(judged(r)["verdict"], "pass")
+
     def test_the_report_has_one_line_per_strategy(self):
         rows = [dict(sale_row("safe", phase=p, strategy="optimistic", per_s=5.0,
                               acked_missing=0, first_ok_s=1.5), verdict="pass", reason="")
