@@ -277,7 +277,13 @@ static void test_a_stop_during_a_race(void **state)
     assert_int_equal(pthread_create(&t, NULL, first_run, &first), 0);
     assert_int_equal(wait_metric("stockd_in_flight_requests", 5, 10000), 0);
     stockd_signal_stop();
-    struct http_reply r;
+    struct http_reply r = {0};
+    long long deadline = now_ms() + 5000;
+    do { /* until the signal is seen: the running race keeps stockd draining */
+        http_reply_free(&r);
+        http_call("GET", "/strategies", NULL, &r);
+    } while (r.status == 200 && now_ms() < deadline);
+    http_reply_free(&r);
     http_call("POST", "/lab/race", "{\"strategy\":\"sql\",\"product\":1971}", &r);
     assert_int_equal(r.status, 503);
     assert_string_equal(reply_word(&r), "shutting_down");
