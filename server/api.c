@@ -207,22 +207,25 @@ st_result api_stock(struct worker *w, const struct http_request *req, json_t *re
     return r == ST_OK ? stream_accounting(w, reply) : r;
 }
 
-static json_t *sale_json(const struct deduct_request *rq, const struct deduct_reply *out)
+/* What the sale saw, added to its reply: set in place, where a document of
+ * its own merged in would cost an object, its table and a copy of each
+ * member per sale. */
+static void sale_json(json_t *reply, const struct deduct_request *rq,
+                      const struct deduct_reply *out)
 {
-    json_t *o = json_pack("{s:i}", "attempts", out->attempts);
+    json_object_set_new(reply, "attempts", json_integer(out->attempts));
     if (out->remaining != REMAINING_UNKNOWN)
-        json_object_set_new(o, "remaining", json_integer(out->remaining));
+        json_object_set_new(reply, "remaining", json_integer(out->remaining));
     if (out->fence)
-        json_object_set_new(o, "fence", json_integer(out->fence));
+        json_object_set_new(reply, "fence", json_integer(out->fence));
     if (out->lock_lost)
-        json_object_set_new(o, "lock_lost", json_true());
+        json_object_set_new(reply, "lock_lost", json_true());
     if (out->batch)
-        json_object_set_new(o, "batch", json_integer(out->batch));
+        json_object_set_new(reply, "batch", json_integer(out->batch));
     if (out->order[0])
-        json_object_set_new(o, "order", json_string(out->order));
+        json_object_set_new(reply, "order", json_string(out->order));
     if (rq->hold_ms)
-        json_object_set_new(o, "hold_ms", json_integer(rq->hold_ms));
-    return o;
+        json_object_set_new(reply, "hold_ms", json_integer(rq->hold_ms));
 }
 
 /* ST_BACKEND_UNAVAILABLE when a backend `s` needs is not configured. */
@@ -306,7 +309,7 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
     const struct strategy *s = rq->strategy;
     size_t i = strategy_index(s);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
-        json_object_update_new(reply, sale_json(rq, out));
+        sale_json(reply, rq, out);
     if (rq->trace) {
         trace_mark(rq->trace, TRACE_ANSWER);
         json_object_set_new(reply, "trace",

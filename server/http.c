@@ -192,10 +192,17 @@ static const char *header(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-/* A reply document whose first member is "ok"; finish_reply() sets it. */
+/* A reply document whose first member is "ok"; finish_reply() sets it.
+ * Built member by member: json_pack() would parse its format for every
+ * request. */
 static json_t *new_reply(void)
 {
-    return json_pack("{s:b}", "ok", 0);
+    json_t *doc = json_object();
+    if (doc && json_object_set_new(doc, "ok", json_false()) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 /* Completes `doc` for result `r` (ok, error word, message) and renders it

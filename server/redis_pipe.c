@@ -31,6 +31,20 @@
 /* The scripts one connection has had loaded: each lua row has one. */
 #define SCRIPTS_MAX 4
 
+/* The last command the pipe formatted, and hiredis' formatting of it: a
+ * loop sends the same call (one script, one product, one quantity) over and
+ * over, and hiredis would format every argument anew for each. Its
+ * arguments are kept, each with its NUL, to tell the next call whether it is
+ * the same; one too long to keep is formatted every time. */
+#define KEPT_ARGS_MAX 512
+
+struct formatted {
+    char *cmd; /* hiredis' sds, or NULL */
+    int len;
+    int argc; /* -1: not kept */
+    char args[KEPT_ARGS_MAX];
+};
+
 struct call_list {
     struct pipe_call *head, **end;
 };
@@ -53,6 +67,7 @@ struct redis_pipe {
      * answered, and to be sent anew. */
     enum { LOAD_SENT, LOAD_DONE, LOAD_AGAIN } load_state[SCRIPTS_MAX];
     struct pipe_call auth; /* the connection's AUTH       */
+    struct formatted last;
 };
 
 static void list_init(struct call_list *l)
@@ -141,6 +156,7 @@ void redis_pipe_free(struct redis_pipe *p)
         drop_connection(p, "stopping", "stockd is stopping");
     redisFree(p->ctx);
     fail_all(&p->queued, ST_SHUTTING_DOWN, "stockd is stopping");
+    redisFreeSdsCommand(p->last.cmd);
     free(p);
 }
 
@@ -240,6 +256,43 @@ static void load_again(struct redis_pipe *p)
             p->load_state[i] = LOAD_AGAIN;
 }
 
+/* Whether `argv` is the command `f` holds. */
+static int same_command(const struct formatted *f, int argc, const char **argv)
+{
+    if (!f->cmd || f->argc != argc)
+        return 0;
+    const char *kept = f->args;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(kept, argv[i]) != 0)
+            return 0;
+        kept += strlen(kept) + 1;
+    }
+    return 1;
+}
+
+/* Has hiredis format `argv` into `f`; 0, or -1 when out of memory. */
+static int format_command(struct formatted *f, int argc, const char **argv)
+{
+    char *cmd;
+    int len = redisFormatSdsCommandArgv(&cmd, argc, argv, NULL);
+    if (len < 0)
+        return -1;
+    redisFreeSdsCommand(f->cmd);
+    f->cmd = cmd;
+    f->len = len;
+    f->argc = -1;
+    size_t at = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t n = strlen(argv[i]) + 1;
+        if (n > sizeof f->args - at)
+            return 0;
+        memcpy(f->args + at, argv[i], n);
+        at += n;
+    }
+    f->argc = argc;
+    return 0;
+}
+
 /* Appends the EVALSHA of `call`; 0, or -1 when hiredis is out of memory. */
 static int append_call(struct redis_pipe *p, const struct pipe_call *call)
 {
@@ -248,9 +301,11 @@ static int append_call(struct redis_pipe *p, const struct pipe_call *call)
     char numkeys[12];
     redis_evalsha_head(argv, call->script, call->nkeys, numkeys);
     memcpy(argv + REDIS_EVALSHA_HEAD, call->argv, sizeof *argv * (size_t)call->argc);
-    return redisAppendCommandArgv(p->ctx, REDIS_EVALSHA_HEAD + call->argc, argv, NULL) == REDIS_OK
-               ? 0
-               : -1;
+    int argc = REDIS_EVALSHA_HEAD + call->argc;
+    if (!same_command(&p->last, argc, argv) && format_command(&p->last, argc, argv) != 0)
+        return -1;
+    return redisAppendFormattedCommand(p->ctx, p->last.cmd, (size_t)p->last.len) == REDIS_OK ? 0
+                                                                                             : -1;
 }
 
 /* Answers `call` ST_TIMEOUT if its deadline has passed (it was never

@@ -42,6 +42,8 @@ enum {
     PRODUCT_PIPELINE = 9007,
     PRODUCT_FLUSH = 9008,
     PRODUCT_ABANDONED = 9009,
+    PRODUCT_MIXED_A = 9010,
+    PRODUCT_MIXED_B = 9011,
 };
 
 #define BUSY "stockd_workers_busy"
@@ -377,6 +379,40 @@ static void test_waiting_sales_hold_no_worker(void **state)
     expect_redis_sold(PRODUCT_PIPELINE, 1 + PIPELINED);
 }
 
+#define MIXED 12
+
+/* Redis sleeps while lua sales of two products, of one and of two units,
+ * arrive in turn: the loops write them in the same few writes, one call
+ * unlike the one before it. Each sells its own product and quantity. */
+static void test_mixed_sales_in_one_write(void **state)
+{
+    (void)state;
+    reset(PRODUCT_MIXED_B, STOCK);
+    FILE *sleeper = redis_asleep_after_a_sale(PRODUCT_MIXED_A);
+    struct background sales[MIXED];
+    long long sold_a = 1, sold_b = 0;
+    for (int i = 0; i < MIXED; i++) {
+        int product = i % 2 ? PRODUCT_MIXED_B : PRODUCT_MIXED_A;
+        int qty = i % 3 == 2 ? 2 : 1;
+        start_background(&sales[i], "lua", product, qty == 2 ? "qty=2" : NULL);
+        *(product == PRODUCT_MIXED_A ? &sold_a : &sold_b) += qty;
+    }
+    assert_int_equal(wait_metric("stockd_in_flight_requests", MIXED + 1, SETTLE_MS), 0);
+    wait_for_redis_to_wake(sleeper);
+
+    for (int i = 0; i < MIXED; i++) {
+        assert_int_equal(finish_background(&sales[i]), 200);
+        http_reply_free(&sales[i].reply);
+    }
+    struct account a = account(PRODUCT_MIXED_A), b = account(PRODUCT_MIXED_B);
+    assert_int_equal(a.redis.sold, sold_a);
+    assert_int_equal(a.redis.remaining, STOCK - sold_a);
+    assert_int_equal(a.redis.orders, 1 + MIXED / 2);
+    assert_int_equal(b.redis.sold, sold_b);
+    assert_int_equal(b.redis.remaining, STOCK - sold_b);
+    assert_int_equal(b.redis.orders, MIXED / 2);
+}
+
 /* A client that gives up resets its connection (SO_LINGER 0 on close), so
  * that stockd sees it go at once. */
 static int reset_on_close(void *clientp, curl_socket_t fd, curlsocktype purpose)
@@ -482,6 +518,7 @@ int main(void)
                                         stop_stockd),
         cmocka_unit_test_setup_teardown(test_waiting_sales_hold_no_worker, start_plain,
                                         stop_stockd),
+        cmocka_unit_test_setup_teardown(test_mixed_sales_in_one_write, start_plain, stop_stockd),
         cmocka_unit_test_setup_teardown(test_script_flush_costs_no_sale, start_plain, stop_stockd),
         cmocka_unit_test_setup_teardown(test_sales_whose_client_went, start_plain, stop_stockd),
     };
