@@ -186,7 +186,9 @@ static int stuck(const struct zk_session *s)
 
 /* One try: the current session (replacing it if it is dead, abandoned or
  * stuck), connected within the wait, or NULL. Called with `guard` held;
- * returns a session to close (after unlocking) in *retired. */
+ * returns the sessions to close (after unlocking) in retired[0] (the one it
+ * replaced) and retired[1] (the one it waited on, when another request
+ * replaced it meanwhile: the wait lets go of `guard`). */
 static struct zk_session *try_session(struct worker *w, int patient, struct zk_session **retired)
 {
     struct zk_session *old = NULL;
@@ -194,7 +196,7 @@ static struct zk_session *try_session(struct worker *w, int patient, struct zk_s
         old = current;
         old->abandoned = 1;
         if (old->refs == 0)
-            *retired = old;
+            retired[0] = old;
         current = NULL;
     }
     int fresh = !current;
@@ -236,6 +238,10 @@ static struct zk_session *try_session(struct worker *w, int patient, struct zk_s
     s->refs--;
     if (dead(s->zh))
         s->abandoned = 1; /* the next try replaces it */
+    if (s != current && s->refs == 0) {
+        assert(s->abandoned); /* only an abandoned session stops being current */
+        retired[1] = s;
+    }
     return NULL;
 }
 
@@ -248,12 +254,13 @@ st_result zk_session_get(struct worker *w, int patient, struct zk_session **out)
     /* Two tries: an expired session is only found out on reconnecting, and
      * then a fresh one is what the request needs. */
     for (int round = 0; round < 2 && !*out; round++) {
-        struct zk_session *retired = NULL;
+        struct zk_session *retired[2] = {NULL, NULL};
         pthread_mutex_lock(&guard);
-        *out = try_session(w, patient, &retired);
+        *out = try_session(w, patient, retired);
         int expired = !*out && current && current->abandoned;
         pthread_mutex_unlock(&guard);
-        close_session(retired);
+        close_session(retired[0]);
+        close_session(retired[1]);
         if (!*out && !expired)
             break;
     }
