@@ -386,9 +386,8 @@ class Bench:
         for f in os.listdir(self.out_dir):  # the history is in the .jsonl now
             if f.startswith(name + ".wrk."):
                 os.remove(os.path.join(self.out_dir, f))
-        if cut is None and acct:
-            ops = history.with_final_read(ops, acct.get("remaining"), path)
-        out = history.judge(ENDLESS_STOCK, ops, future=cut)
+        final = acct.get("remaining") if cut is None and acct else None
+        out = history.judge_final(ENDLESS_STOCK, ops, final, path, future=cut)
         verdict, why = bench_verdict(safe, load.outcomes, acct, 1)
         out.update(history_rps=load.rps, history_oversold=(acct or {}).get("oversold"),
                    history_lost=(acct or {}).get("lost_updates"), pass_acct=acct,

@@ -227,9 +227,8 @@ class Chaos:
              "gone_s": None if gone is None else round(gone, 2)}
         r.update(f)
         path = os.path.join(self.out_dir, f"history-{slug(fault.name)}-{slug(s.name)}.jsonl")
-        ops = history.with_final_read(history.from_answers(answers, path, 1),
-                                      (acct or {}).get("remaining"), path)
-        r.update(history.judge(ENDLESS_STOCK, ops))
+        r.update(history.judge_final(ENDLESS_STOCK, history.from_answers(answers, path, 1),
+                                     (acct or {}).get("remaining"), path))
         verdict = "fail" if why else "pass"
         reason = "; ".join(why) if why else "alive, no hang, recovered, ledger straight"
         r["verdict"], r["reason"] = with_witnesses(verdict, reason, acct, r)

@@ -239,8 +239,7 @@ def judge_history(row, answers, account):
     ops = history_mod.from_answers(
         [Answer(start, end, status, word, left) for _, start, end, status, word, left in answers],
         None, 1)
-    row.update(history_mod.judge(account["initial"],
-                                 history_mod.with_final_read(ops, account.get("remaining"))))
+    row.update(history_mod.judge_final(account["initial"], ops, account.get("remaining")))
     row["witnesses"] = witnesses_problem(account, row)
 
 

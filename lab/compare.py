@@ -181,8 +181,7 @@ class Comparison:
             return history.not_judged("no requests")
         path = os.path.join(self.out_dir, "history-" + slug(row.label) + ".jsonl")
         ops = history.from_jtl(run.jtl, path, self.args.qty)
-        ops = history.with_final_read(ops, (acct or {}).get("remaining"), path)
-        hist = history.judge(row.stock, ops)
+        hist = history.judge_final(row.stock, ops, (acct or {}).get("remaining"), path)
         self.say(f"{row.label}: history ({hist['history_ops']} ops, {hist['history_s']} s): "
                  f"{hist['history']}")
         return hist

@@ -176,6 +176,12 @@ def judge(initial, ops, future=None):
             "history_how": r["how"], "history_s": round(time.monotonic() - t0, 3)}
 
 
+def judge_final(initial, ops, remaining, path=None, future=None):
+    """judge() of ops with the store's counter read after them (remaining: an int, or
+    None when there is none to add, as for a window)."""
+    return judge(initial, with_final_read(ops, remaining, path), future=future)
+
+
 def text(r):
     if r["linearizable"] is None:
         return f"undecided: {r['undecided']}"

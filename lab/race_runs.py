@@ -48,8 +48,8 @@ def races_for(facts, selected, instances):
 def judged(race):
     """The race's checker fields and whether its two witnesses agree."""
     ledger = race.get("ledger") or {}
-    ops = history.with_final_read(history.from_race(race), ledger.get("remaining"))
-    hist = history.judge(race.get("initial", UNITS), ops)
+    hist = history.judge_final(race.get("initial", UNITS), history.from_race(race),
+                               ledger.get("remaining"))
     hist["ledger"] = race_text(ledger) if raced(ledger) else "nothing oversold or lost"
     hist["agree"] = witnesses_problem(ledger, hist)
     return hist
