@@ -97,8 +97,11 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
     "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
 
+#define SALE_SCRIPT_STEPS "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger"
+
 struct redis_script redis_sale_script = {
     .source = SALE_SCRIPT_BODY "return {1, left}\n",
+    .steps = SALE_SCRIPT_STEPS,
 };
 
 struct redis_script redis_stream_sale_script = {
@@ -106,7 +109,14 @@ struct redis_script redis_stream_sale_script = {
     "redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'product', ARGV[3], 'qty', ARGV[1],"
     " 'epoch', redis.call('GET', KEYS[3]) or '0')\n"
     "return {1, left}\n",
+    .steps = SALE_SCRIPT_STEPS ", XADD the order",
 };
+
+/* The sale script a row runs: a row that settles later streams its orders. */
+static struct redis_script *sale_script_of(const struct deduct_request *rq)
+{
+    return rq->strategy->settles == SETTLES_LATER ? &redis_stream_sale_script : &redis_sale_script;
+}
 
 /* The script's keys and quantity as this thread last formatted them: a
  * loop sells the same few products, mostly one unit at a time, over and
@@ -134,8 +144,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[0] = a->stock;
     a->argv[1] = a->ledger;
     a->argv[2] = a->qty;
-    a->script = &redis_sale_script, a->nkeys = 2, a->argc = 3;
-    if (rq->strategy->settles != SETTLES_LATER)
+    a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
+    if (a->script != &redis_stream_sale_script)
         return;
     redis_key(a->epoch, "stock", rq->product, ":epoch");
     snprintf(a->product, sizeof a->product, "%d", rq->product);
@@ -144,7 +154,7 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
                               a->qty,   out->order, a->product};
     for (int i = 0; i < 7; i++)
         a->argv[i] = streamed[i];
-    a->script = &redis_stream_sale_script, a->nkeys = 4, a->argc = 7;
+    a->nkeys = 4, a->argc = 7;
 }
 
 /* What the script reported back: the count it found when it sold
@@ -156,10 +166,7 @@ static void trace_script(const struct deduct_request *rq, long long sold, long l
     if (!t)
         return;
     trace_mark(t, TRACE_COMMIT);
-    t->update = rq->strategy->settles == SETTLES_LATER
-                    ? "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger, "
-                      "XADD the order"
-                    : "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger";
+    t->update = sale_script_of(rq)->steps;
     if (sold)
         t->wrote = count;
     else

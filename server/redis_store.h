@@ -34,8 +34,9 @@ struct worker;
  * request reads it without a lock. */
 struct redis_script {
     const char *source;
-    char sha[41];     /* written once, before `known`       */
-    atomic_int known; /* release/acquire: `sha` is complete */
+    const char *steps; /* what it does, in words, for a traced sale (sale scripts) */
+    char sha[41];      /* written once, before `known`       */
+    atomic_int known;  /* release/acquire: `sha` is complete */
 };
 
 /* Records the SHA1 (40 hex digits) a SCRIPT LOAD of `script` answered,
