@@ -145,9 +145,11 @@ demo compare: build
 # HTTP path, Redis and MariaDB, checks the ledger after each row, writes
 # results/bench-<timestamp>/ and prints the table. Knobs (through the
 # environment): CONNS=1,16,64,256 DURATION=2 WARMUP=1 STRATEGIES=
+# Then the order stream's costs (make stream-bench).
 bench: build
 	@$(DEPS) stack zk bench chromium
 	@bench/bench
+	@python3 -B -m lab stream bench
 
 # make chaos: faults injected under load (lab/chaos.py): MariaDB, Redis and
 # ZooKeeper killed with -9 and restarted, Redis frozen, one then two Redlock

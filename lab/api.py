@@ -104,10 +104,12 @@ class Api:
             raise SetupError(f"GET /strategies at {self.where()} answered {r.status}")
         return r
 
-    def reset(self, product, count):
-        """None when the reset worked, else why not (one line)."""
+    def reset(self, product, count, timeout=None):
+        """None when the reset worked, else why not (one line). A reset deletes the
+        product's orders: `timeout` for one that may have many."""
         try:
-            r = self.call("POST", f"/stock/reset?product={product}&count={count}", admin=True)
+            r = self.call("POST", f"/stock/reset?product={product}&count={count}",
+                          timeout=timeout, admin=True)
         except OSError as e:
             return f"reset failed: {e}"
         if r.status == 200:
@@ -115,9 +117,9 @@ class Api:
         hint = " (set STOCKD_ADMIN_TOKEN)" if r.status == 401 else ""
         return f"reset answered {r.status}: {str(r.body)[:160]}{hint}"
 
-    def must_reset(self, product, count):
+    def must_reset(self, product, count, timeout=None):
         """reset(), raising why not as a SetupError."""
-        err = self.reset(product, count)
+        err = self.reset(product, count, timeout)
         if err:
             raise SetupError(err)
 

@@ -23,10 +23,11 @@ proved and measured: every 200 a client saw reaches MySQL exactly once, through 
         answers whose outcome the client could not know.
     python3 -m lab stream bench
         accepted sales/s of the stream row beside the two it is measured against, the
-        lua script and the sql batch (their names read from their C files), in one run
-        (wrk), the drain
-        rate of a consumer (orders/s, its batch size) over a stream filled while no
-        consumer ran, and the lag under a load above that rate.
+        sql batch and the lua script (their names read from their C files), in one run
+        (wrk); the stream row and lua alternated --pairs times, their ratio the median
+        of the pairs'; the drain rate of a consumer (orders/s, its batch size) over the
+        stream those pairs filled while no consumer ran, and the lag under a load
+        above that rate.
 
 chaos and bench start their own stockd (with no consumer inside: the consumers are
 `stockd --consume 1` processes they start and kill) on --port, and the stack when it is
@@ -40,6 +41,7 @@ import sys
 import threading
 import time
 import http.client
+from statistics import median
 
 from . import facts as facts_mod, sources, wrk
 from .api import Api
@@ -54,6 +56,12 @@ SQL_RIVAL = os.path.join(sources.SERVER, "strategy_sql_batch.c")
 PRODUCT = 9801
 STOCK = 1_000_000_000
 DRAIN_S = 120
+# A bench leaves hundreds of thousands of orders, which a reset deletes: about 10 s a
+# million here. The bench's stockd waits for MySQL that long (--io-timeout-ms), and the
+# bench deletes its orders when it ends, so that the next run starts from none.
+RESET_TIMEOUT_S = 60
+BENCH_TIMEOUTS = ["--io-timeout-ms", "60000", "--request-timeout-ms", "60000"]
+CHAOS_TIMEOUTS = ["--io-timeout-ms", "2000", "--request-timeout-ms", "5000"]
 ROWS = ("none", "kill-before-commit", "kill-before-ack", "mysql-down", "redis-kill")
 HOLD_LINES = {"commit": "before commit", "ack": "committed, before ack"}
 
@@ -69,6 +77,10 @@ def parse_args(argv):
     o.add("--hold", ["STREAM_HOLD_S"], 4.0, float, "chaos: seconds a fault lasts", 0.5)
     o.add("--seconds", ["STREAM_SECONDS"], 10, int, "bench: seconds per measurement", 1)
     o.add("--conns", ["STREAM_CONNS"], 32, int, "bench: wrk connections", 1)
+    o.add("--pairs", ["STREAM_PAIRS"], 5, int,
+          "bench: alternating measures of the stream row and the lua script", 1)
+    o.add("--pair-seconds", ["STREAM_PAIR_SECONDS"], 4, int, "bench: seconds per paired measure",
+          1)
     o.add("--batch", ["STREAM_BATCH"], 256, int, "the consumers' --stream-batch", 1)
     o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
           "where results go")
@@ -274,7 +286,7 @@ def redis_persistence(env):
 
 def chaos_row(name, args, api, say, env):
     """Runs one row: load, its fault, the drain, the reconciliation."""
-    api.reset(args.product, STOCK)
+    api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)
     clients = Clients(api, args.product, args.clients, args.strategy)
     row = {"row": name}
     consumer = None if name.startswith("kill-") else Consumer(say, args.batch)
@@ -314,17 +326,39 @@ def chaos_row(name, args, api, say, env):
 # ---------------------------------------------------------------------- bench
 
 
+def accepted(args, api, strategy, seconds, log):
+    """(sales/s accepted, p99 ms) of `strategy` under wrk for `seconds`."""
+    r = wrk.run(f"http://{api.where()}/stock/deduct/{strategy}?product={args.product}",
+                args.conns, seconds, log, counting=True)
+    return round(r.outcomes["sold"] / seconds, 1), r.p99_ms
+
+
 def bench(args, api, say, out_dir):
     log = os.path.join(out_dir, "wrk.log")
     res = {"batch": args.batch, "conns": args.conns, "seconds": args.seconds}
-    for strategy in (sources.strategy_name(LUA_RIVAL), sources.strategy_name(SQL_RIVAL),
-                     args.strategy):
-        api.reset(args.product, STOCK)
-        r = wrk.run(f"http://{api.where()}/stock/deduct/{strategy}?product={args.product}",
-                    args.conns, args.seconds, log, counting=True)
-        res[strategy] = {"accepted_per_s": round(r.outcomes["sold"] / args.seconds, 1),
-                         "p99_ms": r.p99_ms}
-        say(f"{strategy}: {res[strategy]['accepted_per_s']} sales/s accepted (p99 {r.p99_ms} ms)")
+    sql, lua = sources.strategy_name(SQL_RIVAL), sources.strategy_name(LUA_RIVAL)
+    api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)
+    rate, p99 = accepted(args, api, sql, args.seconds, log)
+    res[sql] = {"accepted_per_s": rate, "p99_ms": p99}
+    say(f"{sql}: {rate} sales/s accepted (p99 {p99} ms)")
+    # The stream row against the same script without its XADD: alternating pairs,
+    # since two measures seconds apart share the host's noise. One reset for all of
+    # them, so that every order in the stream afterwards is of the current epoch.
+    api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)
+    runs = {lua: [], args.strategy: []}
+    for _ in range(args.pairs):
+        for strategy in runs:
+            runs[strategy].append(accepted(args, api, strategy, args.pair_seconds, log))
+    for strategy, measures in runs.items():
+        res[strategy] = {"accepted_per_s": median(r for r, _ in measures),
+                         "p99_ms": median(p for _, p in measures),
+                         "runs": [r for r, _ in measures]}
+        say(f"{strategy}: {res[strategy]['accepted_per_s']} sales/s accepted "
+            f"(median of {len(measures)} runs of {args.pair_seconds} s: {res[strategy]['runs']})")
+    ratios = [round(s / b, 3) if b else 0.0 for (b, _), (s, _) in zip(*runs.values())]
+    res["pairs"] = {"subject": args.strategy, "base": lua, "ratios": ratios,
+                    "median": median(ratios)}
+    say(f"{args.strategy} / {lua}: {res['pairs']['median']} (pairs {ratios})")
     # What sat in the stream (no consumer ran): the drain rate of one consumer.
     s, _ = stream_figures(api, args.product)
     backlog = s["length"]
@@ -336,7 +370,7 @@ def bench(args, api, say, out_dir):
     say(f"drain: {backlog} orders in {drain:.1f}s = {res['drain']['orders_per_s']} orders/s, "
         f"batches of at most {args.batch}")
     # The lag while a consumer runs under the full accepted rate.
-    api.reset(args.product, STOCK)
+    api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)
     consumer = Consumer(say, args.batch)
     lags, done = [], threading.Event()
 
@@ -360,6 +394,7 @@ def bench(args, api, say, out_dir):
                          "max_lag_ms": max((ms for _, ms in lags), default=0),
                          "drained_after_s": round(after, 2)}
     say(f"under load: {res['under_load']}")
+    api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)  # its orders deleted
     return res
 
 
@@ -374,8 +409,8 @@ def main(argv):
         return 2
     say = Progress("stream")
     api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 1, say, ["--stream-consumers", "0", "--io-timeout-ms", "2000",
-                                    "--request-timeout-ms", "5000"])
+    service = Service(api, 1, say, ["--stream-consumers", "0"] +
+                      (BENCH_TIMEOUTS if command == "bench" else CHAOS_TIMEOUTS))
 
     def work():
         ensure_writable(args.results_dir)

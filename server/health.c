@@ -95,10 +95,7 @@ void health_stop(void)
 {
     if (!started)
         return;
-    pthread_mutex_lock(&lock);
-    stopping = 1;
-    pthread_cond_broadcast(&changed);
-    pthread_mutex_unlock(&lock);
+    tell_stopping(&changed, &lock, &stopping);
     for (int id = 0; id < BACKEND_COUNT; id++) {
         if (probes[id].running)
             pthread_join(probes[id].thread, NULL);

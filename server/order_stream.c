@@ -511,10 +511,7 @@ void order_stream_stop(void)
 {
     if (!running)
         return;
-    pthread_mutex_lock(&lock);
-    stopping = 1;
-    pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
+    tell_stopping(&wake, &lock, &stopping);
     for (int i = 0; i < consumer_count; i++)
         pthread_join(consumers[i].thread, NULL);
     free(consumers);

@@ -104,10 +104,7 @@ void products_stop(void)
 {
     if (!running)
         return;
-    pthread_mutex_lock(&lock);
-    stopping = 1;
-    pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
+    tell_stopping(&wake, &lock, &stopping);
     pthread_join(thread, NULL);
     pthread_cond_destroy(&wake);
     running = 0;

@@ -123,7 +123,8 @@ static struct redis_script *sale_script_of(const struct deduct_request *rq)
  * over, and formatting is a good part of what a piped sale costs it. */
 static __thread struct {
     int product, qty;
-    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], qty_text[16];
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], product_text[16];
+    char qty_text[16];
 } last;
 
 void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
@@ -132,6 +133,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     if (!last.stock[0] || last.product != rq->product) {
         redis_key(last.stock, "stock", rq->product, "");
         redis_key(last.ledger, "ledger", rq->product, "");
+        redis_key(last.epoch, "stock", rq->product, ":epoch");
+        snprintf(last.product_text, sizeof last.product_text, "%d", rq->product);
         last.product = rq->product;
     }
     if (!last.qty_text[0] || last.qty != rq->qty) {
@@ -147,8 +150,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
     if (a->script != &redis_stream_sale_script)
         return;
-    redis_key(a->epoch, "stock", rq->product, ":epoch");
-    snprintf(a->product, sizeof a->product, "%d", rq->product);
+    memcpy(a->epoch, last.epoch, sizeof a->epoch);
+    memcpy(a->product, last.product_text, sizeof a->product);
     order_stream_new_id(out->order);
     const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
                               a->qty,   out->order, a->product};

@@ -182,6 +182,14 @@ int pause_unless_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, const in
     return go_on;
 }
 
+void tell_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, int *stopping)
+{
+    pthread_mutex_lock(mutex);
+    *stopping = 1;
+    pthread_cond_broadcast(cond);
+    pthread_mutex_unlock(mutex);
+}
+
 long long monotonic_us(void)
 {
     struct timespec t;

@@ -107,6 +107,10 @@ void cond_init_monotonic(pthread_cond_t *cond);
 int pause_unless_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, const int *stopping,
                           long long ms);
 
+/* The other side of pause_unless_stopping(): sets *stopping under `mutex`
+ * and wakes every thread pausing on `cond`, which then returns at once. */
+void tell_stopping(pthread_cond_t *cond, pthread_mutex_t *mutex, int *stopping);
+
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */
 void random_token(char *out, size_t bytes);
