@@ -405,16 +405,8 @@ class Bench:
             self.peer_note = "left out (--no-peer, --quick)"
             yield
             return
-        lua, sql = sources.LUA_FILE, sources.SQL_FILE
-        texts = {"lua_name": sources.strategy_name(lua),
-                 "sql_name": sources.strategy_name(sources.SQL_STRATEGY_FILE),
-                 "script": sources.redis_script(lua, "sell"),
-                 "deduct": sources.sql_statement(sql, "SQL_DEDUCT_IF_ENOUGH"),
-                 "insert": sources.sql_statement(sql, "SQL_INSERT_ORDER"),
-                 "read": sources.sql_statement(sql, "SQL_READ_STOCK"),
-                 "strategy": "peer-" + sources.strategy_name(sources.SQL_STRATEGY_FILE),
-                 "connections": (self.facts.settings or {}).get("workers") or 16,
-                 "workers": self.args.peer_workers}
+        texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
+                                      self.args.peer_workers)
         peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
                              os.path.join(run_dir(), "bench-peer", "strategies.json"),
                              self.log("peer"))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 
+from . import sources
 from .common import REPO
 from .service import stop_process
 
@@ -37,6 +38,23 @@ def describe():
         pinned = {}
     words += [f"{p} {pinned.get('node_modules/' + p, {}).get('version', '?')}" for p in PACKAGES]
     return ", ".join(words)
+
+
+def stockd_texts(connections, workers):
+    """What the peer is started with: the names of the `lua` and `sql` strategies and
+    the texts they run (the sale script, the statements), each read from the C file
+    stockd is built from, so that the peer can run nothing else; its MySQL pool's
+    `connections` and its processes, `workers`. SetupError when a text is gone."""
+    sql_strategy = sources.strategy_name(sources.SQL_STRATEGY_FILE)
+    return {"lua_name": sources.strategy_name(sources.LUA_FILE),
+            "sql_name": sql_strategy,
+            "script": sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT),
+            "deduct": sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH"),
+            "insert": sources.sql_statement(sources.SQL_FILE, "SQL_INSERT_ORDER"),
+            "read": sources.sql_statement(sources.SQL_FILE, "SQL_READ_STOCK"),
+            "strategy": "peer-" + sql_strategy,
+            "connections": connections,
+            "workers": workers}
 
 
 class PeerMissing(Exception):

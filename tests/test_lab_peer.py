@@ -4,7 +4,7 @@ when Node.js or npm is missing or too old; and it is given stockd's own texts.""
 import unittest
 from unittest import mock
 
-from lab import peer
+from lab import peer, sources
 
 
 class PeerTest(unittest.TestCase):
@@ -20,6 +20,17 @@ class PeerTest(unittest.TestCase):
                 mock.patch.object(peer, "node_version", lambda node: "v18.19.0"):
             with self.assertRaisesRegex(peer.PeerMissing, "Node.js 18 is older"):
                 peer.install("/dev/null")
+
+    def test_the_texts_are_read_from_stockds_sources(self):
+        texts = peer.stockd_texts(16, 1)
+        self.assertEqual(texts["script"],
+                         sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT))
+        self.assertIn("redis.call('DECRBY'", texts["script"])
+        self.assertTrue(texts["deduct"].startswith("UPDATE"))
+        self.assertTrue(texts["insert"].startswith("INSERT"))
+        self.assertTrue(texts["read"].startswith("SELECT"))
+        self.assertEqual(texts["lua_name"], sources.strategy_name(sources.LUA_FILE))
+        self.assertEqual(texts["strategy"], "peer-" + texts["sql_name"])
 
     def test_the_environment_carries_the_texts(self):
         db = {k: "v" for k in ("STOCKD_REDIS_HOST", "STOCKD_REDIS_PORT", "STOCKD_MYSQL_HOST",
