@@ -175,7 +175,7 @@ class Buyers:
     def __init__(self, ports, path, conns, count=None, timeout_s=30):
         self.ports, self.path, self.conns = ports, path, conns
         self.count, self.timeout_s = count, timeout_s
-        self.answers = []  # (instance index, start, end, status, word)
+        self.answers = []  # (instance index, lab.load.Answer)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = []
@@ -208,7 +208,7 @@ class Buyers:
                 status, word, left = NO_ANSWER, failure_word(e), None
                 conn.close()
                 conn = None
-            self.answers.append((i, start, time.monotonic(), status, word, left))
+            self.answers.append((i, Answer(start, time.monotonic(), status, word, left)))
         if conn is not None:
             conn.close()
 
@@ -226,7 +226,7 @@ class Buyers:
     def join(self):
         for t in self.threads:
             t.join()
-        self.answers.sort(key=lambda a: a[1])
+        self.answers.sort(key=lambda ia: ia[1].start)
 
 
 def judge_history(row, answers, account):
@@ -236,9 +236,7 @@ def judge_history(row, answers, account):
     if account.get("initial") is None:
         row.update(history_mod.not_judged("the ledger could not be read"))
         return
-    ops = history_mod.from_answers(
-        [Answer(start, end, status, word, left) for _, start, end, status, word, left in answers],
-        None, 1)
+    ops = history_mod.from_answers([a for _, a in answers], None, 1)
     row.update(history_mod.judge_final(account["initial"], ops, account.get("remaining")))
     row["witnesses"] = witnesses_problem(account, row)
 
@@ -258,11 +256,12 @@ class Run:
         return self.product
 
     def record(self, phase, s, product, buyers, t0):
-        for i, start, end, status, word, left in buyers.answers:
+        for i, a in buyers.answers:
             self.history.write(json.dumps({
                 "phase": phase, "strategy": s.name, "product": product, "instance": i,
-                "invoke_s": round(start - t0, 6), "complete_s": round(end - t0, 6),
-                "status": status, "error": word or None, "qty": 1, "remaining": left}) + "\n")
+                "invoke_s": round(a.start - t0, 6), "complete_s": round(a.end - t0, 6),
+                "status": a.status, "error": a.word or None, "qty": 1,
+                "remaining": a.remaining}) + "\n")
 
     def buy(self, phase, s, product, count=None, during=None, hold_ms=None):
         """The buyers' run on `product`; `during(t0)` runs beside it (and stops it)."""
@@ -283,7 +282,7 @@ class Run:
         answers = buyers.answers
         counts = {"ok": 0, "busy": 0, "sold_out": 0, "unavailable": 0, "other": 0}
         others = set()
-        for _, _, _, status, word, _ in answers:
+        for status, word in ((a.status, a.word) for _, a in answers):
             key = {200: "ok"}.get(status) or {"busy": "busy", "sold_out": "sold_out"}.get(word)
             if not key and status == 503:
                 key = "unavailable"
@@ -358,8 +357,8 @@ class Run:
         finally:
             stack("start-one", victim)
         row, _ = self.row("node killed", s, buyers, seconds, product)
-        first = [a[2] for a in buyers.answers
-                 if a[0] == dead_instance and a[3] == 200 and a[1] >= killed]
+        first = [a.end for i, a in buyers.answers
+                 if i == dead_instance and a.status == 200 and a.start >= killed]
         row["first_ok_s"] = round(min(first) - killed, 2) if first else None
         if row["fact"] in SAFE_FACTS:
             if row["acked_missing"]:

@@ -90,6 +90,11 @@ def parse_args(argv):
     return command, o.parse(argv[1:])
 
 
+def sale_path(strategy, product):
+    """One unit of `product` with `strategy`."""
+    return f"/stock/deduct/{strategy}?product={product}"
+
+
 # ------------------------------------------------------------------ the stores
 
 
@@ -228,7 +233,7 @@ class Clients:
             t.start()
 
     def client(self):
-        conn, path = None, f"/stock/deduct/{self.strategy}?product={self.product}"
+        conn, path = None, sale_path(self.strategy, self.product)
         while not self.stop_flag.is_set():
             try:
                 conn = conn or http.client.HTTPConnection(self.api.host, self.api.port, timeout=10)
@@ -328,8 +333,8 @@ def chaos_row(name, args, api, say, env):
 
 def accepted(args, api, strategy, seconds, log):
     """(sales/s accepted, p99 ms) of `strategy` under wrk for `seconds`."""
-    r = wrk.run(f"http://{api.where()}/stock/deduct/{strategy}?product={args.product}",
-                args.conns, seconds, log, counting=True)
+    r = wrk.run(f"http://{api.where()}{sale_path(strategy, args.product)}", args.conns, seconds,
+                log, counting=True)
     return round(r.outcomes["sold"] / seconds, 1), r.p99_ms
 
 
@@ -383,13 +388,12 @@ def bench(args, api, say, out_dir):
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    r = wrk.run(f"http://{api.where()}/stock/deduct/{args.strategy}?product={args.product}",
-                args.conns, args.seconds, log, counting=True)
+    rate, _ = accepted(args, api, args.strategy, args.seconds, log)
     done.set()
     sampler.join()
     after = wait_drained(api, args.product, 600)
     consumer.stop()
-    res["under_load"] = {"accepted_per_s": round(r.outcomes["sold"] / args.seconds, 1),
+    res["under_load"] = {"accepted_per_s": rate,
                          "max_length": max((n for n, _ in lags), default=0),
                          "max_lag_ms": max((ms for _, ms in lags), default=0),
                          "drained_after_s": round(after, 2)}

@@ -5,6 +5,7 @@ import unittest
 
 from fakestockd import document, strategy
 from lab import cluster, cluster_report, facts
+from lab.load import Answer
 
 FACTS = facts.parse(document([
     strategy("race", safe=False, cluster="loses_updates"),
@@ -71,7 +72,7 @@ class ClusterTest(unittest.TestCase):
 
     def test_the_history_is_a_second_witness(self):
         # Two buyers both read 5 and left 4: a lost update the ledger must see too.
-        answers = [(0, 1.0, 2.0, 200, "", 4), (1, 1.1, 2.1, 200, "", 4)]
+        answers = [(0, Answer(1.0, 2.0, 200, "", 4)), (1, Answer(1.1, 2.1, 200, "", 4))]
         lost = {"initial": 5, "remaining": 4, "sold": 2, "oversold": 0, "lost_updates": 1}
         r = sale_row("loses_updates", lost_updates=1)
         cluster.judge_history(r, answers, lost)
@@ -84,7 +85,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(r["verdict"], "fail")
         self.assertIn("witnesses disagree", r["reason"])
         # One after the other, each leaving one less: both witnesses say safe.
-        answers = [(0, 1.0, 2.0, 200, "", 4), (1, 2.5, 3.0, 200, "", 3)]
+        answers = [(0, Answer(1.0, 2.0, 200, "", 4)), (1, Answer(2.5, 3.0, 200, "", 3))]
         r = sale_row("safe")
         cluster.judge_history(r, answers, dict(lost, remaining=3, lost_updates=0))
         self.assertTrue(r["history_linearizable"])
