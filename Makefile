@@ -13,12 +13,16 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 PKG_CFLAGS += -DTHREADED
 PKG_LIBS += -lzookeeper_mt
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2
-CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP
+# Every include names its layer ("core/result.h"), from server/.
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE $(WARN) -Iserver $(PKG_CFLAGS) -pthread -MMD -MP
 RELEASE_CFLAGS = $(CFLAGS_COMMON) -O2 -g
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN) -Iserver
+TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN)
 
-SERVER_SRC := $(wildcard server/*.c)
+# server/ is laid in layers, each a folder (server/README.md); the strategies
+# one level deeper, in server/sale/strategies/.
+SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c server/*/*/*.c))
+SERVER_HDR := $(sort $(wildcard server/*/*.h server/*/*/*.h))
 LIB_SRC := $(filter-out server/main.c,$(SERVER_SRC))
 UNIT_SRC := $(wildcard tests/unit_*.c)
 IT_SRC := $(wildcard tests/it_*.c)
@@ -59,12 +63,14 @@ build/stockd: $(RELEASE_OBJ)
 	@echo "  LINK  $@"
 	$(Q)$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-build/release/%.o: server/%.c | build/release
+build/release/%.o: server/%.c
 	@echo "  CC    $<"
+	@mkdir -p $(@D)
 	$(Q)$(CC) $(RELEASE_CFLAGS) -c -o $@ $<
 
-build/test/server/%.o: server/%.c | build/test/server
+build/test/server/%.o: server/%.c
 	@echo "  CC    $< (sanitized)"
+	@mkdir -p $(@D)
 	$(Q)$(CC) $(TEST_CFLAGS) -c -o $@ $<
 
 build/test/stockd: build/test/server/main.o $(TEST_LIB_OBJ)
@@ -80,13 +86,11 @@ build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
 	$(Q)$(CC) $(TEST_CFLAGS) -o $@ tests/it_$*.c $(HARNESS_SRC) \
 		$(shell pkg-config --libs cmocka libcurl jansson)
 
-build/test/server/main.o: server/main.c | build/test/server
-
 # The lab page's files are compiled into assets.o (.incbin).
 WEB := $(wildcard web/*)
-build/release/assets.o build/test/server/assets.o build/fuzz/server/assets.o: $(WEB)
+build/release/api/assets.o build/test/server/api/assets.o build/fuzz/server/api/assets.o: $(WEB)
 
-build/release build/test build/test/server build/fuzz/server:
+build/test:
 	mkdir -p $@
 
 # The libFuzzer harnesses (tests/fuzz_*.c), built with clang into build/fuzz:
@@ -94,15 +98,16 @@ build/release build/test build/test/server build/fuzz/server:
 # libFuzzer's main. fuzz_request wraps params_parse to stop each handler
 # after its parameters (the harness's top comment says why). Unlike gcc,
 # clang's -Wformat-nonliteral also flags a vsnprintf of a va_list in a
-# function without a format attribute (http.c's libmicrohttpd logger).
+# function without a format attribute (http/http.c's libmicrohttpd logger).
 FUZZ_CC := clang
-FUZZ_CFLAGS = $(CFLAGS_COMMON) -Wno-format-nonliteral -O1 -g $(SAN) -Iserver
+FUZZ_CFLAGS = $(CFLAGS_COMMON) -Wno-format-nonliteral -O1 -g $(SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:server/%.c=build/fuzz/server/%.o)
 FUZZ_BIN := build/fuzz/fuzz_request
 FUZZ_SECONDS ?= 300
 
-build/fuzz/server/%.o: server/%.c | build/fuzz/server
+build/fuzz/server/%.o: server/%.c
 	@echo "  CC    $< (clang, fuzzing)"
+	@mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/fuzz_request: tests/fuzz_request.c $(FUZZ_LIB_OBJ)
@@ -254,10 +259,10 @@ clean:
 	rm -rf build
 
 format:
-	clang-format -i server/*.c server/*.h tests/*.c tests/*.h
+	clang-format -i $(SERVER_SRC) $(SERVER_HDR) tests/*.c tests/*.h
 
 format-check:
-	@clang-format --dry-run --Werror server/*.c server/*.h tests/*.c tests/*.h && \
+	@clang-format --dry-run --Werror $(SERVER_SRC) $(SERVER_HDR) tests/*.c tests/*.h && \
 		echo "  FORMAT ok (.clang-format)"
 
 # Every object and binary depends on the headers it includes (-MMD): the

@@ -4,7 +4,7 @@
 --
 --   START TRANSACTION; <deduct>; <insert>; COMMIT
 --
--- The statement texts are options, passed by the lab from server/sql.c
+-- The statement texts are options, passed by the lab from server/backend/sql.c
 -- (SQL_DEDUCT_IF_ENOUGH, SQL_INSERT_ORDER) so that they stay the same:
 --
 --   sysbench bench/sale.lua --deduct-sql="UPDATE ..." --insert-sql="INSERT ..." \

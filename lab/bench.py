@@ -274,7 +274,7 @@ class Bench:
     def redis_limit(self):
         lua = sources.strategy_name(sources.LUA_FILE)
         if lua not in self.facts.by_name:
-            raise SetupError(f"server/strategy_lua.c registers '{lua}', which GET /strategies "
+            raise SetupError(f"server/sale/strategies/lua.c registers '{lua}', which GET /strategies "
                              "does not list")
         script = sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT)
         sha = sources.sha1(script)
@@ -285,7 +285,7 @@ class Bench:
             raise SetupError(f"one '{lua}' sale answered {r.status}: {str(r.body)[:160]}")
         if not raw.script_loaded(port, sha):
             raise SetupError(f"after a '{lua}' sale, Redis has no script {sha}: the sale script "
-                             "read from server/strategy_lua.c is not the one stockd runs "
+                             "read from server/sale/strategies/lua.c is not the one stockd runs "
                              "(rebuild stockd?)")
         self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
         keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
@@ -481,7 +481,7 @@ class Bench:
     def pairs(self, selected):
         """The headline ratios, each from --pairs alternating measures of a subject and
         its limit at headline_conc(): stockd's GET /strategies against nginx, the
-        strategies of server/strategy_lua.c and server/strategy_sql.c (when selected)
+        strategies of server/sale/strategies/lua.c and server/sale/strategies/sql.c (when selected)
         against EVALSHA and the sale transaction, `lua` against EVALSHA pipelined too,
         and each of the three against the peer's when it runs. wrk runs with
         bench/rate.lua here: its per-answer counting would be charged to stockd

@@ -2,7 +2,7 @@
 one is judged on.
 
 A fault names the backend it hits, as GET /strategies' `needs` spells it (the name
-of its `struct backend` in server/, read from there), the stack processes it acts on
+of its `struct backend` in server/backend/, read from there), the stack processes it acts on
 (scripts/stack.sh names), how it starts (kill-one: kill -9; stop-one: a clean stop;
 freeze-one: SIGSTOP) and ends (start-one, or thaw-one: SIGCONT), and whether the
 backend is gone meanwhile ("outage") or still there for the strategies that need it
@@ -28,7 +28,7 @@ from .service import stack_script
 
 OUTAGE, QUORUM = "outage", "quorum"
 # Where stockd defines its backends (their names are read from there).
-BACKEND_FILES = ("mysql_store.c", "redis_store.c", "redlock.c", "zk_store.c")
+BACKEND_FILES = ("mysql.c", "redis.c", "redlock.c", "zookeeper.c")
 POLL_S = 0.02
 PROBE_TIMEOUT_S = 0.5
 

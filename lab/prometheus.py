@@ -3,7 +3,7 @@ peak number of requests in flight inside stockd, and the lock wait p99, per row.
 
     prom = Prometheus.up(["127.0.0.1:8080"], say)   # None when it cannot be had
     prom.peak_in_flight(t0, t1)                     # over a row's wall-clock window
-    prom.lock_wait_p99_ms("redis-lock", t0, t1)
+    prom.lock_wait_p99_ms(name, t0, t1)             # name: a lock row of GET /strategies
 
 It is started with `scripts/stack.sh start-one prometheus` (a user process on
 loopback, scraping every second) and pointed at the stockds with

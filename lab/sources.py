@@ -1,7 +1,8 @@
 """Texts the raw limits must share with stockd, read from its C sources so that they
 stay the same: the `lua` strategy's sale script (a redis_script's concatenated string
-literals in server/strategy_lua.c), the `sql` strategy's statements (SQL_DEDUCT_IF_ENOUGH
-and SQL_INSERT_ORDER in server/sql.c), the strategy name a file registers, and the name
+literals in server/store/redis_stock.c, which server/sale/strategies/lua.c runs), the
+`sql` strategy's statements (SQL_DEDUCT_IF_ENOUGH and SQL_INSERT_ORDER in
+server/backend/sql.c), the strategy name a file registers, and the name
 of the backend a file defines (a backend may share its name with a strategy)."""
 
 import hashlib
@@ -11,11 +12,13 @@ import re
 from .common import REPO, SetupError
 
 SERVER = os.path.join(REPO, "server")
-LUA_FILE = os.path.join(SERVER, "strategy_lua.c")
-SALE_SCRIPT_FILE = os.path.join(SERVER, "redis_sale.c")  # the script LUA_FILE runs
+STRATEGIES = os.path.join(SERVER, "sale", "strategies")
+BACKENDS = os.path.join(SERVER, "backend")
+LUA_FILE = os.path.join(STRATEGIES, "lua.c")
+SALE_SCRIPT_FILE = os.path.join(SERVER, "store", "redis_stock.c")  # the script LUA_FILE runs
 SALE_SCRIPT = "redis_sale_script"
-SQL_FILE = os.path.join(SERVER, "sql.c")
-SQL_STRATEGY_FILE = os.path.join(SERVER, "strategy_sql.c")
+SQL_FILE = os.path.join(BACKENDS, "sql.c")
+SQL_STRATEGY_FILE = os.path.join(STRATEGIES, "sql.c")
 
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
@@ -94,9 +97,9 @@ def strategy_name(path):
 
 
 def backend_name(filename):
-    """The `.name` of the `struct backend` that server/<filename> defines: the word
-    GET /strategies' needs and GET /health use for that backend."""
-    path = os.path.join(SERVER, filename)
+    """The `.name` of the `struct backend` that server/backend/<filename> defines: the
+    word GET /strategies' needs and GET /health use for that backend."""
+    path = os.path.join(BACKENDS, filename)
     m = re.search(r'struct\s+backend\s+\w+\s*=\s*\{\s*\.name\s*=\s*"([^"]+)"', read(path))
     if not m:
         raise SetupError(f"{os.path.relpath(path, REPO)}: no struct backend .name")

@@ -51,8 +51,8 @@ from .service import Service, run_dir, run_guarded, stack_env, stack_script, sto
 
 # The strategies the stream row is measured against: the same script without the
 # stream, and MySQL's group commit (the drain's yardstick).
-LUA_RIVAL = os.path.join(sources.SERVER, "strategy_lua.c")
-SQL_RIVAL = os.path.join(sources.SERVER, "strategy_sql_batch.c")
+LUA_RIVAL = os.path.join(sources.STRATEGIES, "lua.c")
+SQL_RIVAL = os.path.join(sources.STRATEGIES, "sql_batch.c")
 PRODUCT = 9801
 STOCK = 1_000_000_000
 DRAIN_S = 120

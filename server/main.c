@@ -40,16 +40,16 @@
  * /health, and under Sentinel one follows the primary (sentinel.h).
  * The main thread only waits for a signal.
  */
-#include "api.h"
-#include "config.h"
-#include "health.h"
-#include "http.h"
-#include "log.h"
-#include "order_stream.h"
-#include "products.h"
-#include "race.h"
-#include "sentinel.h"
-#include "zk_store.h"
+#include "api/api.h"
+#include "api/products.h"
+#include "api/race.h"
+#include "backend/health.h"
+#include "backend/sentinel.h"
+#include "backend/zookeeper.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "http/http.h"
+#include "store/order_stream.h"
 
 #include <mysql.h>
 #include <pthread.h>

@@ -38,11 +38,11 @@
  *  - parse_bounded_int agrees with a plain reference on every query value
  *    and path segment.
  */
-#include "api.h"
-#include "params.h"
-#include "race.h"
-#include "router.h"
-#include "worker.h"
+#include "api/api.h"
+#include "api/params.h"
+#include "api/race.h"
+#include "core/worker.h"
+#include "http/router.h"
 
 #include <ctype.h>
 #include <errno.h>

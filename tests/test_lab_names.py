@@ -20,8 +20,8 @@ LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "*.py"))
 
 class NamesTest(unittest.TestCase):
     def test_no_strategy_named_in_a_literal(self):
-        names = {sources.strategy_name(p) for p in glob.glob(os.path.join(sources.SERVER,
-                                                                          "strategy_*.c"))}
+        names = {sources.strategy_name(p)
+                 for p in glob.glob(os.path.join(sources.STRATEGIES, "*.c"))}
         self.assertGreater(len(names), 5)
         quoted = re.compile(r"""["'](%s)["'/?]""" % "|".join(re.escape(n) for n in names))
         found = []

@@ -10,8 +10,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "stock.h"
-#include "strategy.h"
+#include "sale/stock.h"
+#include "sale/strategy.h"
 
 static void test_formulas(void **state)
 {

@@ -16,10 +16,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "combine.h"
-#include "config.h"
-#include "pool.h"
-#include "worker.h"
+#include "backend/pool.h"
+#include "core/config.h"
+#include "core/worker.h"
+#include "sale/combine.h"
 
 #define SALES 16
 

@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "core/config.h"
 
 static enum config_status load(int argc, char **argv, char *out, size_t size)
 {

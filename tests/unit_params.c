@@ -11,8 +11,8 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "params.h"
-#include "worker.h"
+#include "api/params.h"
+#include "core/worker.h"
 
 static const struct param_spec specs[] = {
     {"product", 1, 2147483647LL, 1001},

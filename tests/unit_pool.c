@@ -14,8 +14,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "pool.h"
-#include "worker.h"
+#include "backend/pool.h"
+#include "core/worker.h"
 
 #define WORKERS 4
 

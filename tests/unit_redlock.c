@@ -10,18 +10,22 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redis_store.h"
-#include "redlock.h"
-#include "worker.h"
+#include "backend/backend.h"
+#include "backend/redis.h"
+#include "backend/redlock.h"
+#include "core/config.h"
+#include "core/worker.h"
 
-/* Parses `list`; the message printed, if any, lands in `why`. */
+/* Starts the configuration over with `--redlock list`, as stockd's
+ * startup does; the message printed, if any, lands in `why`. 0 or -1. */
 static int configure(const char *list, char *why, size_t size)
 {
     FILE *sink = fmemopen(why, size, "w");
     assert_non_null(sink);
-    int rc = redlock_configure(list, sink);
+    char *argv[] = {"stockd", "--redlock", (char *)list, NULL};
+    enum config_status s = config_load(3, argv, sink, sink);
     fclose(sink);
-    return rc;
+    return s == CONFIG_RUN ? 0 : -1;
 }
 
 static void test_empty_is_not_configured(void **state)

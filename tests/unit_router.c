@@ -10,8 +10,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "race.h"
-#include "router.h"
+#include "api/race.h"
+#include "http/router.h"
 
 static void expect_route(const char *method, const char *path, handler_fn handler)
 {

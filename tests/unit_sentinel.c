@@ -11,20 +11,22 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-#include "redis_store.h"
-#include "sentinel.h"
-#include "worker.h"
+#include "backend/redis.h"
+#include "backend/sentinel.h"
+#include "core/config.h"
+#include "core/worker.h"
 
-/* Configures `list` and `name`; the message printed, if any, lands in
- * `why`. */
+/* Starts the configuration over with `list` and `name`, as stockd's
+ * startup does; the message printed, if any, lands in `why`. 0 or -1. */
 static int configure(const char *list, const char *name, char *why, size_t size)
 {
     FILE *sink = fmemopen(why, size, "w");
     assert_non_null(sink);
-    int rc = sentinel_configure(list, name, sink);
+    char *argv[] = {"stockd", "--redis-sentinel", (char *)list, "--redis-master-name", (char *)name,
+                    NULL};
+    enum config_status s = config_load(5, argv, sink, sink);
     fclose(sink);
-    return rc;
+    return s == CONFIG_RUN ? 0 : -1;
 }
 
 static void test_empty_keeps_the_configured_redis(void **state)

@@ -10,8 +10,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "trace.h"
-#include "worker.h"
+#include "core/trace.h"
+#include "core/worker.h"
 
 static void test_empty_trace_has_only_its_arrival(void **state)
 {

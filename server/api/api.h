@@ -1,0 +1,70 @@
+/*
+ * api.h - the endpoints, one handler each, of two kinds.
+ *
+ * Most endpoints need a backend: their handler runs on a worker (pool.h)
+ * with that worker's connections. It fills `reply` (a JSON object the HTTP
+ * layer created) and returns a result: on ST_OK the HTTP layer adds
+ * "ok":true; otherwise "ok":false, the contract's error word and the
+ * worker's message, with the status the result maps to. So a handler never
+ * builds an error document itself, and the fields it put in `reply`
+ * (strategy, product, qty...) stay in it.
+ *
+ * Introspection endpoints (/strategies, /health, /metrics, the lab page)
+ * never wait for anything: they are answered on the HTTP thread itself,
+ * from bytes built once or from state other threads keep up to date, so
+ * they answer at once however busy the workers are.
+ */
+#ifndef STOCKD_API_H
+#define STOCKD_API_H
+
+#include "api/params.h"
+#include "core/result.h"
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct worker;
+
+typedef st_result (*handler_fn)(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* What an endpoint answered on the HTTP thread sends back. */
+struct page {
+    unsigned status;
+    const char *content_type;
+    const char *body; /* lives as long as the server, or is `owned` */
+    size_t len;
+    char *owned; /* malloc'ed body for the HTTP layer to free, or NULL */
+};
+
+typedef void (*page_fn)(const struct http_request *req, struct page *out);
+
+/* On a worker. */
+st_result api_reset(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* A request for a worker that was answered `r` without its handler (a full
+ * queue, a stop, a deadline passed in the queue): counted like the others. */
+void api_refused(const struct http_request *req, st_result r);
+st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* On a worker; first tried on the HTTP thread, with a worker that must not
+ * block (its route's on_arrival): there a sale that only has to join a queue
+ * (combine.h) joins it and answers ST_LATER; anything else is
+ * ST_NEEDS_WORKER, and the worker runs it (and answers its errors). */
+st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* On the HTTP thread. */
+void api_strategies(const struct http_request *req, struct page *out);
+void api_health(const struct http_request *req, struct page *out);
+void api_metrics(const struct http_request *req, struct page *out);
+void api_asset(const struct http_request *req, struct page *out);
+void api_lab_state(const struct http_request *req, struct page *out);
+
+/* Builds what the HTTP-thread endpoints serve from memory (the
+ * /strategies document); 0 on success. Called once before listening. */
+int api_prepare(void);
+void api_release(void);
+
+/* Fills `out` with a JSON document (owned), as pages answer. */
+void page_json(struct page *out, unsigned status, json_t *doc);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * params.c - validation of request parameters, query and JSON body alike.
+ */
+#include "api/params.h"
+
+#include "core/worker.h"
+
+#include <jansson.h>
+#include <string.h>
+
+int parse_bounded_int(const char *text, long long min, long long max, long long *out)
+{
+    if (!text || !*text)
+        return -1;
+    long long v = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *p - '0', &v))
+            return -1; /* over LLONG_MAX, so over any max */
+    }
+    if (v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int spec_index(const struct param_spec *specs, unsigned n, const char *name)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(specs[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static st_result out_of_range(struct worker *w, const struct param_spec *spec, const char *where,
+                              const char *given)
+{
+    return worker_fail(w, ST_BAD_REQUEST, "%s in the %s must be an integer %lld..%lld, not %s",
+                       spec->name, where, spec->min, spec->max, given);
+}
+
+static st_result unknown_name(struct worker *w, const char *name, const char *where,
+                              const struct param_spec *specs, unsigned n)
+{
+    char known[160] = "none";
+    size_t len = 0;
+    for (unsigned i = 0; i < n && len < sizeof known; i++)
+        len +=
+            (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", specs[i].name);
+    return worker_fail(w, ST_BAD_REQUEST, "unknown parameter '%.40s' in the %s (known: %s)", name,
+                       where, known);
+}
+
+static st_result from_query(struct worker *w, const struct http_request *req,
+                            const struct param_spec *specs, unsigned n, long long *values,
+                            int *given)
+{
+    if (req->too_many_args)
+        return worker_fail(w, ST_BAD_REQUEST, "more than %d query parameters", HTTP_MAX_ARGS);
+    for (unsigned a = 0; a < req->nargs; a++) {
+        const struct query_arg *arg = &req->args[a];
+        int i = spec_index(specs, n, arg->key);
+        if (i < 0)
+            return unknown_name(w, arg->key, "query", specs, n);
+        if (given[i])
+            return worker_fail(w, ST_BAD_REQUEST, "%s is given twice in the query", arg->key);
+        if (!arg->value)
+            return worker_fail(w, ST_BAD_REQUEST, "%s in the query has no value", arg->key);
+        char shown[48];
+        snprintf(shown, sizeof shown, "'%.40s'", arg->value);
+        if (parse_bounded_int(arg->value, specs[i].min, specs[i].max, &values[i]) != 0)
+            return out_of_range(w, &specs[i], "query", shown);
+        given[i] = 1;
+    }
+    return ST_OK;
+}
+
+static st_result body_member(struct worker *w, const struct param_spec *spec, json_t *value,
+                             long long *slot, int *given)
+{
+    char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+    st_result r = ST_OK;
+    long long v = json_is_integer(value) ? json_integer_value(value) : 0;
+    if (!json_is_integer(value) || v < spec->min || v > spec->max)
+        r = out_of_range(w, spec, "body", shown ? shown : "that");
+    else if (*given && *slot != v)
+        r = worker_fail(w, ST_BAD_REQUEST, "%s is %lld in the query but %lld in the body",
+                        spec->name, *slot, v);
+    else {
+        *slot = v;
+        *given = 1;
+    }
+    free(shown);
+    return r;
+}
+
+static st_result from_body(struct worker *w, const struct http_request *req,
+                           const struct param_spec *specs, unsigned n, long long *values,
+                           int *given)
+{
+    if (req->body_len == 0)
+        return ST_OK;
+    if (strcmp(req->method, "POST") != 0)
+        return worker_fail(w, ST_BAD_REQUEST, "a %s request takes no body; use the query string",
+                           req->method);
+    json_error_t error;
+    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &error);
+    if (!root)
+        return worker_fail(w, ST_BAD_REQUEST, "body is not valid JSON: %s at line %d column %d",
+                           error.text, error.line, error.column);
+    st_result r = ST_OK;
+    if (!json_is_object(root))
+        r = worker_fail(w, ST_BAD_REQUEST, "body must be a JSON object");
+    const char *name;
+    json_t *value;
+    json_object_foreach(root, name, value)
+    {
+        if (r != ST_OK)
+            break;
+        int i = spec_index(specs, n, name);
+        r = i < 0 ? unknown_name(w, name, "body", specs, n)
+                  : body_member(w, &specs[i], value, &values[i], &given[i]);
+    }
+    json_decref(root);
+    return r;
+}
+
+st_result params_parse(struct worker *w, const struct http_request *req,
+                       const struct param_spec *specs, unsigned nspecs, long long *values)
+{
+    int given[16] = {0};
+    if (nspecs > sizeof given / sizeof given[0])
+        return worker_fail(w, ST_BAD_REQUEST, "too many parameters declared");
+    st_result r = from_query(w, req, specs, nspecs, values, given);
+    if (r == ST_OK)
+        r = from_body(w, req, specs, nspecs, values, given);
+    for (unsigned i = 0; r == ST_OK && i < nspecs; i++) {
+        if (given[i])
+            continue;
+        if (specs[i].fallback == PARAM_REQUIRED)
+            return worker_fail(w, ST_BAD_REQUEST, "%s is required", specs[i].name);
+        values[i] = specs[i].fallback;
+    }
+    return r;
+}

@@ -1,0 +1,76 @@
+/*
+ * params.h - request parameters from the query string and the JSON body.
+ *
+ * Each endpoint declares its parameters as a table of param_spec rows
+ * (name, bounds, default). params_parse() checks every value against its
+ * row and fails with a message naming the parameter and what is wrong:
+ * unknown names, repeats, non-integers, out-of-range values, malformed or
+ * non-object JSON, and a query and body that disagree are all 400s. Nothing
+ * is ever silently defaulted or clamped.
+ */
+#ifndef STOCKD_PARAMS_H
+#define STOCKD_PARAMS_H
+
+#include "core/result.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stddef.h>
+
+struct worker;
+
+/* A decoded query argument; value is NULL for a bare "?name". */
+struct query_arg {
+    const char *key;
+    const char *value;
+};
+
+#define HTTP_MAX_ARGS 16
+
+/*
+ * How a handler answers after it has returned, from any thread: it returns
+ * ST_LATER, keeps the reply document it was given, and calls answer()
+ * exactly once with it - possibly before it has even returned. Used by
+ * requests that wait in a queue of their own without holding a worker
+ * (sql-batch's group commit, a lua sale on its loop's pipe).
+ *
+ * A handler that lets another thread answer calls hand_off() first, before
+ * that thread can reach the request: an HTTP loop holds a request it took
+ * on arrival as its own, and lets go of it there.
+ */
+struct answer_later {
+    void (*answer)(struct answer_later *later, st_result r, json_t *reply, const char *message);
+    void (*hand_off)(struct answer_later *later);
+};
+
+/* What the HTTP layer hands to a handler. */
+struct http_request {
+    const char *method;
+    const char *path;
+    const struct query_arg *args;
+    unsigned nargs;
+    int too_many_args; /* more than HTTP_MAX_ARGS were given */
+    const char *body;
+    size_t body_len;
+    long long arrived_us;       /* when its first byte came, monotonic clock */
+    struct answer_later *later; /* on a worker: for a handler that answers later */
+};
+
+/* A required parameter has this as its fallback. */
+#define PARAM_REQUIRED LLONG_MIN
+
+struct param_spec {
+    const char *name;
+    long long min, max;
+    long long fallback; /* used when absent; PARAM_REQUIRED if it must be given */
+};
+
+/* Fills values[i] for specs[i]; ST_BAD_REQUEST with the reason otherwise. */
+st_result params_parse(struct worker *w, const struct http_request *req,
+                       const struct param_spec *specs, unsigned nspecs, long long *values);
+
+/* Parses a whole decimal integer in [min, max]: digits only, no sign, no
+ * spaces. Returns 0 and sets *out, or -1. */
+int parse_bounded_int(const char *text, long long min, long long max, long long *out);
+
+#endif

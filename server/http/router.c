@@ -1,0 +1,79 @@
+/*
+ * router.c - one table registers every endpoint.
+ *
+ * A route matches its path exactly or, for a prefix route, anything below
+ * it ("/stock/deduct/" matches "/stock/deduct/cas"). The first matching row
+ * wins, so exact paths come before the prefixes that would also match them.
+ */
+#include "http/router.h"
+
+#include "api/race.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { GET = 1, POST = 2 };
+
+static const struct route {
+    const char *path;
+    int prefix;
+    unsigned methods;
+    unsigned flags;
+    handler_fn handler; /* runs on a worker, or... */
+    page_fn page;       /* ...is answered on the HTTP thread */
+    int on_arrival;     /* `handler` is tried on the HTTP thread first */
+} routes[] = {
+    {"/health", 0, GET, 0, NULL, api_health, 0},
+    {"/strategies", 0, GET, 0, NULL, api_strategies, 0},
+    {"/metrics", 0, GET, 0, NULL, api_metrics, 0},
+    {"/", 0, GET, 0, NULL, api_asset, 0}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0},
+    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0},
+    {"/lab/", 1, GET, 0, NULL, api_asset, 0},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0},
+    /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 1},
+    {"/stock/", 1, GET, 0, api_stock, NULL, 0},
+};
+
+static int path_matches(const struct route *r, const char *path)
+{
+    size_t len = strlen(r->path);
+    if (strncmp(path, r->path, len) != 0)
+        return 0;
+    return r->prefix ? path[len] != '\0' : path[len] == '\0';
+}
+
+static unsigned method_bit(const char *method)
+{
+    if (strcmp(method, "GET") == 0)
+        return GET;
+    if (strcmp(method, "POST") == 0)
+        return POST;
+    return 0;
+}
+
+void route_find(const char *method, const char *path, struct route_match *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        if (!path_matches(r, path))
+            continue;
+        if (method_bit(method) & r->methods) {
+            out->handler = r->handler;
+            out->page = r->page;
+            out->on_arrival = r->on_arrival;
+            out->flags = r->flags;
+            out->result = ST_OK;
+            return;
+        }
+        snprintf(out->allow, sizeof out->allow, "%s%s%s", r->methods & GET ? "GET" : "",
+                 r->methods == (GET | POST) ? ", " : "", r->methods & POST ? "POST" : "");
+        out->result = ST_METHOD_NOT_ALLOWED;
+        return;
+    }
+    out->result = ST_NOT_FOUND;
+}

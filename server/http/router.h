@@ -1,0 +1,33 @@
+/*
+ * router.h - the table of every endpoint: path, methods, how it runs and
+ * what it guards.
+ */
+#ifndef STOCKD_ROUTER_H
+#define STOCKD_ROUTER_H
+
+#include "api/api.h"
+
+/* What an endpoint is. */
+enum {
+    ROUTE_CHANGES_STATE = 1 << 0, /* sells or resets: refused to cross-site requests */
+    ROUTE_ADMIN = 1 << 1,         /* needs the admin token when one is set          */
+};
+
+/* What a request resolved to: a handler (on a worker) or a page (on the
+ * HTTP thread), or a result that says why not (ST_NOT_FOUND, or
+ * ST_METHOD_NOT_ALLOWED with `allow` filled in). The handler of an
+ * `on_arrival` route is tried first on the HTTP thread, with a worker that
+ * must not block: ST_LATER when it took the request there, ST_NEEDS_WORKER
+ * to run it on the pool as usual. */
+struct route_match {
+    handler_fn handler;
+    page_fn page;
+    int on_arrival;
+    unsigned flags;
+    st_result result;
+    char allow[32]; /* the Allow header for a 405 */
+};
+
+void route_find(const char *method, const char *path, struct route_match *out);
+
+#endif

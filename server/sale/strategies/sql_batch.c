@@ -1,0 +1,158 @@
+/*
+ * sql-batch - many sales of one product in one transaction (group commit).
+ *
+ * The race: none left to fix - sql and for-update are safe. Their price is
+ * the wall every flash sale hits: one transaction per sale, each holding the
+ * product's row lock across its round trips, so the sales of a hot product
+ * run one after another, as fast as one chain of round trips allows.
+ *
+ * The fix: apply many sales per transaction. A request for a product joins
+ * that product's queue in this process and gives its worker back
+ * (combine.h); the leader takes every sale waiting (up to batch-max), locks
+ * the row (SELECT ... FOR UPDATE), serves them in arrival order while they
+ * fit - a sale that does not fit whole is sold out, never partly sold -
+ * writes the new count once, records one ledger row per sale in one INSERT,
+ * commits, and only then answers each of them. No timer: while one
+ * transaction is in flight the next batch forms by itself, so a lone
+ * request pays nothing extra. Exact, because a batch commits whole or not
+ * at all; safe across instances, because every instance's batches still
+ * take the row lock in turn.
+ *
+ * The price: a sale waits for its whole batch's transaction; one failure
+ * fails the whole batch (every sale in it gets the same 503, or
+ * outcome_unknown when the COMMIT's reply was lost); and hold_ms / pause_ms
+ * are spent once per batch, inside the transaction - the longest asked for.
+ */
+#include "core/metrics.h"
+#include "core/trace.h"
+#include "core/worker.h"
+#include "sale/combine.h"
+#include "sale/sale.h"
+#include "sale/strategy.h"
+#include "store/mysql_stock.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The longest hold and pause any sale of the batch asked for. */
+static struct deduct_request batch_wait(const struct combined_sale *batch)
+{
+    struct deduct_request wait = {0};
+    for (const struct combined_sale *s = batch; s; s = s->next) {
+        if (s->rq->hold_ms > wait.hold_ms)
+            wait.hold_ms = s->rq->hold_ms;
+        if (s->rq->pause_ms > wait.pause_ms)
+            wait.pause_ms = s->rq->pause_ms;
+    }
+    return wait;
+}
+
+/* Stamps `mark` on the trace of every sale of the batch that asked for one. */
+static void trace_batch(struct combined_sale *batch, enum trace_mark mark)
+{
+    for (struct combined_sale *s = batch; s; s = s->next)
+        trace_mark(s->rq->trace, mark);
+}
+
+/* What the batch's one write wrote, in the trace of each sale it carried. */
+static void trace_written(struct combined_sale *batch, long long count)
+{
+    for (struct combined_sale *s = batch; s; s = s->next)
+        if (s->rq->trace && s->result == ST_OK) {
+            s->rq->trace->wrote = count;
+            s->rq->trace->update = sql_text(SQL_WRITE_COUNT);
+        }
+}
+
+/* Serves the batch from `count` in arrival order, writes what was sold and
+ * its ledger rows, and commits (the row is locked, the transaction open). */
+static st_result serve(struct worker *w, int product, struct combined_sale *batch, int n,
+                       long long count, long long epoch)
+{
+    json_t *sold = json_array();
+    for (struct combined_sale *s = batch; s; s = s->next) {
+        *s->out = (struct deduct_reply){.attempts = 1, .batch = n};
+        s->result = count_covers(w, s->rq, count, s->out);
+        if (s->result == ST_OK) {
+            count -= s->rq->qty;
+            json_array_append_new(sold, json_integer(s->rq->qty));
+        } else {
+            snprintf(s->message, sizeof s->message, "%s", w->error);
+        }
+        s->out->remaining = count;
+    }
+    char *qtys = json_array_size(sold) ? json_dumps(sold, JSON_COMPACT) : NULL;
+    json_decref(sold);
+    if (!qtys) { /* nothing fits: nothing to write */
+        sql_rollback(w);
+        return ST_OK;
+    }
+    struct sql_outcome done;
+    const char *name = batch->rq->seller;
+    trace_batch(batch, TRACE_WRITE);
+    st_result r =
+        sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(count), SQL_I(product), SQL_I(epoch)), &done);
+    if (r == ST_OK && done.matched != 1)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "the locked row of product %d vanished",
+                        product);
+    if (r == ST_OK)
+        r = sql_exec(w, SQL_INSERT_ORDERS, SQL_ARGS(SQL_I(product), SQL_S(name), SQL_S(qtys)),
+                     NULL);
+    free(qtys);
+    if (r != ST_OK) {
+        sql_rollback(w);
+        return r;
+    }
+    r = sql_commit(w);
+    if (r == ST_OK) {
+        trace_written(batch, count);
+        trace_batch(batch, TRACE_COMMIT);
+    }
+    return r;
+}
+
+/* One transaction for the whole batch. On failure every sale in it gets
+ * the same answer: nothing of the batch was applied (or, with
+ * ST_OUTCOME_UNKNOWN, all of it may have been). */
+static void run_batch(struct worker *w, int product, struct combined_sale *batch, int n)
+{
+    struct deduct_request wait = batch_wait(batch);
+    struct sql_outcome row;
+    st_result r = sql_begin(w);
+    if (r == ST_OK)
+        r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(product)), &row);
+    if (r == ST_OK && !row.found)
+        r = worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", product);
+    if (r == ST_OK) {
+        trace_batch(batch, TRACE_LOCK_ACQUIRED); /* the row lock */
+        critical_section_wait(&wait, NULL);
+        r = serve(w, product, batch, n, row.col[0], row.col[3]);
+    } else {
+        sql_rollback(w);
+    }
+    metrics_batch(strategy_index(batch->rq->strategy), n);
+    if (r != ST_OK)
+        combined_fail_all(w, batch, r);
+}
+
+static const struct combiner one_transaction = {.run = run_batch};
+
+static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    return combine(&one_transaction, w, rq, out);
+}
+const struct strategy strategy_sql_batch = {
+    .name = "sql-batch",
+    .store = &store_mysql,
+    .safe_single = 1,
+    .safe_multi = 1,
+    .summary = "concurrent sales of one product applied in one transaction: row locked once, "
+               "count written once, one multi-row ledger INSERT (group commit)",
+    .contention = CONTENTION_WAITS, /* in its batch queue, then on the row lock */
+    .hold_per_batch = 1,
+    .answers_later = 1,
+    .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
+    .deduct = deduct,
+};

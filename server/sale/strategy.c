@@ -1,0 +1,157 @@
+/*
+ * strategy.c - the table that registers every strategy.
+ *
+ * Order matters only for presentation: /strategies, the comparison run and
+ * docs/strategies.md list strategies in this order, from the race itself to the
+ * safest fix.
+ */
+#include "sale/strategy.h"
+
+#include "core/metrics.h"
+#include "sale/lock.h"
+#include "store/store.h"
+
+#include <assert.h>
+#include <string.h>
+
+const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
+
+/* The strategies' rows (table.h), each defined in its own file. */
+#define STRATEGY(id) extern const struct strategy strategy_##id;
+#include "sale/strategies/table.h"
+#undef STRATEGY
+
+static const struct strategy *const strategies[] = {
+#define STRATEGY(id) &strategy_##id,
+#include "sale/strategies/table.h"
+#undef STRATEGY
+};
+
+_Static_assert(sizeof strategies / sizeof strategies[0] <= METRICS_STRATEGIES,
+               "raise METRICS_STRATEGIES");
+
+size_t strategy_count(void)
+{
+    return sizeof strategies / sizeof strategies[0];
+}
+
+size_t strategy_index(const struct strategy *s)
+{
+    size_t i = 0;
+    while (i < strategy_count() && strategies[i] != s)
+        i++;
+    assert(i < strategy_count());
+    return i;
+}
+
+const struct strategy *strategy_at(size_t i)
+{
+    return i < strategy_count() ? strategies[i] : NULL;
+}
+
+const struct strategy *strategy_find(const char *name)
+{
+    for (size_t i = 0; i < strategy_count(); i++)
+        if (strcmp(strategies[i]->name, name) == 0)
+            return strategies[i];
+    return NULL;
+}
+
+/* The rows that must state a failover fact (and every row whose stock is in
+ * MySQL, a cluster fact). */
+static const backend_set touches_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
+
+int strategy_row_sound(const struct strategy *s)
+{
+    return s->name && s->store && s->summary && !s->lock != !s->deduct &&
+           (!s->lock || s->lock->name) && (!s->lock || s->lock->acquire || s->lock->try_once) &&
+           (!s->lock || s->lock->release) &&
+           (!s->lock || !s->lock->fences || s->store->claim_fence) &&
+           (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
+           (s->safe_multi || s->exposed_by) &&
+           !s->failover == !(strategy_needs(s) & touches_redis) &&
+           !s->cluster == (s->store->backend != BACKEND_MYSQL);
+}
+
+st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                       struct deduct_reply *out)
+{
+    assert(!s->lock != !s->deduct); /* every row: strategy_row_sound() */
+    return s->lock ? deduct_under_lock(s->lock, w, rq, out) : s->deduct(w, rq, out);
+}
+
+backend_set strategy_needs(const struct strategy *s)
+{
+    backend_set needs = BACKEND_BIT(s->store->backend);
+    if (s->lock && s->lock->backend != BACKEND_COUNT)
+        needs |= BACKEND_BIT(s->lock->backend);
+    return needs;
+}
+
+backend_set strategy_resets(const struct strategy *s)
+{
+    backend_set resets = BACKEND_BIT(s->store->backend);
+    if (s->lock && s->lock->names[0])
+        resets |= BACKEND_BIT(s->lock->backend);
+    return resets;
+}
+
+static const char *const contention_names[] = {
+    [CONTENTION_NONE] = "none",
+    [CONTENTION_WAITS] = "waits",
+    [CONTENTION_RETRIES] = "retries",
+};
+
+static const char *lease_outcome_name(enum lease_outcome o)
+{
+    return o == LEASE_SAFE ? "safe" : "oversells";
+}
+
+static const char *const failover_names[] = {
+    [FAILOVER_SAFE] = "safe",
+    [FAILOVER_LOSES_SALES] = "loses_sales",
+    [FAILOVER_TWO_HOLDERS] = "two_holders",
+};
+
+static const char *const cluster_names[] = {
+    [CLUSTER_SAFE] = "safe",
+    [CLUSTER_CONFLICTS_AT_COMMIT] = "conflicts_at_commit",
+    [CLUSTER_TWO_HOLDERS] = "two_holders",
+    [CLUSTER_LOSES_UPDATES] = "loses_updates",
+};
+
+static json_t *exposed_by_json(unsigned exposed_by)
+{
+    json_t *params = json_array();
+    if (exposed_by & EXPOSED_BY_HOLD)
+        json_array_append_new(params, json_string("hold_ms"));
+    if (exposed_by & EXPOSED_BY_TTL)
+        json_array_append_new(params, json_string("ttl_ms"));
+    return params;
+}
+
+json_t *strategy_json(const struct strategy *s)
+{
+    json_t *o =
+        json_pack("{s:s, s:s, s:b, s:b, s:s, s:o, s:s, s:o, s:o, s:s}", "name", s->name, "store",
+                  s->store->name, "safe_single", s->safe_single, "safe_multi", s->safe_multi,
+                  "summary", s->summary, "needs", backend_set_json(strategy_needs(s)), "contention",
+                  contention_names[s->contention], "exposed_by", exposed_by_json(s->exposed_by),
+                  "resets", backend_set_json(strategy_resets(s)), "hold",
+                  s->hold_per_batch ? "per_batch" : "per_request");
+    if (s->caveat)
+        json_object_set_new(o, "caveat", json_string(s->caveat));
+    json_object_set_new(o, "lock", s->lock ? json_string(s->lock->name) : json_null());
+    json_object_set_new(
+        o, "lease",
+        s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),
+                             "paused_holder", lease_outcome_name(s->lease->paused_holder))
+                 : json_null());
+    if (s->failover)
+        json_object_set_new(o, "failover", json_string(failover_names[s->failover]));
+    if (s->settles == SETTLES_LATER)
+        json_object_set_new(o, "settles", json_string("async"));
+    if (s->cluster)
+        json_object_set_new(o, "cluster", json_string(cluster_names[s->cluster]));
+    return o;
+}

@@ -1,0 +1,136 @@
+/*
+ * strategy.h - what a concurrency strategy is, and the table of them all.
+ *
+ * A strategy is one way to sell `qty` units of a product under concurrency.
+ * Each lives in its own strategy_*.c file, which opens with its story (the
+ * race, the fix, the price) and defines one `const struct strategy`: a row
+ * that says everything there is to know about it - where it sells from,
+ * what it claims, how it behaves under contention, when its lease runs
+ * out, when its Redis primary fails over and on a multi-primary MySQL
+ * cluster, what exposes its race. /strategies publishes the rows,
+ * and the tests, the comparison and docs/strategies.md read them from there, so no other file
+ * names a strategy to learn a property of it. The table in strategy.c lists every row; adding a
+ * strategy is one file and one line.
+ */
+#ifndef STOCKD_STRATEGY_H
+#define STOCKD_STRATEGY_H
+
+#include "backend/backend.h"
+#include "core/result.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stddef.h>
+
+struct worker;
+struct lock_kind;
+struct store;
+struct sale_trace;
+
+typedef st_result (*deduct_fn)(struct worker *w, const struct deduct_request *rq,
+                               struct deduct_reply *out);
+
+/* What a contended request does. */
+enum contention {
+    CONTENTION_NONE,    /* nothing excludes others: the races                 */
+    CONTENTION_WAITS,   /* waits its turn (a row lock, a mutex, a lock queue,
+                           Redis's one thread): every unit sells, busy only
+                           past lock_wait_ms                                  */
+    CONTENTION_RETRIES, /* optimistic: retries, busy once retries run out     */
+};
+
+/* What happens to a lease lock when the lease runs out under its holder. */
+enum lease_outcome { LEASE_SAFE = 1, LEASE_OVERSELLS };
+struct lease {
+    enum lease_outcome busy_holder;   /* hold_ms > ttl_ms: the holder works on */
+    enum lease_outcome paused_holder; /* pause_ms > ttl_ms: the holder is frozen */
+};
+
+/* The lease of a lock that nothing guards after it runs out (no fencing):
+ * the holder goes on, or wakes, and writes over a later holder's sale. */
+extern const struct lease lease_expires_under_holder;
+
+/* What a failover of the main Redis's replicated group does to a row that
+ * keeps anything in Redis: a write acknowledged by the primary and not yet
+ * on the replica is gone once the replica is promoted. */
+enum failover_outcome {
+    FAILOVER_NONE,        /* it keeps nothing in Redis: no fact          */
+    FAILOVER_SAFE,        /* nothing acknowledged is lost, no two holders */
+    FAILOVER_LOSES_SALES, /* the store is Redis: acknowledged sales vanish */
+    FAILOVER_TWO_HOLDERS, /* the lock vanishes: a second holder oversells */
+};
+
+/* Where a sale is settled when its 200 goes out. */
+enum settles {
+    SETTLES_AT_ONCE, /* in its store, ledger included: no fact */
+    SETTLES_LATER,   /* accepted in Redis; its order reaches MySQL later, once */
+};
+
+/* What a multi-primary (Galera) cluster does to a row that keeps its stock
+ * in MySQL, with one stockd per node: each node takes its own locks and
+ * checks a transaction against the others' only when it commits
+ * (certification), and applies their commits a moment later. */
+enum cluster_outcome {
+    CLUSTER_NONE,                /* its stock is not in MySQL: no fact          */
+    CLUSTER_SAFE,                /* as safe as on one server; a conflict is retried
+                                    or waited out                               */
+    CLUSTER_CONFLICTS_AT_COMMIT, /* safe, but a conflict with another node fails
+                                    the commit: busy while stock remains        */
+    CLUSTER_TWO_HOLDERS,         /* its lock is one node's (or one process's):
+                                    one holder per node, oversells              */
+    CLUSTER_LOSES_UPDATES,       /* nothing guards its read-then-write          */
+};
+
+/* Request parameters that make an unsafe strategy's race show every run. */
+enum {
+    EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
+    EXPOSED_BY_TTL = 1 << 1,  /* a lease shorter than that stay            */
+};
+
+struct strategy {
+    const char *name;          /* the {strategy} of /stock/deduct/{strategy}  */
+    const struct store *store; /* where its stock and ledger live             */
+    int safe_single;           /* never oversells with one stockd instance    */
+    int safe_multi;            /* never oversells with several instances      */
+    const char *caveat;        /* the condition a safety claim rests on, or NULL */
+    const char *summary;
+    enum contention contention;
+    const struct lease *lease;      /* NULL: it holds no lease                     */
+    enum failover_outcome failover; /* a primary failover: every row on Redis  */
+    enum settles settles;           /* a 200 is in MySQL now, or after the drain */
+    enum cluster_outcome cluster;   /* a multi-primary cluster: every MySQL row */
+    unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
+    int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
+    int answers_later;              /* it answers through rq->later: the result its
+                                       deduct returns is not the answer             */
+    deduct_fn deduct;               /* the strategy's own body, or...                */
+    const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
+};
+
+/* Sells with strategy `s`: its own body, or its lock around read_then_write. */
+st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                       struct deduct_reply *out);
+
+/* The backends `s` needs to answer: its store's and its lock's. */
+backend_set strategy_needs(const struct strategy *s);
+
+/* The backends whose per-product state a reset clears for `s`. */
+backend_set strategy_resets(const struct strategy *s);
+
+/* The row as /strategies publishes it (new reference). */
+json_t *strategy_json(const struct strategy *s);
+
+const struct strategy *strategy_find(const char *name);
+size_t strategy_count(void);
+const struct strategy *strategy_at(size_t i);
+
+/* Whether `s` is a row that can run: its own body or a lock (whole), a
+ * store, claims that agree with each other. stockd refuses to start with a
+ * row that is not (api_prepare()), rather than sell wrongly. */
+int strategy_row_sound(const struct strategy *s);
+
+/* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
+size_t strategy_index(const struct strategy *s);
+
+#endif

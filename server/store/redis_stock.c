@@ -1,0 +1,298 @@
+/*
+ * redis_sale.c - the redis store: a product's count, its initial count and
+ * its ledger in three keys, a sale and its ledger entry in one MULTI/EXEC.
+ *
+ * The reset epoch: every reset writes stock:{P}:initial, so a read that
+ * WATCHes that key makes the EXEC of its sale fail once a reset came in
+ * between - without watching the count itself, which would turn the bare
+ * body (redis-nolock) into the optimistic `watch` strategy.
+ */
+#include "store/redis_stock.h"
+
+#include "core/trace.h"
+#include "core/worker.h"
+#include "store/order_stream.h"
+#include "store/store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void redis_stock_keys(struct redis_stock *k, int product)
+{
+    redis_key(k->stock, "stock", product, "");
+    redis_key(k->initial, "stock", product, ":initial");
+    redis_key(k->epoch, "stock", product, ":epoch");
+    redis_key(k->ledger, "ledger", product, "");
+}
+
+/* Reads the count out of the reply to GET stock:{P}. */
+static st_result count_reply(struct worker *w, const struct deduct_request *rq,
+                             const struct redis_stock *k, const redisReply *reply,
+                             struct deduct_reply *out)
+{
+    long long count;
+    if (reply->type == REDIS_REPLY_NIL)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
+    if (redis_reply_int(reply, &count) != 0)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s does not hold an integer",
+                           k->stock);
+    return count_covers(w, rq, count, out);
+}
+
+st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
+                               const struct redis_stock *k, const char *watched,
+                               struct deduct_reply *out)
+{
+    const char *watch[] = {"WATCH", watched};
+    const char *get[] = {"GET", k->stock};
+    const char *const *argvs[] = {watch, get};
+    const int argcs[] = {2, 2};
+    redisReply *replies[2];
+    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    r = count_reply(w, rq, k, replies[1], out);
+    redis_free_replies(replies, 2);
+    if (r != ST_OK)
+        redis_undo(w, 1, (const char *[]){"UNWATCH"});
+    return r;
+}
+
+st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
+                          const struct redis_stock *k, long long left)
+{
+    char left_text[24], qty_text[16];
+    snprintf(left_text, sizeof left_text, "%lld", left);
+    snprintf(qty_text, sizeof qty_text, "%d", rq->qty);
+    const char *multi[] = {"MULTI"};
+    const char *set[] = {"SET", k->stock, left_text};
+    const char *sold[] = {"HINCRBY", k->ledger, "sold", qty_text};
+    const char *orders[] = {"HINCRBY", k->ledger, "orders", "1"};
+    const char *exec[] = {"EXEC"};
+    const char *const *argvs[] = {multi, set, sold, orders, exec};
+    const int argcs[] = {1, 3, 4, 4, 1};
+    redisReply *replies[5];
+    trace_mark(rq->trace, TRACE_WRITE);
+    st_result r = redis_pipeline_sale(w, 5, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    redisReply *result = replies[4];
+    if (result->type == REDIS_REPLY_NIL)
+        r = ST_BUSY; /* the caller says which watched key changed */
+    else if (result->type != REDIS_REPLY_ARRAY || result->elements != 3)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
+                        result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
+    redis_free_replies(replies, 5);
+    return r;
+}
+
+/* The check, the deduction and the ledger entry: both scripts open so. */
+#define SALE_SCRIPT_BODY                                                                           \
+    "local count = tonumber(redis.call('GET', KEYS[1]))\n"                                         \
+    "if not count then return {-1, 0} end\n"                                                       \
+    "local qty = tonumber(ARGV[1])\n"                                                              \
+    "if count < qty then return {0, count} end\n"                                                  \
+    "local left = redis.call('DECRBY', KEYS[1], qty)\n"                                            \
+    "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
+    "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+
+#define SALE_SCRIPT_STEPS "the sale script: GET, compare with qty, DECRBY, HINCRBY the ledger"
+
+struct redis_script redis_sale_script = {
+    .source = SALE_SCRIPT_BODY "return {1, left}\n",
+    .steps = SALE_SCRIPT_STEPS,
+};
+
+struct redis_script redis_stream_sale_script = {
+    .source = SALE_SCRIPT_BODY
+    "redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'product', ARGV[3], 'qty', ARGV[1],"
+    " 'epoch', redis.call('GET', KEYS[3]) or '0')\n"
+    "return {1, left}\n",
+    .steps = SALE_SCRIPT_STEPS ", XADD the order",
+};
+
+/* The sale script a row runs: a row that settles later streams its orders. */
+static struct redis_script *sale_script_of(const struct deduct_request *rq)
+{
+    return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
+}
+
+/* The script's keys and quantity as this thread last formatted them: a
+ * loop sells the same few products, mostly one unit at a time, over and
+ * over, and formatting is a good part of what a piped sale costs it. */
+static __thread struct {
+    int product, qty;
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], product_text[16];
+    char qty_text[16];
+} last;
+
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                          struct deduct_reply *out)
+{
+    if (!last.stock[0] || last.product != rq->product) {
+        redis_key(last.stock, "stock", rq->product, "");
+        redis_key(last.ledger, "ledger", rq->product, "");
+        redis_key(last.epoch, "stock", rq->product, ":epoch");
+        snprintf(last.product_text, sizeof last.product_text, "%d", rq->product);
+        last.product = rq->product;
+    }
+    if (!last.qty_text[0] || last.qty != rq->qty) {
+        snprintf(last.qty_text, sizeof last.qty_text, "%d", rq->qty);
+        last.qty = rq->qty;
+    }
+    memcpy(a->stock, last.stock, sizeof a->stock);
+    memcpy(a->ledger, last.ledger, sizeof a->ledger);
+    memcpy(a->qty, last.qty_text, sizeof a->qty);
+    a->argv[0] = a->stock;
+    a->argv[1] = a->ledger;
+    a->argv[2] = a->qty;
+    a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
+    if (a->script != &redis_stream_sale_script)
+        return;
+    memcpy(a->epoch, last.epoch, sizeof a->epoch);
+    memcpy(a->product, last.product_text, sizeof a->product);
+    order_stream_new_id(out->order);
+    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
+                              a->qty,   out->order, a->product};
+    for (int i = 0; i < 7; i++)
+        a->argv[i] = streamed[i];
+    a->nkeys = 4, a->argc = 7;
+}
+
+/* What the script reported back: the count it found when it sold
+ * nothing, the count it left when it sold. It reads inside Redis, so the
+ * server never sees the count before a sale. */
+static void trace_script(const struct deduct_request *rq, long long sold, long long count)
+{
+    struct sale_trace *t = rq->trace;
+    if (!t)
+        return;
+    trace_mark(t, TRACE_COMMIT);
+    t->update = sale_script_of(rq)->steps;
+    if (sold)
+        t->wrote = count;
+    else
+        t->read = count;
+}
+
+/* What the script answered, before the order id is kept or dropped. */
+static st_result script_outcome(struct worker *w, const struct deduct_request *rq,
+                                const redisReply *reply, int batch, struct deduct_reply *out)
+{
+    long long sold, count;
+    out->attempts = 1;
+    out->batch = batch;
+    if (reply->type == REDIS_REPLY_ERROR)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        redis_reply_int(reply->element[0], &sold) != 0 ||
+        redis_reply_int(reply->element[1], &count) != 0)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                           "redis: unexpected reply from the sale script");
+    if (sold < 0)
+        return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
+    out->remaining = count;
+    trace_script(rq, sold, count);
+    if (sold == 0)
+        return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
+    return ST_OK;
+}
+
+st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
+                              const redisReply *reply, int batch, struct deduct_reply *out)
+{
+    st_result r = script_outcome(w, rq, reply, batch, out);
+    if (r != ST_OK)
+        out->order[0] = '\0';
+    return r;
+}
+
+/* ------------------------------------------------------------ the store */
+
+/* WATCH stock:{P}:initial (the reset epoch), then GET stock:{P}. */
+static st_result read(struct worker *w, const struct deduct_request *rq, struct stock_seen *seen,
+                      struct deduct_reply *out)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, rq->product);
+    st_result r = redis_watch_and_read(w, rq, &k, k.initial, out);
+    if (r == ST_OK)
+        *seen = (struct stock_seen){.count = out->remaining};
+    return r;
+}
+
+static st_result write_if(struct worker *w, const struct deduct_request *rq,
+                          const struct stock_seen *seen, long long left, long long fence)
+{
+    (void)seen, (void)fence; /* the epoch is the WATCH; the store does not fence */
+    struct redis_stock k;
+    redis_stock_keys(&k, rq->product);
+    st_result r = redis_sale_exec(w, rq, &k, left);
+    if (r == ST_BUSY)
+        worker_fail(w, r, "product %d was reset during the sale", rq->product);
+    return r;
+}
+
+static st_result account(struct worker *w, int product, struct store_account *out)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    const char *argv[] = {"MGET", k.stock, k.initial};
+    const char *hargv[] = {"HMGET", k.ledger, "sold", "orders"};
+    const char *const *argvs[] = {argv, hargv};
+    const int argcs[] = {3, 4};
+    redisReply *replies[2];
+    *out = (struct store_account){0};
+    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    redisReply *counts = replies[0], *sales = replies[1];
+    if (counts->type != REDIS_REPLY_ARRAY || counts->elements != 2 ||
+        sales->type != REDIS_REPLY_ARRAY || sales->elements != 2) {
+        redis_free_replies(replies, 2);
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply to MGET/HMGET");
+    }
+    out->present = redis_reply_int(counts->element[0], &out->remaining) == 0;
+    if (out->present) {
+        redis_reply_int(counts->element[1], &out->initial);
+        redis_reply_int(sales->element[0], &out->sold);
+        redis_reply_int(sales->element[1], &out->orders);
+    }
+    redis_free_replies(replies, 2);
+    return ST_OK;
+}
+
+/* The count, the initial count (which moves the epoch: it aborts every
+ * WATCH on it), MySQL's epoch (what streamed orders carry) and an empty
+ * ledger, in one atomic step. */
+static st_result reset(struct worker *w, int product, long long count, long long *epoch)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    char text[24], epoch_text[24];
+    snprintf(text, sizeof text, "%lld", count);
+    snprintf(epoch_text, sizeof epoch_text, "%lld", *epoch);
+    const char *multi[] = {"MULTI"};
+    const char *set[] = {"MSET", k.stock, text, k.initial, text, k.epoch, epoch_text};
+    const char *del[] = {"DEL", k.ledger};
+    const char *exec[] = {"EXEC"};
+    const char *const *argvs[] = {multi, set, del, exec};
+    const int argcs[] = {1, 7, 2, 1};
+    redisReply *replies[4];
+    st_result r = redis_pipeline(w, 4, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    if (replies[3]->type != REDIS_REPLY_ARRAY)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: the reset's EXEC failed");
+    redis_free_replies(replies, 4);
+    return r;
+}
+
+const struct store store_redis = {
+    .name = "redis",
+    .backend = BACKEND_REDIS,
+    .read = read,
+    .write_if = write_if,
+    .account = account,
+    .reset = reset,
+};

@@ -1,0 +1,70 @@
+/*
+ * redis_sale.h - the pieces of a sale on Redis that strategies compose.
+ *
+ * The redis store (`store_redis`, store.h) keeps a product's count in
+ * stock:{P}, what reset set it to in stock:{P}:initial, and its ledger in
+ * the hash ledger:{P} (sold, orders). A sale is written to Redis together
+ * with its ledger entry in one of two places: redis_sale_exec() (MULTI/EXEC)
+ * or redis_sale_script (one script).
+ */
+#ifndef STOCKD_REDIS_SALE_H
+#define STOCKD_REDIS_SALE_H
+
+#include "backend/redis.h"
+#include "store/store.h"
+
+struct redis_stock {
+    char stock[REDIS_KEY_MAX];   /* stock:{P}, the count                   */
+    char initial[REDIS_KEY_MAX]; /* stock:{P}:initial, written by every reset */
+    char epoch[REDIS_KEY_MAX];   /* stock:{P}:epoch, MySQL's epoch at reset */
+    char ledger[REDIS_KEY_MAX];  /* ledger:{P}, sold/orders                */
+};
+
+void redis_stock_keys(struct redis_stock *k, int product);
+
+/* WATCH `watched`, then GET stock:{P}, in one round trip; the count into
+ * out->remaining. ST_UNKNOWN_PRODUCT when the key is absent, ST_SOLD_OUT
+ * when the count cannot cover qty; on any failure nothing stays watched. */
+st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
+                               const struct redis_stock *k, const char *watched,
+                               struct deduct_reply *out);
+
+/* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
+ * orders 1; EXEC - in one round trip, applied together or not at all.
+ * ST_BUSY (with no message: the caller knows what it watched) when EXEC
+ * was aborted because a WATCHed key changed; ST_OUTCOME_UNKNOWN when
+ * EXEC's reply was lost. */
+st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
+                          const struct redis_stock *k, long long left);
+
+/* The whole sale as one Lua script (lua, lua-wait): it checks the count,
+ * DECRBYs it and records the sale in the ledger, answering {1, left} when
+ * sold, {0, count} when short, {-1, 0} when the product is not in Redis. */
+extern struct redis_script redis_sale_script;
+
+/* The same sale that also appends the order to the order stream with
+ * XADD (lua-stream: order_stream.h), in the same atomic step: the order
+ * id, the product, the qty and the product's epoch (stock:{P}:epoch). */
+extern struct redis_script redis_stream_sale_script;
+
+/* One sale's script, keys and arguments, as the script takes them (argv):
+ * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
+ * epoch key and the stream too, then a new order id and the product. */
+struct redis_script_args {
+    struct redis_script *script;
+    int nkeys, argc;
+    char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], qty[16], product[16];
+    const char *argv[7];
+};
+
+/* The arguments of rq's sale; a sale that settles later gets its order id
+ * here, in out->order. */
+void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                          struct deduct_reply *out);
+
+/* What the script answered for one sale, sent in a write of `batch`
+ * sales, into *out (no order id unless sold); the error in w. */
+st_result redis_script_result(struct worker *w, const struct deduct_request *rq,
+                              const redisReply *reply, int batch, struct deduct_reply *out);
+
+#endif

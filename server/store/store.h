@@ -1,0 +1,127 @@
+/*
+ * store.h - where a strategy's stock and ledger live.
+ *
+ * A store keeps, per product, the count, what reset set it to, and a
+ * ledger of acknowledged sales written in the same atomic step as the
+ * deduction (contract: "Accounting"). There are two: MySQL
+ * (mysql_sale.c) and Redis (redis_sale.c). The shared sale body
+ * (read_then_write in sale.c) and every lock wrapped around it see a store
+ * only through this interface, so a lock row can name either store.
+ *
+ * Every store keeps a reset epoch: reset moves it on, a read returns it,
+ * and a write applies only if it is unchanged. So a sale that read the
+ * count before a reset can never write after it.
+ */
+#ifndef STOCKD_STORE_H
+#define STOCKD_STORE_H
+
+#include "backend/backend.h"
+#include "core/result.h"
+
+#include <limits.h>
+
+struct worker;
+struct strategy;
+struct sale_trace;
+
+/* How a strategy that answers later (strategy.answers_later) hands back a
+ * sale's outcome: once, from any thread, after filling the deduct_reply it
+ * was given; and hand_off() before another thread can reach the sale (see
+ * struct answer_later). */
+struct sale_later {
+    void (*answer)(struct sale_later *later, st_result r, const char *message);
+    void (*hand_off)(struct sale_later *later);
+};
+
+/* One sale attempt, validated by the HTTP layer. */
+struct deduct_request {
+    const struct strategy *strategy; /* the row (sale/strategy.h): stores do not read it */
+    const char *seller;              /* its name, as the ledger records the sale          */
+    int streams_order;               /* its 200 settles later, through the order stream   */
+    struct sale_later *later;        /* set for a strategy that answers later             */
+    int product;                     /* 1 .. 2^31-1                                          */
+    int qty;                         /* 1 .. 1000                                            */
+    int hold_ms;                     /* time spent inside the critical section, 0 .. 1000    */
+    int ttl_ms;                      /* lock TTL for this request (server default if unset)  */
+    int pause_ms;                    /* holder frozen after reading, watchdog included       */
+    struct sale_trace *trace;        /* what the sale did, when trace=1 asked; else NULL     */
+};
+
+/* deduct_reply.remaining when the strategy never saw the count (sql). */
+#define REMAINING_UNKNOWN LLONG_MIN
+
+/* What the sale saw, for the reply. */
+struct deduct_reply {
+    long long remaining;    /* stock the sale left (or found, when sold out) */
+    int attempts;           /* optimistic tries or lock polls used            */
+    long long fence;        /* fencing token the write carried, 0 if none     */
+    int lock_lost;          /* the lock had expired or changed hands by release */
+    long long lock_wait_us; /* time spent taking the lock                 */
+    int batch;              /* sales applied in the same transaction, or 0 */
+    char order[40];         /* the order id of a sale that settles later, or "" */
+};
+
+/* What a lock hands the body it guards (NULL when there is no lock). */
+struct guard {
+    long long fence;        /* fencing token handed out with the lock, 0 if none */
+    long long newest_fence; /* the store's newest token, when it refused ours    */
+    /* Stops (1) or resumes (0) the lock's background renewal; NULL when
+     * nothing renews it. */
+    void (*freeze)(struct guard *g, int frozen);
+};
+
+/* Waits inside a critical section: hold_ms with the holder busy (a lock's
+ * watchdog keeps renewing), then pause_ms with the holder frozen (the
+ * watchdog freezes too, as in a GC or VM pause). `g` may be NULL. */
+void critical_section_wait(const struct deduct_request *rq, struct guard *g);
+
+/* Records the count the sale found and answers ST_SOLD_OUT when it cannot
+ * cover qty. */
+st_result count_covers(struct worker *w, const struct deduct_request *rq, long long count,
+                       struct deduct_reply *out);
+
+/* What a read saw, for the write that follows it. */
+struct stock_seen {
+    long long count;
+    long long epoch;
+};
+
+/* One store's figures for a product. */
+struct store_account {
+    int present; /* the store has the product */
+    long long initial, remaining, sold, orders;
+};
+
+struct store {
+    const char *name;        /* as /stock/{p} and /strategies name it */
+    enum backend_id backend; /* the backend it lives on             */
+    /* Reads the count and checks that it covers rq->qty: ST_UNKNOWN_PRODUCT
+     * or ST_SOLD_OUT (out->remaining then has the count) otherwise. On
+     * ST_OK, write_if() must follow. */
+    st_result (*read)(struct worker *w, const struct deduct_request *rq, struct stock_seen *seen,
+                      struct deduct_reply *out);
+    /* Writes `left` and records the sale in the ledger, in one atomic step,
+     * only if the product was not reset since `seen` and, with a fencing
+     * token, only while no newer token claimed the product: ST_BUSY, with
+     * nothing changed, otherwise. */
+    st_result (*write_if)(struct worker *w, const struct deduct_request *rq,
+                          const struct stock_seen *seen, long long left, long long fence);
+    /* Claims fencing token `token` on the product before the read: from
+     * then on, holders of older tokens cannot write. ST_BUSY when a token
+     * at least as new got there first (*newest then says which). NULL: the
+     * store cannot fence. */
+    st_result (*claim_fence)(struct worker *w, const struct deduct_request *rq, long long token,
+                             long long *newest);
+    st_result (*account)(struct worker *w, int product, struct store_account *out);
+    /* Creates the product if absent, sets its count and initial to `count`,
+     * empties its ledger and moves its epoch on, in one atomic step. The
+     * stores reset in table order: MySQL says where its epoch moved to in
+     * *epoch, and Redis keeps that number for the orders it streams to
+     * MySQL (order_stream.h), which MySQL refuses once its epoch moves on. */
+    st_result (*reset)(struct worker *w, int product, long long count, long long *epoch);
+};
+
+extern const struct store store_mysql;
+extern const struct store store_redis;
+
+#endif
