@@ -3,29 +3,55 @@
  * concurrency strategy, so that anyone can measure which strategies
  * oversell and what each one costs.
  *
- * The shape of the program:
- *   main.c       configuration, signals, start and orderly stop
- *   http.c       libmicrohttpd: the HTTP loops, guards, replies, the stop
- *   listener.c   the listening socket, its new connections shared fairly
- *   redis_pipe.c a loop's own Redis connection, never waited on
- *   pool.c       the worker threads that run requests, a bounded queue
- *   router.c     the endpoint table; api.c the endpoints
- *   params.c     every parameter checked against its declared bounds
- *   strategy.c   the strategy table; strategy_*.c one strategy each
- *   sale.c       the shared sale body; lock.c a lock around it;
- *                combine.c sales sharing one trip (a transaction, a pipeline)
- *   store.h      where stock and ledger live: mysql_sale.c, redis_sale.c
- *   stock.c      accounting and reset across the stores
- *   backend.c    the backend table: mysql_store.c, redis_store.c,
- *                redlock.c, zk_store.c; sentinel.c the main Redis's
- *                primary, followed through failovers
- *   order_stream.c lua-stream's orders, settled from a Redis stream into
- *                MySQL by consumer threads (or a --consume 1 process)
- *   health.c     the backends, probed in the background
- *   metrics.c    what is counted; exposition.c /metrics and the lab's JSON;
- *                products.c the watched products, sampled
- *   worker.c     per-thread state: links, deadline, last error
- *   result.c     the one result type and its HTTP meaning
+ * The shape of the program: six layers, a folder each, every include
+ * naming its layer and going down only (tests/layers-check holds this map
+ * against the tree: every file is named here, each name is a file).
+ *
+ *   main.c             configuration, signals, start and orderly stop
+ *   http/              the HTTP side
+ *     http.c           libmicrohttpd: the HTTP loops, guards, replies, the stop
+ *     listener.c       the listening socket, its new connections shared fairly
+ *     router.c         the endpoint table: which handler, where it runs
+ *   api/               the endpoints, knowing nothing of HTTP's wire
+ *     api.c            the contract's endpoints
+ *     params.c         every parameter checked against its declared bounds
+ *     race.c           the race driver: a run of buyers stockd fires at itself
+ *     exposition.c     /metrics and the lab page's JSON
+ *     products.c       the watched products, sampled
+ *     assets.c         the lab page's files, compiled in
+ *   sale/              selling, whatever the store
+ *     strategy.c       the strategy table; strategies/ one file per strategy,
+ *                      each a row of strategies/table.h
+ *     sale.c           the shared sale body (read, wait, write)
+ *     lock.c           a lock around that body; set_nx_lock.c the SET NX PX
+ *                      lease two rows take
+ *     combine.c        sales sharing one trip (a transaction, a pipeline);
+ *                      script_sale.c a sale that is one Redis script, sent
+ *     stock.c          accounting and reset across the stores and locks
+ *   store/             where stock and ledger live (store.h)
+ *     mysql_stock.c    the MySQL store; redis_stock.c the Redis store
+ *     store.c          the steps every store shares: the knobs' wait, the
+ *                      count check
+ *     order_stream.c   lua-stream's orders, settled from a Redis stream into
+ *                      MySQL by consumer threads (or a --consume 1 process)
+ *   backend/           the servers stockd talks to (backend.h)
+ *     backend.c        the backend table
+ *     mysql.c          MySQL connections and statements; sql.c their texts
+ *     redis.c          Redis links and commands; redis_auth.c the password;
+ *                      redis_pipe.c a loop's own Redis connection, never
+ *                      waited on; sentinel.c the main Redis's primary,
+ *                      followed through failovers
+ *     redlock.c        the independent Redis servers of redlock
+ *     zookeeper.c      the shared ZooKeeper session
+ *     pool.c           the worker threads that own the connections
+ *     health.c         the backends, probed in the background
+ *   core/              what every layer uses, knowing none of them
+ *     result.c         the one result type and its HTTP meaning
+ *     worker.c         per-thread state: links, deadline, last error;
+ *                      backend_id.h the slots' names
+ *     config.c         the options, and the server lists parsed
+ *     log.c            logging; metrics.c what is counted; trace.c a
+ *                      sale's trace
  *
  * Threads: config.threads HTTP loops (http.c), each running its own
  * libmicrohttpd daemon with its share of the port's connections

@@ -3,8 +3,8 @@
  *
  * A backend is a server stockd holds connections to: MySQL, the main Redis,
  * the Redlock servers, ZooKeeper. Each one is a file of its own (the
- * connections and the commands: mysql_store.c, redis_store.c, redlock.c,
- * zk_store.c) that defines one `const struct backend`, and the table in
+ * connections and the commands: backend/mysql.c, backend/redis.c, redlock.c,
+ * backend/zookeeper.c) that defines one `const struct backend`, and the table in
  * backend.c lists them, the way strategy.c lists strategies. Everything that
  * has to go over every backend - the health probes, dropping dead links
  * before a request, closing a thread's links, clearing a product's lock

@@ -1,5 +1,5 @@
 /*
- * mysql_store.c - the MySQL backend: each worker's connection and its
+ * mysql.c - the MySQL backend: each worker's connection and its
  * prepared statements.
  *
  * Failure policy: a lock-wait timeout or a deadlock is contention, so it is

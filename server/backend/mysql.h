@@ -1,5 +1,5 @@
 /*
- * mysql_store.h - MySQL/MariaDB access for the worker: connect lazily,
+ * mysql.h - MySQL/MariaDB access for the worker: connect lazily,
  * execute prepared statements, run transactions, map errors to results.
  * The backend itself (health, teardown, lock rows) is `backend_mysql`.
  */

@@ -1,5 +1,5 @@
 /*
- * redis_store.c - the Redis backend: each worker's links to the main Redis
+ * redis.c - the Redis backend: each worker's links to the main Redis
  * (commands, pipelines, EVALSHA with the NOSCRIPT fallback), usable on any
  * other Redis server too (redlock.c).
  *

@@ -1,5 +1,5 @@
 /*
- * redis_store.h - the worker's Redis connections, commands and scripts.
+ * redis.h - the worker's Redis connections, commands and scripts.
  *
  * Keys of one product all carry the hash tag {P}, so they would live in one
  * Redis Cluster slot:

@@ -3,7 +3,7 @@
  * without ever waiting on it.
  *
  * A pool worker talks to Redis one round trip at a time and waits for the
- * answer (redis_store.h). An HTTP loop must never wait: it serves every
+ * answer (backend/redis.h). An HTTP loop must never wait: it serves every
  * connection of its share of the clients. So each loop keeps one pipe. The
  * script calls its requests make during one turn of the loop are queued,
  * and written together at the end of the turn (redis_pipe_flush); their
@@ -21,7 +21,7 @@
  * Redis runs commands in order, so the call finds it. A script whose SHA1
  * no one has learnt yet holds its calls back until the load answers.
  *
- * Failures read as in redis_store.c: a call never written changed nothing
+ * Failures read as in backend/redis.c: a call never written changed nothing
  * (ST_BACKEND_UNAVAILABLE); a written call whose reply never came may have
  * run (ST_OUTCOME_UNKNOWN). The connection is dropped on any break, on a
  * reply late by io-timeout-ms, or on a connect late by connect-timeout-ms,

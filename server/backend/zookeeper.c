@@ -1,5 +1,5 @@
 /*
- * zk_store.c - the shared ZooKeeper session and its event counter.
+ * zookeeper.c - the shared ZooKeeper session and its event counter.
  *
  * Locking rule: `guard` is never held across a call that waits for the
  * client's completion thread (any zoo_* request, zookeeper_close), because
@@ -367,7 +367,7 @@ static st_result clear(struct worker *w, const char *const *paths, int count)
     return ST_OK;
 }
 
-/* No per-worker links: the session is the process's (see zk_store.h). */
+/* No per-worker links: the session is the process's (see backend/zookeeper.h). */
 const struct backend backend_zookeeper = {
     .name = "zookeeper",
     .configured = configured,

@@ -1,5 +1,5 @@
 /*
- * zk_store.h - the process's one ZooKeeper session, shared by every worker.
+ * zookeeper.h - the process's one ZooKeeper session, shared by every worker.
  *
  * The C client's handle is thread-safe, and a session is not free (a TCP
  * connection, two client threads, heartbeats), so stockd keeps one per

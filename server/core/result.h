@@ -1,8 +1,11 @@
 /*
  * result.h - the one outcome type threaded through every call in stockd.
  *
- * Every function that can fail returns an st_result; nothing returns a bare
- * int or drops an error. The HTTP layer turns a result into the contract's
+ * A call that can fail while serving a request returns an st_result, and
+ * no error is dropped. An int is a count or a yes/no answer - or, for the
+ * functions that start a part of stockd (a pool, a probe, a listener) or
+ * parse its configuration, 0 or -1 after saying why: stockd then does not
+ * start. The HTTP layer turns a result into the contract's
  * status code and `error` word in exactly one place (result_status(),
  * result_word()), so a strategy never thinks about HTTP.
  *

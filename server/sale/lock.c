@@ -66,9 +66,9 @@ static void freeze_held(struct guard *g, int frozen)
 }
 
 /* One round: take the lock, run the body, give the lock back. */
-static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
-                               const struct deduct_request *rq, struct held_lock *held,
-                               struct deduct_reply *out)
+static st_result lock_and_sell(const struct lock_kind *kind, const struct store *store,
+                               struct worker *w, const struct deduct_request *rq,
+                               struct held_lock *held, struct deduct_reply *out)
 {
     long long asked_us = monotonic_us();
     st_result r = kind->try_once ? poll_until_taken(kind, w, rq, held) : kind->acquire(w, rq, held);
@@ -82,7 +82,7 @@ static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
             memcpy(rq->trace->lock_token, held->token, sizeof held->token);
     }
 
-    r = read_then_write(rq->strategy->store, w, rq, &held->guard, out);
+    r = read_then_write(store, w, rq, &held->guard, out);
 
     /* Keep the body's failure detail: release may overwrite w->error. */
     char body_error[sizeof w->error];
@@ -90,8 +90,7 @@ static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
     int lost = 0;
     st_result released = kind->release(w, rq, held, &lost);
     if (released != ST_OK) {
-        log_warn("%s: release failed, the lock will expire by its TTL: %s", rq->strategy->name,
-                 w->error);
+        log_warn("%s: release failed, the lock will expire by its TTL: %s", rq->seller, w->error);
         lost = 1;
     }
     if (r == ST_UNKNOWN_PRODUCT && kind->forget)
@@ -101,8 +100,9 @@ static st_result lock_and_sell(const struct lock_kind *kind, struct worker *w,
     return r;
 }
 
-st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
-                            const struct deduct_request *rq, struct deduct_reply *out)
+st_result deduct_under_lock(const struct lock_kind *kind, const struct store *store,
+                            struct worker *w, const struct deduct_request *rq,
+                            struct deduct_reply *out)
 {
     struct held_lock held;
     memset(&held, 0, sizeof held);
@@ -110,13 +110,13 @@ st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
     held.guard.freeze = kind->freeze ? freeze_held : NULL;
     random_token(held.token, 16);
 
-    st_result r = lock_and_sell(kind, w, rq, &held, out);
+    st_result r = lock_and_sell(kind, store, w, rq, &held, out);
     if (held.again) {
         assert(r == ST_BUSY); /* only a refused body asks for another round */
         held.again = 0;
         held.attempts = 0;
         held.guard.fence = held.guard.newest_fence = 0;
-        r = lock_and_sell(kind, w, rq, &held, out);
+        r = lock_and_sell(kind, store, w, rq, &held, out);
     }
     return r;
 }

@@ -17,7 +17,6 @@
 #include "backend/backend.h"
 #include "backend/redis.h"
 #include "sale/sale.h"
-#include "sale/strategy.h"
 
 #include <pthread.h>
 
@@ -76,8 +75,9 @@ struct lock_kind {
  * redis-lock-wait follows with a WAIT. */
 extern const struct lock_kind lock_redis_set_nx;
 
-st_result deduct_under_lock(const struct lock_kind *kind, struct worker *w,
-                            const struct deduct_request *rq, struct deduct_reply *out);
+st_result deduct_under_lock(const struct lock_kind *kind, const struct store *store,
+                            struct worker *w, const struct deduct_request *rq,
+                            struct deduct_reply *out);
 
 /* When a lock wait that starts now must end: lock_wait_ms from now, or the
  * request's own deadline if that comes first. */

@@ -36,12 +36,6 @@ st_result read_then_write(const struct store *store, struct worker *w,
     return r;
 }
 
-st_result sell_unlocked(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
-{
-    out->attempts = 1;
-    return read_then_write(rq->strategy->store, w, rq, NULL, out);
-}
-
 /* Before retry `attempt` (1-based): random in [0, 2^attempt) ms, at most 32. */
 static void optimistic_backoff(struct worker *w, int attempt)
 {

@@ -7,7 +7,6 @@
 #ifndef STOCKD_SALE_H
 #define STOCKD_SALE_H
 
-#include "sale/strategy.h"
 #include "store/store.h"
 
 struct store;
@@ -24,10 +23,6 @@ struct store;
 st_result read_then_write(const struct store *store, struct worker *w,
                           const struct deduct_request *rq, struct guard *g,
                           struct deduct_reply *out);
-
-/* The body with no lock at all, on the strategy's store: the races. */
-st_result sell_unlocked(struct worker *w, const struct deduct_request *rq,
-                        struct deduct_reply *out);
 
 typedef st_result (*attempt_fn)(struct worker *w, const struct deduct_request *rq,
                                 struct deduct_reply *out);

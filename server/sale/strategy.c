@@ -9,6 +9,7 @@
 
 #include "core/metrics.h"
 #include "sale/lock.h"
+#include "sale/sale.h"
 #include "store/store.h"
 
 #include <assert.h>
@@ -77,7 +78,13 @@ st_result strategy_run(const struct strategy *s, struct worker *w, const struct 
                        struct deduct_reply *out)
 {
     assert(!s->lock != !s->deduct); /* every row: strategy_row_sound() */
-    return s->lock ? deduct_under_lock(s->lock, w, rq, out) : s->deduct(w, rq, out);
+    return s->lock ? deduct_under_lock(s->lock, s->store, w, rq, out) : s->deduct(w, rq, out);
+}
+
+st_result sell_unlocked(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
+{
+    out->attempts = 1;
+    return read_then_write(rq->strategy->store, w, rq, NULL, out);
 }
 
 backend_set strategy_needs(const struct strategy *s)

@@ -2,15 +2,15 @@
  * strategy.h - what a concurrency strategy is, and the table of them all.
  *
  * A strategy is one way to sell `qty` units of a product under concurrency.
- * Each lives in its own strategy_*.c file, which opens with its story (the
+ * Each lives in its own file of strategies/, which opens with its story (the
  * race, the fix, the price) and defines one `const struct strategy`: a row
  * that says everything there is to know about it - where it sells from,
  * what it claims, how it behaves under contention, when its lease runs
  * out, when its Redis primary fails over and on a multi-primary MySQL
  * cluster, what exposes its race. /strategies publishes the rows,
  * and the tests, the comparison and docs/strategies.md read them from there, so no other file
- * names a strategy to learn a property of it. The table in strategy.c lists every row; adding a
- * strategy is one file and one line.
+ * names a strategy to learn a property of it. Adding a strategy is
+ * one file and one line of strategies/table.h (docs/adding-a-strategy.md).
  */
 #ifndef STOCKD_STRATEGY_H
 #define STOCKD_STRATEGY_H
@@ -107,6 +107,10 @@ struct strategy {
     deduct_fn deduct;               /* the strategy's own body, or...                */
     const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
 };
+
+/* The body with no lock at all, on the strategy's store: the races. */
+st_result sell_unlocked(struct worker *w, const struct deduct_request *rq,
+                        struct deduct_reply *out);
 
 /* Sells with strategy `s`: its own body, or its lock around read_then_write. */
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,

@@ -1,5 +1,5 @@
 /*
- * mysql_sale.c - the mysql store: a product's count in its `stock` row, its
+ * mysql_stock.c - the mysql store: a product's count in its `stock` row, its
  * ledger in `orders`, both written in one transaction.
  */
 #include "store/mysql_stock.h"

@@ -1,5 +1,5 @@
 /*
- * mysql_sale.h - the pieces of a sale on MySQL that strategies compose.
+ * mysql_stock.h - the pieces of a sale on MySQL that strategies compose.
  *
  * The mysql store (`store_mysql`, store.h) keeps a product's count in its
  * `stock` row and its ledger in `orders`; sale_commit() is the one place a

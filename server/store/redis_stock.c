@@ -1,5 +1,5 @@
 /*
- * redis_sale.c - the redis store: a product's count, its initial count and
+ * redis_stock.c - the redis store: a product's count, its initial count and
  * its ledger in three keys, a sale and its ledger entry in one MULTI/EXEC.
  *
  * The reset epoch: every reset writes stock:{P}:initial, so a read that

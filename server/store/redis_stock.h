@@ -1,5 +1,5 @@
 /*
- * redis_sale.h - the pieces of a sale on Redis that strategies compose.
+ * redis_stock.h - the pieces of a sale on Redis that strategies compose.
  *
  * The redis store (`store_redis`, store.h) keeps a product's count in
  * stock:{P}, what reset set it to in stock:{P}:initial, and its ledger in

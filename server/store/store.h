@@ -4,7 +4,7 @@
  * A store keeps, per product, the count, what reset set it to, and a
  * ledger of acknowledged sales written in the same atomic step as the
  * deduction (contract: "Accounting"). There are two: MySQL
- * (mysql_sale.c) and Redis (redis_sale.c). The shared sale body
+ * (store/mysql_stock.c) and Redis (store/redis_stock.c). The shared sale body
  * (read_then_write in sale.c) and every lock wrapped around it see a store
  * only through this interface, so a lock row can name either store.
  *

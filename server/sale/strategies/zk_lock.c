@@ -14,7 +14,7 @@
  * lock behind once its session times out (zk-session-ms), and no TTL has to
  * guess how long a sale takes - the client's own threads keep the session
  * alive however long the critical section is. A node we could not delete
- * because ZooKeeper was unreachable is deleted once it is back (zk_store.c).
+ * because ZooKeeper was unreachable is deleted once it is back (backend/zookeeper.c).
  *
  * The price: at least four round trips to a quorum per sale (create, list,
  * delete, plus a watch per wait), each a consensus write; the fairest and
