@@ -41,8 +41,10 @@ group_packages() {
         # server it also ships is never started.
         prometheus) echo "prometheus" ;;
         # lint: the formatter, and xmllint (libxml2-utils), which validates the
-        # junit.xml that compare, bench and chaos write against tests/junit.xsd.
-        lint)     echo "clang-format libxml2-utils" ;;
+        # junit.xml that compare, bench and chaos write against tests/junit.xsd;
+        # Node.js and npm for the OpenAPI linter (group_npm_dir below). Debian's
+        # npm brings nodejs; NodeSource's nodejs carries npm itself.
+        lint)     echo "clang-format libxml2-utils npm|nodejs" ;;
         # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
         # and the private nginx that serves the HTTP-path limit.
         bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;
@@ -53,6 +55,33 @@ group_packages() {
         fuzz)     echo "clang libclang-rt-dev llvm" ;;
         *)        return 1 ;;
     esac
+}
+
+# group_npm_dir GROUP: the directory whose package-lock.json the group
+# installs with `npm ci` once its Debian packages are there (none: no output).
+group_npm_dir() {
+    case "$1" in
+        lint) echo "tests/openapi" ;; # @redocly/cli, which tests/openapi-check runs
+    esac
+}
+
+# npm_installs GROUP...: `npm ci` in each group's directory whose
+# node_modules does not hold its lockfile's install yet (npm writes
+# node_modules/.package-lock.json, newer than the lockfile, when it has).
+npm_installs() {
+    local g dir root
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    for g in "$@"; do
+        [[ "$g" == all ]] && { npm_installs $GROUPS_ALL; continue; }
+        dir="$(group_npm_dir "$g")"
+        [[ -n "$dir" ]] || continue
+        dir="$root/$dir"
+        [[ -e "$dir/node_modules/.package-lock.json" &&
+            ! "$dir/node_modules/.package-lock.json" -ot "$dir/package-lock.json" ]] && continue
+        say "npm ci in ${dir#"$root"/}"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+            die "npm ci in ${dir#"$root"/} failed"
+    done
 }
 
 usage() {
@@ -107,7 +136,7 @@ for entry in "${wanted[@]}"; do
     fi
 done
 
-(( ${#missing[@]} == 0 )) && exit 0
+(( ${#missing[@]} == 0 )) && { npm_installs "$@"; exit 0; }
 
 if (( EUID != 0 )); then
     # Without root we cannot refresh the lists; name the first alternative.
@@ -151,3 +180,4 @@ for p in "${names[@]}"; do
     installed "$p" || die "package $p is still not installed"
 done
 say "installed: ${names[*]}"
+npm_installs "$@"

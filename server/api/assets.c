@@ -27,6 +27,7 @@ EMBED(web_lab_js, "web/lab.js");
 EMBED(web_race_js, "web/race.js");
 EMBED(web_race_panel_js, "web/race-panel.js");
 EMBED(web_linearize_js, "web/linearize.js");
+EMBED(web_openapi_json, "web/openapi.json");
 
 #define ASSET(path, type, symbol)                                                                  \
     {                                                                                              \
@@ -40,6 +41,7 @@ static const struct asset assets[] = {
     ASSET("/lab/race.js", "text/javascript; charset=utf-8", web_race_js),
     ASSET("/lab/race-panel.js", "text/javascript; charset=utf-8", web_race_panel_js),
     ASSET("/lab/linearize.js", "text/javascript; charset=utf-8", web_linearize_js),
+    ASSET("/openapi.json", "application/json", web_openapi_json), /* every route, described */
 };
 
 const struct asset *asset_find(const char *path)
@@ -48,4 +50,9 @@ const struct asset *asset_find(const char *path)
         if (strcmp(assets[i].path, path) == 0)
             return &assets[i];
     return NULL;
+}
+
+const struct asset *asset_at(size_t i)
+{
+    return i < sizeof assets / sizeof assets[0] ? &assets[i] : NULL;
 }

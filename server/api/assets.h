@@ -16,4 +16,8 @@ struct asset {
 /* The asset served at `path`, or NULL. */
 const struct asset *asset_find(const char *path);
 
+/* The i-th asset, or NULL past the last: for the test that keeps
+ * web/openapi.json describing each of them. */
+const struct asset *asset_at(size_t i);
+
 #endif

@@ -26,6 +26,7 @@ static const struct route {
     {"/health", 0, GET, 0, NULL, api_health, 0},
     {"/strategies", 0, GET, 0, NULL, api_strategies, 0},
     {"/metrics", 0, GET, 0, NULL, api_metrics, 0},
+    {"/openapi.json", 0, GET, 0, NULL, api_asset, 0},
     {"/", 0, GET, 0, NULL, api_asset, 0}, /* the live lab page */
     {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0},
     {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0},
@@ -62,6 +63,7 @@ void route_find(const char *method, const char *path, struct route_match *out)
         const struct route *r = &routes[i];
         if (!path_matches(r, path))
             continue;
+        out->row = i;
         if (method_bit(method) & r->methods) {
             out->handler = r->handler;
             out->page = r->page;
@@ -76,4 +78,9 @@ void route_find(const char *method, const char *path, struct route_match *out)
         return;
     }
     out->result = ST_NOT_FOUND;
+}
+
+size_t route_count(void)
+{
+    return sizeof routes / sizeof routes[0];
 }

@@ -26,8 +26,13 @@ struct route_match {
     unsigned flags;
     st_result result;
     char allow[32]; /* the Allow header for a 405 */
+    size_t row;     /* the row of the table that matched the path */
 };
 
 void route_find(const char *method, const char *path, struct route_match *out);
+
+/* How many rows the table has: tests/unit_openapi.c checks that
+ * web/openapi.json reaches each one. */
+size_t route_count(void);
 
 #endif
