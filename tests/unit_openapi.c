@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "assets.h"
-#include "router.h"
+#include "api/assets.h"
+#include "http/router.h"
 
 /* Every method a path item may describe; the router knows GET and POST. */
 static const char *const methods[] = {"get",     "put",  "post",  "delete",
