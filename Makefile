@@ -138,10 +138,10 @@ test: deps
 # stops it). make compare is the same with knobs, and stops its stockd:
 #   make compare STRATEGIES=nolock,sql THREADS=20 LOOPS=10 STOCK=100 QTY=1 \
 #                HOLD_MS=0 INSTANCES=1
-# (the variables reach jmeter/compare through the environment).
+# (the variables reach python3 -m lab compare through the environment).
 demo compare: build
 	@$(DEPS) stack zk jmeter prometheus
-	@jmeter/compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
+	@python3 -B -m lab compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
 
 # make bench: what each strategy costs (bench/README.md). Installs what is
@@ -153,7 +153,7 @@ demo compare: build
 # Then the order stream's costs (make stream-bench).
 bench: build
 	@$(DEPS) stack zk bench chromium
-	@bench/bench
+	@python3 -B -m lab bench
 	@python3 -B -m lab stream bench
 
 # make chaos: faults injected under load (lab/chaos.py): MariaDB, Redis and
@@ -165,7 +165,7 @@ bench: build
 # Then the order stream's fault rows (make stream-chaos).
 chaos: build
 	@$(DEPS) stack zk
-	@bench/chaos
+	@python3 -B -m lab chaos
 	@python3 -B -m lab stream chaos
 
 # make stream-chaos: lua-stream's faults (lab/stream.py): its consumer killed -9
@@ -198,7 +198,7 @@ reconcile: build
 # when a row contradicts its fact. Knobs: STRATEGIES=lua,fenced FAILOVER_SALES=5
 failover: build
 	@$(DEPS) stack zk
-	@bench/failover
+	@python3 -B -m lab failover
 
 # make cluster: every strategy whose stock is in MySQL on the stack's three-node
 # Galera cluster (lab/cluster.py, docs/cluster.md): three stockd instances, each
@@ -214,11 +214,11 @@ failover: build
 # make cluster-up: the cluster's three nodes alone, added to the running stack.
 cluster: build
 	@$(DEPS) stack zk cluster
-	@bench/cluster
+	@python3 -B -m lab cluster
 
 cluster-short: build
 	@$(DEPS) stack zk cluster
-	@bench/cluster --quick
+	@python3 -B -m lab cluster --quick
 
 cluster-up:
 	@$(DEPS) stack cluster
@@ -233,7 +233,7 @@ cluster-up:
 # mismatch. About 40 s.
 probe: build
 	@$(DEPS) stack nginx
-	@bench/probe
+	@python3 -B -m lab probe
 
 # make soak: SOAK_S seconds (default 600) of a fixed rate (SOAK_RATE, 200/s)
 # over every strategy; stockd's RSS and open fds, sampled every 10 s, must end
@@ -241,7 +241,7 @@ probe: build
 # 5xx. Writes results/soak-<timestamp>/.
 soak: build
 	@$(DEPS) stack zk
-	@bench/soak
+	@python3 -B -m lab soak
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

@@ -1,38 +1,70 @@
-"""stockd's lab: the one orchestrator behind `make compare` (jmeter/compare),
-`make bench` (bench/bench), `make chaos` (bench/chaos), `make failover` (bench/failover)
-and `make soak` (bench/soak).
-Python standard library only.
+"""stockd's lab: the runs behind `make compare`, `make demo`, `make bench`, `make chaos`,
+`make failover`, `make cluster`, `make probe`, `make soak`, the `make stream-*` targets
+and `make reconcile`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
+is the comparison's entry point in the JMeter image). Python standard library only.
+Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
+files):
 
+  the command and the scaffold
+    __main__      python3 -m lab COMMAND: the runs below by name, check-report, render
+    runner        a run's scaffold, written once: --host, --port, --results-dir, the admin
+                  client, progress, the service, the guarded run (exit 2, 130), the report
     common        errors that stop a run (exit 2), progress lines, options read from
                   flags or the environment, the results directory
+    service       the private stack (scripts/stack.sh), one stockd or N behind nginx,
+                  a private nginx serving a static file
+
+  what stockd says
     api           HTTP client for stockd: /strategies, /stock/{p}, reset, /metrics,
                   the X-Stockd-Instance header
     facts         the strategies' facts from GET /strategies (store, claims,
-                  contention, lease, exposed_by, needs, failover): nothing is known by name
+                  contention, lease, exposed_by, needs, failover, cluster): nothing is
+                  known by name
     outcomes      answers counted by outcome: sold, sold_out, busy, outcome_unknown,
                   errors by word
-    service       the private stack (scripts/stack.sh), one stockd or N behind nginx,
-                  a private nginx serving a static file
+    sources       the sale script and SQL texts, and strategy names, read from server/*.c
+    prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
+    host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
+
+  the drivers
     jmeter        the JMeter driver (jmeter/deduct.jmx) and its JTL results
-    wrk           the wrk driver (bench/count.lua) and its results
+    wrk           the wrk driver (bench/count.lua, bench/history.lua) and its results
+    load          a driver that keeps every answer's timing (closed loop or paced)
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
-    sources       the sale script and SQL texts read from server/*.c
+    peer          the bench's Node.js peer (bench/peer/): installed, started, stopped
+    race_runs     the comparison's races, run by stockd itself (POST /lab/race)
+    faults        the faults chaos injects (scripts/stack.sh), the strategies each
+                  one drives, the backends' probes
+    redis_group   the stack's replicated Redis group: its Sentinels' view, the replica
+                  held back (CLIENT PAUSE WRITE), a primary killed and its promotion
+
+  the judges
     plan          which comparison rows to run, from the facts
     gate          verdicts: safe rows, exposed races, leases, the ledger, contention;
                   driver-bound marking
+    chaos_gate    a chaos row's figures and verdict from its timeline
+    history       the clients' history of a row, the second witness beside the ledger
+    linearize     is a history linearizable for a stock counter (or its first violation)
+
+  the reports
     tables        rows as text tables, JSON and CSV
     html          the self-contained HTML pieces: page, table, inline SVG charts
-    compare_report, bench_report   the two reports
+    junit         a run's rows as junit.xml (tests/junit.xsd)
+    compare_report, bench_report   report.html and bench.html
+    race_report   report.html's race timelines (web/race.js)
+    failover_report, cluster_report   the failover's and the cluster's tables and
+                  pictures
     browser       a report checked in headless Chromium
-    compare, bench                 the two runs
-    load          a driver that keeps every answer's timing (closed loop or paced)
-    faults        the faults chaos injects (scripts/stack.sh), the strategies each
-                  one drives, the backends' probes
-    chaos_gate    a chaos row's figures and verdict from its timeline
+    devtools      one page in headless Chromium over the DevTools protocol (a pipe)
+
+  the runs (each a RUNNER of lab.runner)
+    compare, bench  the comparison (`make compare`) and the bench (`make bench`)
     chaos, soak   faults under load (`make chaos`), a long steady load (`make soak`)
-    redis_group   the stack's replicated Redis group: its Sentinels' view, the replica
-                  held back (CLIENT PAUSE WRITE), a primary killed and its promotion
-    failover, failover_report   a Redis primary failover under every strategy that
-                  touches Redis (`make failover`), and its table and timeline picture
+    failover      a Redis primary failover under every strategy that touches Redis
+                  (`make failover`)
+    cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)
+    probe         hostile clients against two instances behind nginx (`make probe`)
+    stream        lua-stream's order stream: reconcile, its fault rows, its costs
+    readme        docs/strategies.md's strategy table, from GET /strategies
 """

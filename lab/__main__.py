@@ -1,24 +1,26 @@
-"""python3 -m lab COMMAND ... (from the repository root):
+"""python3 -m lab COMMAND ... (from the repository root; `python3 -m lab COMMAND --help`
+lists a command's flags, each of which also reads an environment variable):
 
-    compare [FLAGS]            the comparison (what jmeter/compare runs)
-    bench [FLAGS]              the bench (what bench/bench runs)
-    chaos [FLAGS]              faults injected under load (what bench/chaos runs)
-    failover [FLAGS]           a Redis primary failover under each strategy (what
-                               bench/failover runs)
+    compare [FLAGS]            the comparison (make compare, make demo; jmeter/compare
+                               is the same run, the JMeter image's entry point)
+    bench [FLAGS]              the bench (make bench)
+    chaos [FLAGS]              faults injected under load (make chaos)
+    failover [FLAGS]           a Redis primary failover under each strategy (make failover)
     cluster [FLAGS]            every MySQL strategy on a multi-primary Galera cluster
-                               (what bench/cluster runs)
-    probe [FLAGS]              hostile clients (what bench/probe runs)
-    soak [FLAGS]               the soak (what bench/soak runs)
+                               (make cluster, make cluster-short: --quick)
+    probe [FLAGS]              hostile clients (make probe)
+    soak [FLAGS]               the soak (make soak)
+    stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
+                               order id by order id, its fault rows, its costs
+                               (make reconcile, make stream-chaos, make stream-bench)
+    readme [--check|--write F] the strategy table of docs/strategies.md, from
+                               GET /strategies
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
                                in headless Chromium (PATH: the page or its directory;
                                default results/latest); exit 0 fine, 1 wrong, 2 cannot
                                check
     render [DIR]               re-render DIR's report.html or bench.html from its
                                results (default results/latest)
-    readme [--check|--write F] the strategy table of docs/strategies.md, from
-                               GET /strategies
-    stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
-                               order id by order id, its fault rows, its costs
 """
 
 import json
@@ -80,13 +82,16 @@ def render(argv):
     return 0
 
 
-COMMANDS = {"compare": compare.main, "bench": bench.main, "chaos": chaos.main,
-            "failover": failover.main, "cluster": cluster.main, "probe": probe.main,
-            "soak": soak.main, "check-report": check_report, "render": render,
-            "readme": readme.main, "stream": stream.main}
+# The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
+RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme)
+COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
+            "check-report": check_report, "render": render}
 
 
 def main(argv):
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if not argv or argv[0] not in COMMANDS:
         print(__doc__, file=sys.stderr)
         return 2

@@ -54,12 +54,13 @@ from statistics import median
 from . import bench_report, browser, facts as facts_mod, host, peer as peer_mod, raw, sources
 from . import history, junit, tables, wrk
 from .api import Api
-from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
-                     elapsed_line, ensure_writable, make_out_dir, now_iso, write_text)
+from .common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso,
+                     write_text)
 from .compare import check_needs
 from .gate import bench_verdict, witnesses_problem
 from .outcomes import Outcomes
-from .service import Service, StaticServer, run_dir, run_guarded, stack_env
+from .runner import Runner
+from .service import StaticServer, run_dir, stack_env
 
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
 # The raw limits' rows: each limit's name, and the row that defines it.
@@ -73,9 +74,9 @@ PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
               sources.SQL_STRATEGY_FILE: ("peer sql", "mysql", "mariadb")}
 
 
-def parse_args(argv):
-    o = Options("bench/bench", __doc__.split("\n\n")[0])
-    o.add("--strategies", ["STRATEGIES"], "", str, "comma list; empty: all from GET /strategies")
+def options(o):
+    o.add("--strategies", ["STRATEGIES"], "", comma_list,
+          "comma list; empty: all from GET /strategies")
     o.add("--conns", ["CONNS"], "", str,
           "concurrencies, keep-alive connections (empty: 1,16,64,256; with --quick: 16)")
     o.add("--duration", ["DURATION"], 2, int, "seconds per row", 1)
@@ -86,8 +87,6 @@ def parse_args(argv):
     o.add("--pairs", ["PAIRS"], 5, int, "alternating pairs per headline ratio (0: none)", 0)
     o.add("--retry-budget", ["RETRY_BUDGET"], 45, int,
           "seconds the whole run may spend measuring disturbed rows again", 0)
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
     o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
     o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
@@ -100,24 +99,22 @@ def parse_args(argv):
     o.add("--history-max", ["HISTORY_MAX"], 200000, int,
           "the most requests a history pass records (past it: a window, judged as one)", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/bench-<timestamp>/ goes")
     o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
     o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
                       "no warm-up, no peer (the test gate's bench)")
-    ns = o.parse(argv)
-    ns.strategies = comma_list(ns.strategies)
+
+
+def after_parse(ns, error):
     try:
         ns.conns = [int(c) for c in comma_list(ns.conns or ("16" if ns.quick else "1,16,64,256"))]
     except ValueError:
-        o.parser.error(f"--conns: not a comma list of numbers: {ns.conns!r}")
+        error(f"--conns: not a comma list of numbers: {ns.conns!r}")
     if not ns.conns or min(ns.conns) < 1:
-        o.parser.error("--conns: at least one concurrency, each at least 1")
+        error("--conns: at least one concurrency, each at least 1")
     if ns.quick:
         ns.duration, ns.warmup, ns.pairs, ns.no_peer = 1, 0, 0, True
     ns.http_port = ns.http_port or ns.port + 1
     ns.peer_port = ns.peer_port or ns.port + 2
-    return ns
 
 
 def ratio(rps, limit):
@@ -678,49 +675,39 @@ def write_outputs(out_dir, rows, params):
     return page
 
 
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("bench")
-    t0 = time.time()
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 1, say)
-    started = now_iso()
+def work(run):
+    args, api, service, say = run.args, run.api, run.service, run.say
+    facts = facts_mod.parse(api.strategies().body)
+    names = claim_instances(api)
+    selected = (facts.first_safe_per_store(len(names)) if args.quick and not args.strategies
+                else facts.select(args.strategies))
+    check_needs(api, facts, selected)
+    out_dir = run.out_dir()
+    say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
+        f"concurrencies {args.conns}, {args.duration} s each")
+    bench = Bench(args, api, facts, len(names), out_dir, say,
+                  service.proc.pid if service.proc else None)
+    rows = bench.run(selected)
+    params = {"started": run.started, "finished": now_iso(), "host": args.host,
+              "port": args.port, "instance_names": names,
+              "claim": facts_mod.claim_name(len(names)), "conns": args.conns,
+              "duration_s": args.duration, "warmup_s": args.warmup, "stock": ENDLESS_STOCK,
+              "product": args.product, "strategies": [s.name for s in selected],
+              "settings": facts.settings, "elapsed_s": round(run.elapsed()),
+              "driver": "wrk (keep-alive), redis-benchmark, sysbench",
+              "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
+              "pairs": args.pairs, "peer": bench.peer_note,
+              "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
+              "peer_stack": peer_mod.describe(),
+              "retries": args.retries, "retry_budget_s": args.retry_budget,
+              "retry_spent_s": round(bench.retry_spent_s, 1),
+              "history_duration_s": args.history_duration, "history_max": args.history_max,
+              "history_spent_s": round(bench.history_spent_s, 1)}
+    page = write_outputs(out_dir, rows, params)
+    return rows, page, browser.check(page, bench_report.expectations(rows))
 
-    def work():
-        ensure_writable(args.results_dir)
-        service.ensure()
-        facts = facts_mod.parse(api.strategies().body)
-        names = claim_instances(api)
-        selected = (facts.first_safe_per_store(len(names)) if args.quick and not args.strategies
-                    else facts.select(args.strategies))
-        check_needs(api, facts, selected)
-        out_dir = make_out_dir(args.results_dir, "bench-", "bench-latest")
-        say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
-            f"concurrencies {args.conns}, {args.duration} s each")
-        bench = Bench(args, api, facts, len(names), out_dir, say,
-                      service.proc.pid if service.proc else None)
-        rows = bench.run(selected)
-        params = {"started": started, "finished": now_iso(), "host": args.host,
-                  "port": args.port, "instance_names": names,
-                  "claim": facts_mod.claim_name(len(names)), "conns": args.conns,
-                  "duration_s": args.duration, "warmup_s": args.warmup, "stock": ENDLESS_STOCK,
-                  "product": args.product, "strategies": [s.name for s in selected],
-                  "settings": facts.settings, "elapsed_s": round(time.time() - t0),
-                  "driver": "wrk (keep-alive), redis-benchmark, sysbench",
-                  "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
-                  "pairs": args.pairs, "peer": bench.peer_note,
-                  "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
-                  "peer_stack": peer_mod.describe(),
-                  "retries": args.retries, "retry_budget_s": args.retry_budget,
-                  "retry_spent_s": round(bench.retry_spent_s, 1),
-                  "history_duration_s": args.history_duration, "history_max": args.history_max,
-                  "history_spent_s": round(bench.history_spent_s, 1)}
-        page = write_outputs(out_dir, rows, params)
-        return rows, page, browser.check(page, bench_report.expectations(rows))
 
-    status, done = run_guarded(say, service, work)
-    if status is not None:
-        return status
+def report(run, done):
     rows, page, found = done
     print(tables.text_table(rows, bench_report.TABLE))
     print()
@@ -733,13 +720,16 @@ def main(argv):
     if again:
         rows_word = "rows" if len(again) > 1 else "row"
         print(f"{len(again)} {rows_word} measured again: the host stole more than "
-              f"{args.steal_max}% of the CPU during them (steal % column)")
-    elapsed = time.time() - t0
+              f"{run.args.steal_max}% of the CPU during them (steal % column)")
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; bench.html "
           f"{'checked in Chromium' if not found else 'WRONG'}: {page}")
-    print(elapsed_line(elapsed))
+    print(elapsed_line(run.elapsed()))
     return 1 if failed or found else 0
 
+
+RUNNER = Runner("bench", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report, host=True, port=True, results="bench-", instances=1)
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

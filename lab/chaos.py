@@ -38,14 +38,13 @@ import sys
 import time
 
 from . import facts as facts_mod, faults as faults_mod, history, junit, tables
-from .api import Api
 from .chaos_gate import RECOVER_S, Timeline, figures, problems
-from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, SetupError, comma_list,
-                     elapsed_line, ensure_writable, make_out_dir, now_iso, slug, tail,
-                     write_text)
+from .common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso,
+                     slug, tail, write_text)
 from .gate import with_witnesses
 from .load import Load
-from .service import Service, run_guarded, stack_env
+from .runner import Runner
+from .service import stack_env
 
 HEALTHY_S = 60
 RECOVER_WAIT_S = 15
@@ -71,9 +70,8 @@ TABLE = [
 ]
 
 
-def parse_args(argv):
-    o = Options("bench/chaos", __doc__.split("\n\n")[0])
-    o.add("--faults", ["CHAOS_FAULTS", "FAULTS"], "", str,
+def options(o):
+    o.add("--faults", ["CHAOS_FAULTS", "FAULTS"], "", comma_list,
           "comma list of mysql-kill, redis-kill, redis-freeze, redlock-stop-1, redlock-stop-2, "
           "zk-kill; empty: all")
     o.add("--conns", ["CHAOS_CONNS"], 4, int,
@@ -92,21 +90,17 @@ def parse_args(argv):
     o.add("--lock-ttl-ms", ["CHAOS_LOCK_TTL_MS"], 1000, int, "stockd's lock TTL", 10)
     o.add("--lock-wait-ms", ["CHAOS_LOCK_WAIT_MS"], 1000, int,
           "stockd's longest wait for a lock", 0)
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port (nothing may answer there)", 1)
     o.add("--product", ["CHAOS_PRODUCT"], 7001, int, "first product id (one per strategy)", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/chaos-<timestamp>/ goes")
     o.flag("--quick", "the test gate's version: Redis killed, Redis frozen 3 s, one Redlock "
                       "server stopped; 1.5 s before, 3 s of fault, 3 s after")
-    ns = o.parse(argv)
-    ns.faults = comma_list(ns.faults)
+
+
+def after_parse(ns, error):
     if ns.quick:
         # A fault must outlast the backend timeout (--io-timeout-ms, 1 s) by as much
         # again: the requests in flight when it starts fail about 1 s in, and only
         # the ones sent after them show the outage as requests started during it.
         ns.before, ns.hold, ns.after = 1.5, 3.0, 3.0
-    return ns
 
 
 def stockd_options(args):
@@ -256,7 +250,8 @@ def write_outputs(out_dir, rows, params):
                 lambda r: f"{r['fault']} / {r['strategy']}", lambda r: None, params)
 
 
-def report(rows, out_dir, params, elapsed):
+def report(run, done):
+    rows, out_dir, params = done
     print(tables.text_table(rows, TABLE))
     print()
     print(f"deadline {params['request_timeout_ms']} ms + margin {params['margin_ms']} ms; "
@@ -266,48 +261,37 @@ def report(rows, out_dir, params, elapsed):
     for r in failed:
         print(f"FAIL {r['fault']} / {r['strategy']}: {r['reason']}")
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; results in {out_dir}")
-    print(elapsed_line(elapsed))
+    print(elapsed_line(run.elapsed()))
     return 1 if failed or not rows else 0
 
 
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("chaos")
-    t0 = time.time()
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 1, say, stockd_options(args))
-    started = now_iso()
+def work(run):
+    args, api, say = run.args, run.api, run.say
+    env = stack_env()
+    faults = choose_faults(args, env)
+    check_durable(faults, env)
+    facts = facts_mod.parse(api.strategies().body)
+    out_dir = run.out_dir()
+    say(f"results in {out_dir}")
+    chaos = Chaos(args, api, run.service, facts, env, say, out_dir)
+    rows = chaos.run(faults)
+    params = {"started": run.started, "finished": now_iso(), "host": args.host,
+              "port": args.port, "faults": [f.doc() for f in faults],
+              "conns": args.conns, "probe_rate": args.probe_rate, "before_s": args.before,
+              "hold_s": args.hold, "after_s": args.after, "margin_ms": args.margin_ms,
+              "request_timeout_ms": chaos.deadline_ms, "io_timeout_ms": args.io_timeout_ms,
+              "lock_ttl_ms": args.lock_ttl_ms, "lock_wait_ms": args.lock_wait_ms,
+              "recover_s": RECOVER_S, "stock": ENDLESS_STOCK,
+              "quick": args.quick, "settings": facts.settings}
+    write_outputs(out_dir, rows, params)
+    return rows, out_dir, params
 
-    def work():
-        ensure_writable(args.results_dir)
-        if api.answers():
-            raise SetupError(f"something answers at {api.where()}: the chaos run starts its own "
-                             "stockd there with short timeouts; choose a free --port")
-        service.ensure()  # nothing answers: it starts the stack and a stockd of its own
-        env = stack_env()
-        faults = choose_faults(args, env)
-        check_durable(faults, env)
-        facts = facts_mod.parse(api.strategies().body)
-        out_dir = make_out_dir(args.results_dir, "chaos-", "chaos-latest")
-        say(f"results in {out_dir}")
-        chaos = Chaos(args, api, service, facts, env, say, out_dir)
-        rows = chaos.run(faults)
-        params = {"started": started, "finished": now_iso(), "host": args.host,
-                  "port": args.port, "faults": [f.doc() for f in faults],
-                  "conns": args.conns, "probe_rate": args.probe_rate, "before_s": args.before,
-                  "hold_s": args.hold, "after_s": args.after, "margin_ms": args.margin_ms,
-                  "request_timeout_ms": chaos.deadline_ms, "io_timeout_ms": args.io_timeout_ms,
-                  "lock_ttl_ms": args.lock_ttl_ms, "lock_wait_ms": args.lock_wait_ms,
-                  "recover_s": RECOVER_S, "stock": ENDLESS_STOCK,
-                  "quick": args.quick, "settings": facts.settings}
-        write_outputs(out_dir, rows, params)
-        return rows, out_dir, params
 
-    status, done = run_guarded(say, service, work)
-    if status is not None:
-        return status
-    return report(*done, time.time() - t0)
-
+RUNNER = Runner("chaos", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report, host=True, port="its port (nothing may answer there)",
+                results="chaos-", instances=1, stockd=stockd_options,
+                own_port="the chaos run starts its own stockd there with short timeouts")
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

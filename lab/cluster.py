@@ -47,10 +47,10 @@ import time
 
 from . import cluster_report, facts as facts_mod, history as history_mod, tables
 from .api import Api
-from .common import (ENDLESS_STOCK, REPO, Options, SetupError, comma_list, elapsed_line,
-                     make_out_dir, now_iso, run_main)
+from .common import ENDLESS_STOCK, SetupError, comma_list, elapsed_line
 from .gate import witnesses_problem
 from .load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
+from .runner import Runner
 from .service import stack_script
 
 SAFE_FACTS = ("safe", "conflicts_at_commit")
@@ -80,9 +80,8 @@ TABLE = [
 ]
 
 
-def parse_args(argv):
-    o = Options("bench/cluster", __doc__.split("\n\n")[0])
-    o.add("--strategies", ["CLUSTER_STRATEGIES", "STRATEGIES"], "", str,
+def options(o):
+    o.add("--strategies", ["CLUSTER_STRATEGIES", "STRATEGIES"], "", comma_list,
           "comma list; empty: every strategy with a cluster fact")
     o.add("--instances", ["CLUSTER_INSTANCES"], 3, int, "stockd instances, one per node", 2)
     o.add("--units", ["CLUSTER_UNITS"], 200, int, "stock per row, and as many buyers", 10)
@@ -92,15 +91,13 @@ def parse_args(argv):
     o.add("--kill-s", ["CLUSTER_KILL_S"], 8.0, float,
           "the node-kill rows' load after the kill, seconds", 2)
     o.add("--product", ["CLUSTER_PRODUCT"], 9001, int, "first product id", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/cluster-<timestamp>/ goes")
     o.flag("--quick", "the short check: two instances, the first row of each fact and "
            "every conflicts_at_commit row, no all-killed rows")
-    ns = o.parse(argv)
-    ns.strategies = comma_list(ns.strategies)
+
+
+def after_parse(ns, error):
     if ns.quick:
         ns.instances = 2
-    return ns
 
 
 def chosen(facts, args):
@@ -431,8 +428,8 @@ def brief(row):
             f"{row['reason']}")
 
 
-def run(args, say):
-    t0, started = time.time(), now_iso()
+def work(run):
+    args, say = run.args, run.say
     services = os.environ.get("STACK_SERVICES") or "mysql redis redlock zk"
     if CLUSTER_SERVICE not in services.split():
         services += " " + CLUSTER_SERVICE
@@ -442,7 +439,7 @@ def run(args, say):
     nodes = node_names()
     if args.instances > len(nodes):
         raise SetupError(f"{args.instances} instances, but the cluster has {len(nodes)} nodes")
-    out_dir = make_out_dir(args.results_dir, "cluster-", "cluster-latest")
+    out_dir = run.out_dir()
     inst = Instances(args.instances, say)
     rows = []
 
@@ -489,18 +486,24 @@ def run(args, say):
                 restart_cluster(2, say)
         finally:
             stack("instances-down", check=False)
-    doc = {"started": started, "seconds": round(time.time() - t0, 1), "rows": rows,
+    doc = {"started": run.started, "seconds": round(run.elapsed(), 1), "rows": rows,
            "quick": args.quick, "instances": args.instances, "units": args.units,
            "hold_ms": args.hold_ms, "nodes": nodes}
     cluster_report.write(out_dir, doc, ROW_FIELDS)
+    return rows, out_dir
+
+
+def report(run, done):
+    rows, out_dir = done
     print(tables.text_table(rows, TABLE))
     bad = [r for r in rows if r["verdict"] != "pass"]
     print(f"\n{len(rows) - len(bad)}/{len(rows)} rows hold their cluster fact; "
-          f"{elapsed_line(time.time() - t0)}; results in {out_dir}")
+          f"{elapsed_line(run.elapsed())}; results in {out_dir}")
     for r in bad:
         print(f"  {r['phase']} {r['strategy']}: {r['reason']}")
     return 1 if bad else 0
 
 
-def main(argv):
-    return run_main("cluster", argv, parse_args, run)
+RUNNER = Runner("cluster", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report, results="cluster-")
+main, parse_args = RUNNER.main, RUNNER.parse

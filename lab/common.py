@@ -7,7 +7,6 @@ import datetime
 import math
 import os
 import re
-import signal
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -157,22 +156,3 @@ def write_text(path, text):
     except OSError as e:
         raise SetupError(f"cannot write {path}: {e.strerror or e}") from None
 
-
-def run_main(name, argv, parse_args, run):
-    """A lab run's entry point: `run(args, say)`'s exit status; 2 on a SetupError,
-    130 when interrupted (SIGTERM too, so that the run's own cleanup happens)."""
-    say = Progress(name)
-    args = parse_args(argv)
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return run(args, say)
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130

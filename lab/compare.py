@@ -46,18 +46,16 @@ import time
 
 from . import compare_report, facts as facts_mod, history, jmeter, junit, plan as plan_mod
 from . import race_runs, tables
-from .api import Api
-from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, slug, tail, write_text)
+from .common import REPO, SetupError, comma_list, now_iso, slug, tail, write_text
 from .gate import compare_verdict, mark_driver_bound, with_witnesses
 from .prometheus import SCRAPE_S, Prometheus
-from .service import Service, run_guarded
+from .runner import Runner
 from .stream import settled_account
 
 
-def parse_args(argv):
-    o = Options("jmeter/compare", __doc__.split("\n\n")[0])
-    o.add("--strategies", ["STRATEGIES"], "", str, "comma list; empty: all from GET /strategies")
+def options(o):
+    o.add("--strategies", ["STRATEGIES"], "", comma_list,
+          "comma list; empty: all from GET /strategies")
     o.add("--threads", ["THREADS"], 100, int, "JMeter threads", 1)
     o.add("--loops", ["LOOPS"], 50, int, "requests per thread", 1)
     o.add("--rampup", ["RAMPUP"], 1, int, "seconds to start all threads", 0)
@@ -74,19 +72,12 @@ def parse_args(argv):
           "at most this many requests (rounded to whole loops) in an exposed row", 1)
     o.add("--instances", ["INSTANCES"], 1, int,
           "stockd instances behind host:port (>1 judges safe_multi)", 1)
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd (or its balancer) listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/<timestamp>/ goes")
     o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
     o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 900, int,
           "seconds before a JMeter run is stopped", 1)
     o.flag("--keep-stockd", "leave the stockd (or instances) this run started running at the "
            "end, for the live page (make demo); make stack-down stops them")
-    ns = o.parse(argv)
-    ns.strategies = comma_list(ns.strategies)
-    return ns
 
 
 def check_instances(api, n):
@@ -263,7 +254,39 @@ def peak_memory(service, rows):
     return max(seen) if seen else None
 
 
-def report(rows, path, peak, ceiling):
+def kept(api, service):
+    """What --keep-stockd leaves: the live page's URL, and how to stop what serves it."""
+    line = f"The live page: http://{api.where()}/"
+    if service.instances_started:
+        line += (" (the stockd instances and nginx this run started keep running for it; "
+                 "make stack-down stops them)")
+    elif service.started:
+        line += " (the stockd this run started keeps running for it; make stack-down stops it)"
+    return line
+
+
+def work(run):
+    args, api, service, say = run.args, run.api, run.service, run.say
+    say(f"watch it live: http://{api.where()}/")
+    facts = facts_mod.parse(api.strategies().body)
+    selected = facts.select(args.strategies)
+    check_needs(api, facts, selected)
+    names = check_instances(api, args.instances)
+    out_dir = run.out_dir()
+    say(f"results in {out_dir}")
+    prom = Prometheus.up(service.scrape_targets(), say)
+    rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
+    races = race_runs.run(api, facts, selected, args.instances, say)
+    peak = peak_memory(service, rows)
+    seen = sorted({n for r in rows for n in r["instances_seen"]})
+    params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
+                        run.started)
+    return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
+
+
+def report(run, done):
+    rows, path, peak, ceiling, seen = done
+    args = run.args
     print(tables.text_table(rows, compare_report.TABLE))
     failed = [r for r in rows if r["verdict"] != "pass"]
     print()
@@ -279,59 +302,19 @@ def report(rows, path, peak, ceiling):
     if peak:
         print(f"stockd peak resident memory over the run: {peak / 1024:.1f} MiB")
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; report: {path}")
-    return 1 if failed else 0
-
-
-def kept(api, service):
-    """What --keep-stockd leaves: the live page's URL, and how to stop what serves it."""
-    line = f"The live page: http://{api.where()}/"
-    if service.instances_started:
-        line += (" (the stockd instances and nginx this run started keep running for it; "
-                 "make stack-down stops them)")
-    elif service.started:
-        line += " (the stockd this run started keeps running for it; make stack-down stops it)"
-    return line
-
-
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("compare")
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, args.instances, say)
-    started = now_iso()
-
-    def work():
-        ensure_writable(args.results_dir)
-        service.ensure()
-        say(f"watch it live: http://{api.where()}/")
-        facts = facts_mod.parse(api.strategies().body)
-        selected = facts.select(args.strategies)
-        check_needs(api, facts, selected)
-        names = check_instances(api, args.instances)
-        out_dir = make_out_dir(args.results_dir)
-        say(f"results in {out_dir}")
-        prom = Prometheus.up(service.scrape_targets(), say)
-        rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
-        races = race_runs.run(api, facts, selected, args.instances, say)
-        peak = peak_memory(service, rows)
-        seen = sorted({n for r in rows for n in r["instances_seen"]})
-        params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
-                            started)
-        return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
-
-    status, done = run_guarded(say, service, work, keep=args.keep_stockd)
-    if status is not None:
-        return status
-    rows, path, peak, ceiling, seen = done
-    status = report(rows, path, peak, ceiling)
     if args.keep_stockd:
-        print(kept(api, service))
+        print(kept(run.api, run.service))
     if seen and len(seen) != args.instances:
         print(f"told INSTANCES={args.instances}, but the plan's answers came from {len(seen)} "
               f"distinct instances ({', '.join(seen)}): refusing to judge")
         return 2
-    return status
+    return 1 if failed else 0
 
+
+RUNNER = Runner("compare", __doc__, options=options, work=work, report=report,
+                host="where stockd (or its balancer) listens", port=True, results="",
+                instances=lambda args: args.instances, keep=lambda args: args.keep_stockd)
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

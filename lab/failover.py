@@ -46,9 +46,9 @@ import time
 
 from . import facts as facts_mod, failover_report, faults as faults_mod, sources, tables
 from .api import Api
-from .common import (ENDLESS_STOCK, REPO, Options, SetupError, comma_list, elapsed_line,
-                     make_out_dir, now_iso, run_main)
+from .common import ENDLESS_STOCK, SetupError, comma_list, elapsed_line, now_iso
 from .redis_group import Group, sentinel_env
+from .runner import Runner
 from .service import launch_stockd, run_dir, stack_env, stack_script, stop_process, wait_healthy
 
 PROBE_EVERY_S = 0.05
@@ -73,9 +73,8 @@ TABLE = [
 ]
 
 
-def parse_args(argv):
-    o = Options("bench/failover", __doc__.split("\n\n")[0])
-    o.add("--strategies", ["FAILOVER_STRATEGIES", "STRATEGIES"], "", str,
+def options(o):
+    o.add("--strategies", ["FAILOVER_STRATEGIES", "STRATEGIES"], "", comma_list,
           "comma list; empty: every strategy with a failover fact")
     o.add("--sales", ["FAILOVER_SALES"], 5, int, "sales acknowledged before the death", 1)
     o.add("--hold-ms", ["FAILOVER_HOLD_MS"], 1000, int,
@@ -84,15 +83,8 @@ def parse_args(argv):
           "instance B's request deadline (A's is 30 s: it is frozen for a while)", 500)
     o.add("--margin-ms", ["FAILOVER_MARGIN_MS"], 500, int,
           "how far past the deadline an answer may come", 0)
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int,
-          "instance A's port; B listens on the next (nothing may answer there)", 1)
     o.add("--product", ["FAILOVER_PRODUCT"], 8001, int, "first product id (two per row)", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/failover-<timestamp>/ goes")
     o.flag("--quick", "the test gate's version: the first row of each kind and fact")
-    ns = o.parse(argv)
-    ns.strategies = comma_list(ns.strategies)
-    return ns
 
 
 def kind_of(s):
@@ -424,14 +416,14 @@ def stockd_options(args):
     return [f"--request-timeout-ms={args.request_timeout_ms}"]
 
 
-def run(args, say):
-    t0 = time.time()
+def work(run):
+    args, say = run.args, run.say
     say("scripts/stack.sh up (the replicated group included)")
     if subprocess.run([stack_script(), "up"], stdout=sys.stderr, stderr=sys.stderr).returncode:
         raise SetupError("scripts/stack.sh up failed")
     env = {**stack_env(), **sentinel_env()}
     group = Group(env)
-    out_dir = make_out_dir(args.results_dir, "failover-", "failover-latest")
+    out_dir = run.out_dir()
     os.makedirs(run_dir(), exist_ok=True)
     a = Instance("A", args.port, env, ["--request-timeout-ms=30000"], out_dir)
     b = Instance("B", args.port + 1, env, stockd_options(args), out_dir)
@@ -447,17 +439,24 @@ def run(args, say):
     finally:
         for inst in (a, b):
             inst.stop()
-    doc = {"started": now_iso(), "seconds": round(time.time() - t0, 1), "rows": rows,
+    doc = {"started": now_iso(), "seconds": round(run.elapsed(), 1), "rows": rows,
            "quick": args.quick}
     failover_report.write(out_dir, doc, ROW_FIELDS, facts, failover.timeline)
+    return rows, out_dir
+
+
+def report(run, done):
+    rows, out_dir = done
     print(tables.text_table(rows, TABLE))
     print(f"\n{sum(r['verdict'] == 'pass' for r in rows)}/{len(rows)} rows hold their failover "
-          f"fact; {elapsed_line(time.time() - t0)}; results in {out_dir}")
+          f"fact; {elapsed_line(run.elapsed())}; results in {out_dir}")
     for r in rows:
         if r["verdict"] != "pass":
             print(f"  {r['strategy']}: {r['reason']}")
     return 0 if all(r["verdict"] == "pass" for r in rows) else 1
 
 
-def main(argv):
-    return run_main("failover", argv, parse_args, run)
+RUNNER = Runner("failover", __doc__, options=options, work=work, report=report,
+                port="instance A's port; B listens on the next (nothing may answer there)",
+                results="failover-")
+main, parse_args = RUNNER.main, RUNNER.parse

@@ -25,8 +25,9 @@ import time
 
 from . import sources, tables
 from .api import Api, metric
-from .common import Options, Progress, SetupError, elapsed_line
-from .service import Service, run_dir, run_guarded, stack_env, stack_script
+from .common import elapsed_line
+from .runner import Runner
+from .service import run_dir, stack_env, stack_script
 
 PRODUCT = 7701
 FLOOD = 480  # held sales, 1000 ms each, whose clients close at once
@@ -37,14 +38,6 @@ IDLE_TIMEOUT_S = 15  # stockd's default --idle-timeout-s
 NGINX_GAPS_S = (9.5, 10.5, 14.5, 14.9, 15.0, 15.1, 15.5)
 # The stack's Redis servers and Sentinels, by the names scripts/stack.sh gives them.
 REDIS_BACKENDS = ("redis", sources.backend_name("redlock.c"), "ha", "sentinel")
-
-
-def parse_args(argv):
-    o = Options("bench/probe", __doc__.split("\n\n")[0])
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where nginx listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int,
-          "nginx's port, in front of the two instances (nothing may answer there)", 1)
-    return o.parse(argv)
 
 
 def connect(port, source=None, timeout=5.0):
@@ -322,32 +315,25 @@ class Probe:
         return self.rows
 
 
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("probe")
-    t0 = time.time()
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 2, say)
+def work(run):
+    first = run.service.scrape_targets()[0]
+    direct = Api.with_admin_token("127.0.0.1", int(first.rsplit(":", 1)[1]))
+    return Probe(run.api, direct, run.say).run()
 
-    def work():
-        if api.answers():
-            raise SetupError(f"something answers at {api.where()}: the probe starts its own "
-                             "instances behind nginx there; choose a free --port")
-        service.ensure()
-        first = service.scrape_targets()[0]
-        direct = Api.with_admin_token("127.0.0.1", int(first.rsplit(":", 1)[1]))
-        return Probe(api, direct, say).run()
 
-    status, rows = run_guarded(say, service, work)
-    if status is not None:
-        return status
+def report(run, rows):
     print(tables.text_table(rows, [("probe", "probe", "<"), ("expected", "expected", "<"),
                                    ("answered", "answered", "<"), ("", "verdict", "<")]))
     failed = [r for r in rows if r["verdict"] != "pass"]
     print(f"{len(rows) - len(failed)}/{len(rows)} probes answer as expected")
-    print(elapsed_line(time.time() - t0))
+    print(elapsed_line(run.elapsed()))
     return 1 if failed else 0
 
+
+RUNNER = Runner("probe", __doc__, work=work, report=report, host="where nginx listens",
+                port="nginx's port, in front of the two instances (nothing may answer there)",
+                instances=2, own_port="the probe starts its own instances behind nginx there")
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

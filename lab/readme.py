@@ -1,10 +1,8 @@
 """The strategy table of docs/strategies.md, generated from GET /strategies, so that it can
 never say something the server does not:
-
     python3 -m lab readme [--port P]                   print the table
     python3 -m lab readme --check docs/strategies.md   exit 1 when its table differs
     python3 -m lab readme --write docs/strategies.md   put the table into it
-
 The table sits in the document between the two marker lines below. When nothing answers
 at host:port, a build/stockd (and the stack) is brought up for the time it takes, as
 the comparison does."""
@@ -13,9 +11,7 @@ import difflib
 import sys
 
 from . import facts as facts_mod
-from .api import Api
-from .common import Options, Progress
-from .service import Service, run_guarded
+from .runner import Runner
 
 BEGIN = "<!-- strategies table: generated from GET /strategies by `python3 -m lab readme` -->"
 END = "<!-- end of the strategies table -->"
@@ -95,28 +91,17 @@ def replace_block(text, new):
     return text[:start] + "\n" + new + "\n" + text[end:]
 
 
-def parse_args(argv):
-    o = Options("python3 -m lab readme", __doc__)
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port")
+def options(o):
     o.add("--check", [], "", str, "document to check (docs/strategies.md)")
     o.add("--write", [], "", str, "document to update (docs/strategies.md)")
-    return o.parse(argv)
 
 
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("readme")
-    api = Api(args.host, args.port)
-    service = Service(api, 1, say)
+def work(run):
+    return table(facts_mod.parse(run.api.strategies().body))
 
-    def work():
-        service.ensure()
-        return table(facts_mod.parse(api.strategies().body))
 
-    status, generated = run_guarded(say, service, work)
-    if status is not None:
-        return status
+def report(run, generated):
+    args, say = run.args, run.say
     path = args.check or args.write
     if not path:
         print(generated)
@@ -141,3 +126,8 @@ def main(argv):
                                                generated.splitlines(True), path,
                                                "GET /strategies"))
     return 1
+
+
+RUNNER = Runner("readme", __doc__, options=options, work=work, report=report, host=True,
+                port=True, instances=1)
+main, parse_args = RUNNER.main, RUNNER.parse

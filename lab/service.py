@@ -289,27 +289,6 @@ class Service:
         self.proc = None
 
 
-def run_guarded(say, service, work, keep=False):
-    """Runs work() as a run's body: SIGTERM interrupts it like Ctrl-C, and whatever
-    happens, `service` then stops what the run started (unless `keep`). Returns
-    (None, what work() returned); or (2, None) after a SetupError, said in one line;
-    or (130, None) when interrupted."""
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return None, work()
-    except SetupError as e:
-        say(f"error: {e}")
-        return 2, None
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130, None
-    finally:
-        service.stop(keep=keep)
-
-
 def stop_process(proc, grace=10):
     """TERM, then KILL after `grace` seconds: only ever this process."""
     proc.terminate()

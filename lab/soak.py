@@ -18,12 +18,11 @@ import sys
 import time
 
 from . import facts as facts_mod, tables
-from .api import metric, Api
-from .common import (ENDLESS_STOCK, REPO, SETTLE_S, Options, Progress, comma_list, elapsed_line,
-                     ensure_writable, make_out_dir, now_iso, write_text)
+from .api import metric
+from .common import ENDLESS_STOCK, SETTLE_S, comma_list, elapsed_line, now_iso, write_text
 from .compare import check_needs
 from .load import NO_ANSWER, Load, outcomes_of
-from .service import Service, run_guarded
+from .runner import Runner
 
 CLIENT_TIMEOUT_S = 60
 
@@ -37,8 +36,7 @@ STRATEGY_TABLE = [("strategy", "strategy", "<"), ("store", "store", "<"),
                   ("5xx or none", "failed", ">"), ("detail", "error_detail", "<")]
 
 
-def parse_args(argv):
-    o = Options("bench/soak", __doc__.split("\n\n")[0])
+def options(o):
     o.add("--seconds", ["SOAK_S"], 600, int, "how long the load lasts", 1)
     o.add("--warmup", ["SOAK_WARMUP_S"], 60, int, "seconds before the reference sample", 0)
     o.add("--interval", ["SOAK_INTERVAL_S"], 10, int, "seconds between samples", 1)
@@ -46,17 +44,14 @@ def parse_args(argv):
     o.add("--conns", ["SOAK_CONNS"], 2, int, "keep-alive connections per strategy", 1)
     o.add("--tolerance", ["SOAK_TOLERANCE_PCT"], 5.0, float,
           "how far (percent) the last sample may be from the reference", 0)
-    o.add("--strategies", ["STRATEGIES"], "", str, "comma list; empty: all from GET /strategies")
-    o.add("--host", ["STOCKD_HOST"], "127.0.0.1", str, "where stockd listens")
-    o.add("--port", ["STOCKD_PORT", "PORT"], 8080, int, "its port", 1)
+    o.add("--strategies", ["STRATEGIES"], "", comma_list,
+          "comma list; empty: all from GET /strategies")
     o.add("--product", ["SOAK_PRODUCT"], 7101, int, "first product id (one per strategy)", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results/soak-<timestamp>/ goes")
-    ns = o.parse(argv)
-    ns.strategies = comma_list(ns.strategies)
+
+
+def after_parse(ns, error):
     if ns.seconds < ns.warmup + ns.interval:
-        o.parser.error("--seconds must leave at least one --interval after the --warmup")
-    return ns
+        error("--seconds must leave at least one --interval after the --warmup")
 
 
 class Gauges:
@@ -168,7 +163,8 @@ def soak(args, api, service, say):
     return selected, samples, strategy_rows(selected, load), gauges.source()
 
 
-def report(samples, rows, figures, problems, out_dir, elapsed):
+def report(run, done):
+    samples, rows, figures, problems, out_dir = done
     print(tables.text_table(samples, SAMPLE_TABLE))
     print()
     print(tables.text_table(rows, STRATEGY_TABLE))
@@ -180,42 +176,32 @@ def report(samples, rows, figures, problems, out_dir, elapsed):
     for p in problems:
         print(f"FAIL {p}")
     print(f"soak {'FAILED' if problems else 'passed'}; results in {out_dir}")
-    print(elapsed_line(elapsed))
+    print(elapsed_line(run.elapsed()))
     return 1 if problems else 0
 
 
-def main(argv):
-    args = parse_args(argv)
-    say = Progress("soak")
-    t0 = time.time()
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 1, say)
-    started = now_iso()
+def work(run):
+    args = run.args
+    out_dir = run.out_dir()
+    run.say(f"results in {out_dir}")
+    selected, samples, rows, source = soak(args, run.api, run.service, run.say)
+    failures = sum(r["failed"] for r in rows)
+    figures, problems = verdict(samples, args.warmup, args.tolerance, failures)
+    params = {"started": run.started, "finished": now_iso(), "host": args.host,
+              "port": args.port, "seconds": args.seconds, "warmup_s": args.warmup,
+              "interval_s": args.interval, "rate_rps": args.rate,
+              "tolerance_pct": args.tolerance, "strategies": [s.name for s in selected],
+              "gauges": source, "stockd_started_by_soak": run.service.started}
+    write_text(os.path.join(out_dir, "soak.json"), tables.json_text(
+        {"params": params, "samples": samples, "strategies": rows, "figures": figures,
+         "problems": problems, "verdict": "fail" if problems else "pass"}))
+    write_text(os.path.join(out_dir, "soak.csv"), tables.csv_text(samples, SAMPLE_FIELDS))
+    return samples, rows, figures, problems, out_dir
 
-    def work():
-        ensure_writable(args.results_dir)
-        service.ensure()
-        out_dir = make_out_dir(args.results_dir, "soak-", "soak-latest")
-        say(f"results in {out_dir}")
-        selected, samples, rows, source = soak(args, api, service, say)
-        failures = sum(r["failed"] for r in rows)
-        figures, problems = verdict(samples, args.warmup, args.tolerance, failures)
-        params = {"started": started, "finished": now_iso(), "host": args.host,
-                  "port": args.port, "seconds": args.seconds, "warmup_s": args.warmup,
-                  "interval_s": args.interval, "rate_rps": args.rate,
-                  "tolerance_pct": args.tolerance, "strategies": [s.name for s in selected],
-                  "gauges": source, "stockd_started_by_soak": service.started}
-        write_text(os.path.join(out_dir, "soak.json"), tables.json_text(
-            {"params": params, "samples": samples, "strategies": rows, "figures": figures,
-             "problems": problems, "verdict": "fail" if problems else "pass"}))
-        write_text(os.path.join(out_dir, "soak.csv"), tables.csv_text(samples, SAMPLE_FIELDS))
-        return samples, rows, figures, problems, out_dir
 
-    status, done = run_guarded(say, service, work)
-    if status is not None:
-        return status
-    return report(*done, time.time() - t0)
-
+RUNNER = Runner("soak", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report, host=True, port=True, results="soak-", instances=1)
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

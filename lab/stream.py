@@ -44,10 +44,9 @@ import http.client
 from statistics import median
 
 from . import facts as facts_mod, sources, wrk
-from .api import Api
-from .common import (REPO, Options, Progress, SetupError, comma_list, ensure_writable,
-                     make_out_dir, now_iso, write_text)
-from .service import Service, run_dir, run_guarded, stack_env, stack_script, stop_process
+from .common import REPO, SetupError, comma_list, now_iso, write_text
+from .runner import Runner
+from .service import run_dir, stack_env, stack_script, stop_process
 
 # The strategies the stream row is measured against: the same script without the
 # stream, and MySQL's group commit (the drain's yardstick).
@@ -66,10 +65,7 @@ ROWS = ("none", "kill-before-commit", "kill-before-ack", "mysql-down", "redis-ki
 HOLD_LINES = {"commit": "before commit", "ack": "committed, before ack"}
 
 
-def parse_args(argv):
-    o = Options("lab stream", __doc__.split("\n\n")[0])
-    o.add("--host", ["STREAM_HOST"], "127.0.0.1", str, "stockd's address")
-    o.add("--port", ["STREAM_PORT"], 23089, int, "the port of the stockd this run starts", 1)
+def options(o):
     o.add("--product", ["STREAM_PRODUCT"], PRODUCT, int, "the product sold", 1)
     o.add("--orders", ["STREAM_ORDERS"], "", str, "reconcile: the file of order ids")
     o.add("--rows", ["STREAM_ROWS"], "", str, "chaos: comma list of " + ", ".join(ROWS))
@@ -82,12 +78,6 @@ def parse_args(argv):
     o.add("--pair-seconds", ["STREAM_PAIR_SECONDS"], 4, int, "bench: seconds per paired measure",
           1)
     o.add("--batch", ["STREAM_BATCH"], 256, int, "the consumers' --stream-batch", 1)
-    o.add("--results-dir", ["RESULTS_DIR"], os.path.join(REPO, "results"), str,
-          "where results go")
-    command = argv[0] if argv and argv[0] in ("reconcile", "chaos", "bench") else None
-    if not command:
-        raise SetupError("usage: python3 -m lab stream reconcile|chaos|bench [FLAGS]")
-    return command, o.parse(argv[1:])
 
 
 def sale_path(strategy, product):
@@ -405,55 +395,51 @@ def bench(args, api, say, out_dir):
 # ----------------------------------------------------------------------- main
 
 
-def main(argv):
-    try:
-        command, args = parse_args(argv)
-    except SetupError as e:
-        print(f"stream: {e}", file=sys.stderr)
-        return 2
-    say = Progress("stream")
-    api = Api.with_admin_token(args.host, args.port)
-    service = Service(api, 1, say, ["--stream-consumers", "0"] +
-                      (BENCH_TIMEOUTS if command == "bench" else CHAOS_TIMEOUTS))
+def work(run):
+    args, api, say, command = run.args, run.api, run.say, run.args.command
+    streamed = [s for s in facts_mod.parse(api.strategies().body).strategies if s.settles]
+    if not streamed:
+        raise SetupError("GET /strategies has no row that settles later")
+    args.strategy = streamed[0].name
+    out_dir = run.out_dir()
+    doc = {"command": command, "started": now_iso()}
+    if command == "reconcile":
+        with open(args.orders) as f:
+            ids = [ln.strip() for ln in f if ln.strip()]
+        consumer = Consumer(say, args.batch) if run.service.started else None
+        wait_drained(api, args.product)
+        if consumer:
+            consumer.stop()
+        doc["rows"] = [reconcile(ids, 0, mysql_orders(args.product, args.strategy))]
+    elif command == "chaos":
+        env = stack_env()
+        names = comma_list(args.rows) or list(ROWS)
+        doc["rows"] = [chaos_row(n, args, api, say, env) for n in names]
+    else:
+        doc["bench"] = bench(args, api, say, out_dir)
+        doc["rows"] = []
+    doc["finished"] = now_iso()
+    write_text(os.path.join(out_dir, "stream.json"), json.dumps(doc, indent=1) + "\n")
+    say(f"results in {out_dir}")
+    return doc
 
-    def work():
-        ensure_writable(args.results_dir)
-        if command != "reconcile" and api.answers():
-            raise SetupError(f"something answers at {api.where()}: this run starts its own "
-                             "stockd there; choose a free --port")
-        service.ensure()  # reconcile: the stockd that answers there, if one does
-        streamed = [s for s in facts_mod.parse(api.strategies().body).strategies if s.settles]
-        if not streamed:
-            raise SetupError("GET /strategies has no row that settles later")
-        args.strategy = streamed[0].name
-        out_dir = make_out_dir(args.results_dir, "stream-", "stream-latest")
-        doc = {"command": command, "started": now_iso()}
-        if command == "reconcile":
-            with open(args.orders) as f:
-                ids = [ln.strip() for ln in f if ln.strip()]
-            consumer = Consumer(say, args.batch) if service.started else None
-            wait_drained(api, args.product)
-            if consumer:
-                consumer.stop()
-            doc["rows"] = [reconcile(ids, 0, mysql_orders(args.product, args.strategy))]
-        elif command == "chaos":
-            env = stack_env()
-            names = comma_list(args.rows) or list(ROWS)
-            doc["rows"] = [chaos_row(n, args, api, say, env) for n in names]
-        else:
-            doc["bench"] = bench(args, api, say, out_dir)
-            doc["rows"] = []
-        doc["finished"] = now_iso()
-        write_text(os.path.join(out_dir, "stream.json"), json.dumps(doc, indent=1) + "\n")
-        say(f"results in {out_dir}")
-        return doc
 
-    status, doc = run_guarded(say, service, work)
-    if status is not None:
-        return status
+def report(run, doc):
     print(json.dumps(doc.get("bench") or doc["rows"], indent=1))
     return 1 if any(r["verdict"] != "pass" for r in doc["rows"]) else 0
 
+
+# chaos and bench start their own stockd, with no consumer inside; reconcile asks the
+# stockd that answers at --port, if one does.
+RUNNER = Runner("stream", __doc__, options=options, work=work, report=report,
+                commands=("reconcile", "chaos", "bench"), host="stockd's address",
+                port="the port of the stockd this run starts",
+                where=(["STREAM_HOST"], ["STREAM_PORT"], 23089), results="stream-", instances=1,
+                stockd=lambda args: ["--stream-consumers", "0"] + (
+                    BENCH_TIMEOUTS if args.command == "bench" else CHAOS_TIMEOUTS),
+                own_port=lambda args: (args.command != "reconcile"
+                                       and "this run starts its own stockd there"))
+main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
