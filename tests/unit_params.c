@@ -15,9 +15,9 @@
 #include "core/worker.h"
 
 static const struct param_spec specs[] = {
-    {"product", 1, 2147483647LL, 1001},
-    {"qty", 1, 1000, 1},
-    {"count", 0, 1000000000, PARAM_REQUIRED},
+    {"product", 1, 2147483647LL, 1001, 0},
+    {"qty", 1, 1000, 1, 0},
+    {"count", 0, 1000000000, PARAM_REQUIRED, 0},
 };
 
 #define NSPECS 3

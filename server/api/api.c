@@ -20,9 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRODUCT_MAX 2147483647LL
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
 /* The /strategies document, rendered once: nothing in it changes. */
 static char *strategies_text;
 
@@ -160,8 +157,8 @@ void api_metrics(const struct http_request *req, struct page *out)
 st_result api_reset(struct worker *w, const struct http_request *req, json_t *reply)
 {
     static const struct param_spec specs[] = {
-        {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
-        {"count", 0, 1000000000, PARAM_REQUIRED},
+        PARAM_PRODUCT(DEFAULT_PRODUCT),
+        {"count", 0, 1000000000, PARAM_REQUIRED, 0},
     };
     long long v[COUNT_OF(specs)];
     st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
@@ -261,22 +258,21 @@ void api_refused(const struct http_request *req, st_result r)
         count_answer(s, r, req->arrived_us);
 }
 
+/* A deduct's parameters, in the order sale_asked() reads them. */
+static const struct param_spec deduct_params[] = {
+    PARAM_PRODUCT(DEFAULT_PRODUCT), PARAM_QTY, PARAM_HOLD_MS, PARAM_TTL_MS, PARAM_PAUSE_MS,
+    {"trace", 0, 1, 0, 0},
+};
+const struct param_table api_deduct_params = {deduct_params, COUNT_OF(deduct_params)};
+
 /* The sale the request asks for with strategy `s`, checked, into *rq;
  * with trace=1, rq->trace is `trace`, begun. */
 static st_result sale_asked(struct worker *w, const struct strategy *s,
                             const struct http_request *req, json_t *reply,
                             struct deduct_request *rq, struct sale_trace *trace)
 {
-    static const struct param_spec specs[] = {
-        {"product", 1, PRODUCT_MAX, DEFAULT_PRODUCT},
-        {"qty", 1, 1000, 1},
-        {"hold_ms", 0, 1000, 0},
-        {"ttl_ms", 0, 600000, 0}, /* 0: the server's lock_ttl_ms */
-        {"pause_ms", 0, 1000, 0},
-        {"trace", 0, 1, 0},
-    };
-    long long v[COUNT_OF(specs)];
-    st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
+    long long v[COUNT_OF(deduct_params)];
+    st_result r = params_parse(w, req, deduct_params, COUNT_OF(deduct_params), v);
     if (r == ST_OK)
         r = needs_configured(w, s);
     if (r != ST_OK)

@@ -51,6 +51,7 @@ st_result api_stock(struct worker *w, const struct http_request *req, json_t *re
  * (combine.h) joins it and answers ST_LATER; anything else is
  * ST_NEEDS_WORKER, and the worker runs it (and answers its errors). */
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
+extern const struct param_table api_deduct_params;
 
 /* On the HTTP thread. */
 void api_strategies(const struct http_request *req, struct page *out);

@@ -144,3 +144,19 @@ st_result params_parse(struct worker *w, const struct http_request *req,
     }
     return r;
 }
+
+int params_ask_to_wait(const struct param_table *table, const struct http_request *req)
+{
+    for (unsigned i = 0; table && i < table->count; i++) {
+        const struct param_spec *spec = &table->specs[i];
+        if (!spec->waits)
+            continue;
+        for (unsigned a = 0; a < req->nargs; a++)
+            if (strcmp(req->args[a].key, spec->name) == 0 && req->args[a].value &&
+                *req->args[a].value && strcmp(req->args[a].value, "0") != 0)
+                return 1;
+        if (req->body && memmem(req->body, req->body_len, spec->name, strlen(spec->name)))
+            return 1;
+    }
+    return 0;
+}

@@ -56,6 +56,9 @@ struct http_request {
     struct answer_later *later; /* on a worker: for a handler that answers later */
 };
 
+/* How many rows a table has. */
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* A required parameter has this as its fallback. */
 #define PARAM_REQUIRED LLONG_MIN
 
@@ -63,11 +66,51 @@ struct param_spec {
     const char *name;
     long long min, max;
     long long fallback; /* used when absent; PARAM_REQUIRED if it must be given */
+    int waits;          /* a value other than 0 makes the request wait on purpose */
 };
+
+/* An endpoint's parameters, as its route names them (router.c), so that
+ * the HTTP layer can ask params_ask_to_wait() without naming any. */
+struct param_table {
+    const struct param_spec *specs;
+    unsigned count;
+};
+
+/* The bounds of the parameters several endpoints share, written once: a
+ * deduct and a race take a sale's parameters alike. hold_ms and pause_ms
+ * are the teaching knobs, time spent inside the critical section on
+ * purpose: they wait. */
+#define PRODUCT_MAX 2147483647LL
+#define PARAM_PRODUCT(fallback)                                                                    \
+    {                                                                                              \
+        "product", 1, PRODUCT_MAX, fallback, 0                                                     \
+    }
+#define PARAM_QTY                                                                                  \
+    {                                                                                              \
+        "qty", 1, 1000, 1, 0                                                                       \
+    }
+#define PARAM_HOLD_MS                                                                              \
+    {                                                                                              \
+        "hold_ms", 0, 1000, 0, 1                                                                   \
+    }
+#define PARAM_TTL_MS                                                                               \
+    {                                                                                              \
+        "ttl_ms", 0, 600000, 0, 0                                                                  \
+    } /* 0: the server's lock_ttl_ms */
+#define PARAM_PAUSE_MS                                                                             \
+    {                                                                                              \
+        "pause_ms", 0, 1000, 0, 1                                                                  \
+    }
 
 /* Fills values[i] for specs[i]; ST_BAD_REQUEST with the reason otherwise. */
 st_result params_parse(struct worker *w, const struct http_request *req,
                        const struct param_spec *specs, unsigned nspecs, long long *values);
+
+/* Whether `req` asks, through a parameter of `table` that waits, to wait on
+ * purpose: a query value other than 0, or a body that names it (taken at
+ * its word before it is parsed: a request wrongly taken to wait only goes
+ * to the slower lane). NULL: the endpoint has no such parameter. */
+int params_ask_to_wait(const struct param_table *table, const struct http_request *req);
 
 /* Parses a whole decimal integer in [min, max]: digits only, no sign, no
  * spaces. Returns 0 and sets *out, or -1. */

@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 /* A traced reply is a few hundred bytes; more is not a deduct's reply. */
 #define BUYER_REPLY_MAX 4096
 
@@ -233,19 +232,23 @@ static void *run_race(void *cls)
     return NULL;
 }
 
+/* A race's parameters besides the strategy, in the order run_asked() reads
+ * them: its buyers' sale takes a deduct's bounds. */
+static const struct param_spec race_params[] = {
+    PARAM_PRODUCT(RACE_PRODUCT),
+    {"buyers", 1, RACE_BUYERS_MAX, 12, 0},
+    {"units", 1, RACE_UNITS_MAX, 6, 0},
+    PARAM_QTY,
+    PARAM_HOLD_MS,
+    PARAM_TTL_MS,
+    PARAM_PAUSE_MS,
+};
+const struct param_table api_race_params = {race_params, COUNT_OF(race_params)};
+
 /* The strategy, by name, out of the body; the rest is numbers for
  * params_parse, which checks them as strictly as a deduct's. */
 static st_result run_asked(struct worker *w, const struct http_request *req, struct run *run)
 {
-    static const struct param_spec specs[] = {
-        {"product", 1, 2147483647LL, RACE_PRODUCT},
-        {"buyers", 1, RACE_BUYERS_MAX, 12},
-        {"units", 1, RACE_UNITS_MAX, 6},
-        {"qty", 1, 1000, 1},
-        {"hold_ms", 0, 1000, 0},
-        {"ttl_ms", 0, 600000, 0},
-        {"pause_ms", 0, 1000, 0},
-    };
     json_error_t error;
     json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &error);
     if (!json_is_object(root)) {
@@ -272,8 +275,8 @@ static st_result run_asked(struct worker *w, const struct http_request *req, str
     struct http_request rest = *req;
     rest.body = numbers;
     rest.body_len = strlen(numbers);
-    long long v[COUNT_OF(specs)];
-    r = params_parse(w, &rest, specs, COUNT_OF(specs), v);
+    long long v[COUNT_OF(race_params)];
+    r = params_parse(w, &rest, race_params, COUNT_OF(race_params), v);
     free(numbers);
     if (r != ST_OK)
         return r;

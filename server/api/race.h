@@ -20,6 +20,7 @@
 /* The handler: checks the run, resets the product, and answers later,
  * from the thread that fires the buyers. */
 st_result api_race(struct worker *w, const struct http_request *req, json_t *reply);
+extern const struct param_table api_race_params;
 
 /* Before the HTTP loops start (libcurl's global state), and after they
  * have stopped (the last run's thread is joined). */

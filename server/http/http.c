@@ -162,7 +162,7 @@ struct pending {
     size_t len;
     int too_large;             /* the body was over config.max_body: answer 413 */
     int bad_framing;           /* two Hosts, two lengths, a length and chunks: 400 */
-    int knob;                  /* carries hold_ms or pause_ms: the pool's knob lane */
+    int knob;                  /* asks to wait on purpose: the pool's knob lane */
     int submitted;             /* counted in `outstanding`                     */
     int held;                  /* held by its loop, which answers it (struct loop) */
     int suspended;             /* its connection was suspended for another thread  */
@@ -649,18 +649,6 @@ static int taken_on_arrival(struct pending *p)
     return 0;
 }
 
-/* Whether the request asks to wait on purpose (hold_ms or pause_ms other
- * than 0, in the query or the body): it queues in the pool's knob lane. A
- * body that only names them is taken at its word: the lane is only slower. */
-static int carries_knob(const struct pending *p)
-{
-    for (unsigned i = 0; i < p->nargs; i++)
-        if ((strcmp(p->args[i].key, "hold_ms") == 0 || strcmp(p->args[i].key, "pause_ms") == 0) &&
-            p->args[i].value && *p->args[i].value && strcmp(p->args[i].value, "0") != 0)
-            return 1;
-    return p->body && (strstr(p->body, "hold_ms") || strstr(p->body, "pause_ms"));
-}
-
 /* Queues the request on the pool, unless its route's handler took it on
  * arrival; a full queue or a stopping pool answers at once (the
  * connection is resumed to send it). The connection is suspended before
@@ -673,14 +661,16 @@ static enum MHD_Result run_on_worker(struct pending *p)
     if (p->route.on_arrival && taken_on_arrival(p)) /* answered already, here: send it */
         return !p->suspended && p->phase == REPLIED ? send_reply(p) : MHD_YES;
     suspend(p);
-    p->knob = carries_knob(p);
+    struct http_request asked = request_of(p);
+    p->knob = params_ask_to_wait(p->route.params, &asked);
     st_result r = p->knob ? pool_submit_knob(&p->job) : pool_submit(&p->job);
     if (r != ST_OK) {
         struct http_request req = request_of(p);
         api_refused(&req, r);
         finish_reply(p, r, new_reply(),
                      p->knob && r == ST_OVERLOADED
-                         ? "the workers for hold_ms and pause_ms are busy and their queue is full"
+                         ? "the workers for requests that wait on purpose are busy and their "
+                           "queue is full"
                          : pool_refusal(r));
         MHD_resume_connection(p->connection);
     }

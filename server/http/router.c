@@ -19,24 +19,25 @@ static const struct route {
     int prefix;
     unsigned methods;
     unsigned flags;
-    handler_fn handler; /* runs on a worker, or... */
-    page_fn page;       /* ...is answered on the HTTP thread */
-    int on_arrival;     /* `handler` is tried on the HTTP thread first */
+    handler_fn handler;               /* runs on a worker, or... */
+    page_fn page;                     /* ...is answered on the HTTP thread */
+    int on_arrival;                   /* `handler` is tried on the HTTP thread first */
+    const struct param_table *params; /* its parameters, when some may wait */
 } routes[] = {
-    {"/health", 0, GET, 0, NULL, api_health, 0},
-    {"/strategies", 0, GET, 0, NULL, api_strategies, 0},
-    {"/metrics", 0, GET, 0, NULL, api_metrics, 0},
-    {"/openapi.json", 0, GET, 0, NULL, api_asset, 0},
-    {"/", 0, GET, 0, NULL, api_asset, 0}, /* the live lab page */
-    {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0},
-    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0},
-    {"/lab/", 1, GET, 0, NULL, api_asset, 0},
-    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0},
+    {"/health", 0, GET, 0, NULL, api_health, 0, NULL},
+    {"/strategies", 0, GET, 0, NULL, api_strategies, 0, NULL},
+    {"/metrics", 0, GET, 0, NULL, api_metrics, 0, NULL},
+    {"/openapi.json", 0, GET, 0, NULL, api_asset, 0, NULL},
+    {"/", 0, GET, 0, NULL, api_asset, 0, NULL}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0, NULL},
+    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0, &api_race_params},
+    {"/lab/", 1, GET, 0, NULL, api_asset, 0, NULL},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0, NULL},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
-    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
-    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0},
-    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 1},
-    {"/stock/", 1, GET, 0, api_stock, NULL, 0},
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0, &api_deduct_params},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0, &api_deduct_params},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 1, &api_deduct_params},
+    {"/stock/", 1, GET, 0, api_stock, NULL, 0, NULL},
 };
 
 static int path_matches(const struct route *r, const char *path)
@@ -68,6 +69,7 @@ void route_find(const char *method, const char *path, struct route_match *out)
             out->handler = r->handler;
             out->page = r->page;
             out->on_arrival = r->on_arrival;
+            out->params = r->params;
             out->flags = r->flags;
             out->result = ST_OK;
             return;

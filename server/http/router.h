@@ -25,8 +25,9 @@ struct route_match {
     int on_arrival;
     unsigned flags;
     st_result result;
-    char allow[32]; /* the Allow header for a 405 */
-    size_t row;     /* the row of the table that matched the path */
+    char allow[32];                   /* the Allow header for a 405 */
+    size_t row;                       /* the row of the table that matched the path */
+    const struct param_table *params; /* the parameters that may make it wait, or NULL */
 };
 
 void route_find(const char *method, const char *path, struct route_match *out);
