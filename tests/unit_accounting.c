@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sale/stock.h"
+#include "sale/lock.h"
 #include "sale/strategy.h"
 
 static void test_formulas(void **state)
@@ -84,8 +85,20 @@ static void test_strategy_table(void **state)
     assert_null(strategy_at(strategy_count()));
 }
 
-/* A row states what a Redis failover does to it exactly when it keeps
- * something in Redis (its store or its lock), and /strategies says so. */
+/* The fact /strategies publishes for `name` under `key`. */
+static void expect_fact(const char *name, const char *key, const char *fact)
+{
+    const struct strategy *s = strategy_find(name);
+    assert_non_null(s);
+    json_t *o = strategy_json(s);
+    assert_string_equal(json_string_value(json_object_get(o, key)), fact);
+    json_decref(o);
+}
+
+/* Every row that keeps something in Redis (its store or its lock) has a
+ * failover fact, and /strategies says it; a row states one only where it
+ * differs from what follows from its store and lock, never "none", and
+ * never without Redis. */
 static void test_failover_fact(void **state)
 {
     (void)state;
@@ -94,11 +107,10 @@ static void test_failover_fact(void **state)
         const struct strategy *s = strategy_at(i);
         struct strategy row = *s;
         json_t *o = strategy_json(s);
-        const char *published = json_string_value(json_object_get(o, "failover"));
         if (strategy_needs(s) & on_redis) {
-            assert_int_not_equal(s->failover, FAILOVER_NONE);
-            assert_non_null(published);
-            row.failover = FAILOVER_NONE; /* a row on Redis without the fact */
+            assert_int_not_equal(strategy_failover(s), FAILOVER_NONE);
+            assert_non_null(json_string_value(json_object_get(o, "failover")));
+            row.failover = FAILOVER_NONE; /* stated "none" for a row on Redis */
         } else {
             assert_null(json_object_get(o, "failover"));
             row.failover = FAILOVER_SAFE; /* a fact for a row that has no Redis */
@@ -106,15 +118,16 @@ static void test_failover_fact(void **state)
         assert_false(strategy_row_sound(&row));
         json_decref(o);
     }
-    const struct strategy *waits = strategy_find("lua-wait");
-    assert_non_null(waits);
-    json_t *o = strategy_json(waits);
-    assert_string_equal(json_string_value(json_object_get(o, "failover")), "safe");
-    json_decref(o);
+    expect_fact("lua", "failover", "loses_sales");        /* follows: its stock in Redis */
+    expect_fact("redis-lock", "failover", "two_holders"); /* follows: its lock there */
+    expect_fact("redlock", "failover", "safe");           /* follows: no failover there */
+    expect_fact("lua-wait", "failover", "safe");          /* stated: it waits for a replica */
+    assert_int_equal(strategy_find("lua")->failover, FAILOVER_DEFAULT);
 }
 
-/* A row states what a multi-primary MySQL cluster does to it exactly when
- * its stock is in MySQL, and /strategies says so. */
+/* Every row whose stock is in MySQL has a cluster fact, and /strategies
+ * says it; a MySQL row with no lock, or a lock inside MySQL, must state
+ * its own, and a row whose stock is elsewhere states none. */
 static void test_cluster_fact(void **state)
 {
     (void)state;
@@ -122,23 +135,25 @@ static void test_cluster_fact(void **state)
         const struct strategy *s = strategy_at(i);
         struct strategy row = *s;
         json_t *o = strategy_json(s);
-        const char *published = json_string_value(json_object_get(o, "cluster"));
         if (s->store->backend == BACKEND_MYSQL) {
-            assert_int_not_equal(s->cluster, CLUSTER_NONE);
-            assert_non_null(published);
-            row.cluster = CLUSTER_NONE; /* a MySQL row without the fact */
+            assert_int_not_equal(strategy_cluster(s), CLUSTER_NONE);
+            assert_non_null(json_string_value(json_object_get(o, "cluster")));
+            row.cluster = CLUSTER_DEFAULT; /* unstated */
+            if (!s->lock || s->lock->backend == BACKEND_MYSQL)
+                assert_false(strategy_row_sound(&row));
+            else
+                assert_true(strategy_row_sound(&row));
         } else {
             assert_null(json_object_get(o, "cluster"));
             row.cluster = CLUSTER_SAFE; /* a fact for a row that has no MySQL stock */
+            assert_false(strategy_row_sound(&row));
         }
-        assert_false(strategy_row_sound(&row));
         json_decref(o);
     }
-    const struct strategy *local = strategy_find("get-lock");
-    assert_non_null(local);
-    json_t *o = strategy_json(local);
-    assert_string_equal(json_string_value(json_object_get(o, "cluster")), "two_holders");
-    json_decref(o);
+    expect_fact("mutex", "cluster", "two_holders");    /* follows: a process's lock */
+    expect_fact("zk-lock", "cluster", "safe");         /* follows: a lock outside MySQL */
+    expect_fact("get-lock", "cluster", "two_holders"); /* stated: one server's lock */
+    expect_fact("sql", "cluster", "conflicts_at_commit");
 }
 
 int main(void)

@@ -58,8 +58,7 @@ const struct strategy *strategy_find(const char *name)
     return NULL;
 }
 
-/* The rows that must state a failover fact (and every row whose stock is in
- * MySQL, a cluster fact). */
+/* The rows that have a failover fact: they keep something in Redis. */
 static const backend_set touches_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
 
 int strategy_row_sound(const struct strategy *s)
@@ -69,9 +68,11 @@ int strategy_row_sound(const struct strategy *s)
            (!s->lock || s->lock->release) &&
            (!s->lock || !s->lock->fences || s->store->claim_fence) &&
            (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
-           (s->safe_multi || s->exposed_by) &&
-           !s->failover == !(strategy_needs(s) & touches_redis) &&
-           !s->cluster == (s->store->backend != BACKEND_MYSQL);
+           (s->safe_multi || s->exposed_by) && s->failover != FAILOVER_NONE &&
+           s->cluster != CLUSTER_NONE && /* derived only */
+           strategy_failover(s) != FAILOVER_DEFAULT && strategy_cluster(s) != CLUSTER_DEFAULT &&
+           (strategy_needs(s) & touches_redis || s->failover == FAILOVER_DEFAULT) &&
+           (s->store->backend == BACKEND_MYSQL || s->cluster == CLUSTER_DEFAULT);
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
@@ -93,6 +94,33 @@ backend_set strategy_needs(const struct strategy *s)
     if (s->lock && s->lock->backend != BACKEND_COUNT)
         needs |= BACKEND_BIT(s->lock->backend);
     return needs;
+}
+
+enum failover_outcome strategy_failover(const struct strategy *s)
+{
+    if (!(strategy_needs(s) & touches_redis))
+        return FAILOVER_NONE;
+    if (s->failover != FAILOVER_DEFAULT)
+        return s->failover;
+    if (s->store->backend == BACKEND_REDIS)
+        return FAILOVER_LOSES_SALES;
+    return s->lock->backend == BACKEND_REDIS ? FAILOVER_TWO_HOLDERS : FAILOVER_SAFE;
+}
+
+enum cluster_outcome strategy_cluster(const struct strategy *s)
+{
+    if (s->store->backend != BACKEND_MYSQL)
+        return CLUSTER_NONE;
+    if (s->cluster != CLUSTER_DEFAULT || !s->lock)
+        return s->cluster; /* CLUSTER_DEFAULT: unsound, it must say */
+    switch (s->lock->backend) {
+    case BACKEND_MYSQL:
+        return CLUSTER_DEFAULT; /* unsound: a lock inside MySQL must say */
+    case BACKEND_COUNT:
+        return CLUSTER_TWO_HOLDERS; /* in one process's memory */
+    default:
+        return CLUSTER_SAFE; /* outside MySQL: one lock for every node */
+    }
 }
 
 backend_set strategy_resets(const struct strategy *s)
@@ -154,11 +182,11 @@ json_t *strategy_json(const struct strategy *s)
         s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),
                              "paused_holder", lease_outcome_name(s->lease->paused_holder))
                  : json_null());
-    if (s->failover)
-        json_object_set_new(o, "failover", json_string(failover_names[s->failover]));
+    if (strategy_failover(s) != FAILOVER_NONE)
+        json_object_set_new(o, "failover", json_string(failover_names[strategy_failover(s)]));
     if (s->settles == SETTLES_LATER)
         json_object_set_new(o, "settles", json_string("async"));
-    if (s->cluster)
-        json_object_set_new(o, "cluster", json_string(cluster_names[s->cluster]));
+    if (strategy_cluster(s) != CLUSTER_NONE)
+        json_object_set_new(o, "cluster", json_string(cluster_names[strategy_cluster(s)]));
     return o;
 }

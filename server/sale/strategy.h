@@ -55,6 +55,7 @@ extern const struct lease lease_expires_under_holder;
  * keeps anything in Redis: a write acknowledged by the primary and not yet
  * on the replica is gone once the replica is promoted. */
 enum failover_outcome {
+    FAILOVER_DEFAULT,     /* unstated: what follows (strategy_failover()) */
     FAILOVER_NONE,        /* it keeps nothing in Redis: no fact          */
     FAILOVER_SAFE,        /* nothing acknowledged is lost, no two holders */
     FAILOVER_LOSES_SALES, /* the store is Redis: acknowledged sales vanish */
@@ -72,6 +73,7 @@ enum settles {
  * checks a transaction against the others' only when it commits
  * (certification), and applies their commits a moment later. */
 enum cluster_outcome {
+    CLUSTER_DEFAULT,             /* unstated: what follows (strategy_cluster())  */
     CLUSTER_NONE,                /* its stock is not in MySQL: no fact          */
     CLUSTER_SAFE,                /* as safe as on one server; a conflict is retried
                                     or waited out                               */
@@ -96,10 +98,14 @@ struct strategy {
     const char *caveat;        /* the condition a safety claim rests on, or NULL */
     const char *summary;
     enum contention contention;
-    const struct lease *lease;      /* NULL: it holds no lease                     */
-    enum failover_outcome failover; /* a primary failover: every row on Redis  */
+    const struct lease *lease; /* NULL: it holds no lease                     */
+    /* The fault facts: stated by a row only where it differs from what
+     * follows from its store and its lock (strategy_failover(),
+     * strategy_cluster()), so that a new fault is a rule here and a line in
+     * the rows that are the exception, not a line in every file. */
+    enum failover_outcome failover; /* a primary failover of the main Redis  */
     enum settles settles;           /* a 200 is in MySQL now, or after the drain */
-    enum cluster_outcome cluster;   /* a multi-primary cluster: every MySQL row */
+    enum cluster_outcome cluster;   /* a multi-primary MySQL cluster         */
     unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
     int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
     int answers_later;              /* it answers through rq->later: the result its
@@ -118,6 +124,20 @@ st_result strategy_run(const struct strategy *s, struct worker *w, const struct 
 
 /* The backends `s` needs to answer: its store's and its lock's. */
 backend_set strategy_needs(const struct strategy *s);
+
+/* What a failover of the main Redis does to `s`: its stated fact, or what
+ * follows - nothing in Redis: none; its stock in Redis: the acknowledged
+ * sales not yet replicated vanish (loses_sales); its lock on the main
+ * Redis: the lock vanishes and a second holder takes it (two_holders); its
+ * lock on the Redlock servers, which do not fail over: safe. */
+enum failover_outcome strategy_failover(const struct strategy *s);
+
+/* What a multi-primary MySQL cluster does to `s`: its stated fact, or
+ * what follows - stock not in MySQL: none; a lock outside MySQL (Redis,
+ * Redlock, ZooKeeper): one lock for every node, safe; a lock in one
+ * process's memory: one holder per node (two_holders). A MySQL row with no
+ * lock, or a lock inside MySQL, states its own. */
+enum cluster_outcome strategy_cluster(const struct strategy *s);
 
 /* The backends whose per-product state a reset clears for `s`. */
 backend_set strategy_resets(const struct strategy *s);

@@ -126,9 +126,7 @@ const struct strategy strategy_getset = {
               "if every client's clock agrees",
     .summary = "SETNX lock <expiry>; an expired lock is taken over by GET then GETSET",
     .contention = CONTENTION_WAITS,
-    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
-    .cluster = CLUSTER_SAFE,
     .lock = &timestamp_lock,
 };

@@ -40,7 +40,6 @@ const struct strategy strategy_lua = {
     .safe_multi = 1,
     .summary = "one Lua script checks, decrements and records the sale inside Redis",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
-    .failover = FAILOVER_LOSES_SALES,
     .answers_later = 1,
     .deduct = deduct,
 };

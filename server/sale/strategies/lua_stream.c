@@ -46,7 +46,6 @@ const struct strategy strategy_lua_stream = {
     .summary = "one Lua script deducts, records and streams the order; a consumer group settles "
                "it into MySQL exactly once",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
-    .failover = FAILOVER_LOSES_SALES,
     .settles = SETTLES_LATER,
     .answers_later = 1,
     .deduct = deduct,

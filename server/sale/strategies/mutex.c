@@ -53,6 +53,5 @@ const struct strategy strategy_mutex = {
     .summary = "a process-local pthread mutex around the nolock body",
     .contention = CONTENTION_WAITS,
     .exposed_by = EXPOSED_BY_HOLD, /* with two instances */
-    .cluster = CLUSTER_TWO_HOLDERS,
     .lock = &process_mutex,
 };

@@ -27,8 +27,6 @@ const struct strategy strategy_redis_lock = {
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
     .contention = CONTENTION_WAITS,
-    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
-    .cluster = CLUSTER_SAFE,
     .lock = &lock_redis_set_nx,
 };

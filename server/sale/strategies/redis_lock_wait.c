@@ -77,6 +77,5 @@ const struct strategy strategy_redis_lock_wait = {
     .contention = CONTENTION_WAITS,
     .lease = &lease_expires_under_holder,
     .failover = FAILOVER_SAFE,
-    .cluster = CLUSTER_SAFE,
     .lock = &redis_set_nx_wait,
 };

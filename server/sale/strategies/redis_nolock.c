@@ -29,7 +29,6 @@ const struct strategy strategy_redis_nolock = {
     .summary =
         "GET count, then SET count = read - qty (ledger in the same MULTI): the race on Redis",
     .contention = CONTENTION_NONE,
-    .failover = FAILOVER_LOSES_SALES,
     .exposed_by = EXPOSED_BY_HOLD,
     .deduct = sell_unlocked,
 };

@@ -119,8 +119,6 @@ const struct strategy strategy_redlock = {
     .caveat = "while the holder finishes within the lock's validity time",
     .summary = "SET NX PX on a majority of independent Redis servers within the TTL (Redlock)",
     .contention = CONTENTION_WAITS,
-    .failover = FAILOVER_SAFE,
     .lease = &lease_expires_under_holder,
-    .cluster = CLUSTER_SAFE,
     .lock = &redlock,
 };

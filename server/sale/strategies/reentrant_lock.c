@@ -474,8 +474,6 @@ const struct strategy strategy_reentrant_lock = {
     .summary = "Redisson-style re-entrant hash lock, renewed by a watchdog, waiters woken by "
                "pub/sub",
     .contention = CONTENTION_WAITS,
-    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &renewed_while_running,
-    .cluster = CLUSTER_SAFE,
     .lock = &reentrant,
 };

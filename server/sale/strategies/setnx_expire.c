@@ -94,9 +94,7 @@ const struct strategy strategy_setnx_expire = {
               "whoever holds the lock",
     .summary = "SETNX lock, then PEXPIRE ttl as a second command; DEL without an owner check",
     .contention = CONTENTION_WAITS,
-    .failover = FAILOVER_TWO_HOLDERS,
     .lease = &lease_expires_under_holder,
     .exposed_by = EXPOSED_BY_HOLD | EXPOSED_BY_TTL,
-    .cluster = CLUSTER_SAFE,
     .lock = &setnx_then_expire,
 };

@@ -47,6 +47,5 @@ const struct strategy strategy_watch = {
     .safe_multi = 1,
     .summary = "Redis WATCH/MULTI/EXEC with bounded, jittered retry",
     .contention = CONTENTION_RETRIES,
-    .failover = FAILOVER_LOSES_SALES,
     .deduct = deduct,
 };

@@ -242,6 +242,5 @@ const struct strategy strategy_zk_lock = {
     .summary = "ZooKeeper ephemeral sequential node, watch on the predecessor only (Curator "
                "recipe) around the nolock body",
     .contention = CONTENTION_WAITS,
-    .cluster = CLUSTER_SAFE,
     .lock = &zk_sequential,
 };
