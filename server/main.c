@@ -49,6 +49,8 @@
  *     result.c         the one result type and its HTTP meaning
  *     worker.c         per-thread state: links, deadline, last error;
  *                      backend_id.h the slots' names
+ *     later.h          an answer given after its call returned: one
+ *                      callback type for every layer
  *     config.c         the options, and the server lists parsed
  *     log.c            logging; metrics.c what is counted; trace.c a
  *                      sale's trace

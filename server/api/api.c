@@ -9,6 +9,7 @@
 #include "backend/health.h"
 #include "backend/pool.h"
 #include "core/config.h"
+#include "core/later.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/trace.h"
@@ -322,7 +323,7 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
 
 /* A sale its strategy answers later: all its answer needs, kept until then. */
 struct later_sale {
-    struct sale_later base; /* first: the strategy hands it back */
+    struct later base; /* what the strategy answers */
     struct deduct_request rq;
     struct deduct_reply out;
     struct sale_trace trace; /* rq.trace points here when one was asked for */
@@ -331,17 +332,17 @@ struct later_sale {
     long long arrived_us;
 };
 
-static void answer_later_sale(struct sale_later *later, st_result r, const char *message)
+static void answer_later_sale(struct later *later, st_result r, const char *message)
 {
-    struct later_sale *ls = (struct later_sale *)(void *)later;
+    struct later_sale *ls = CONTAINER_OF(later, struct later_sale, base);
     sale_answered(&ls->rq, &ls->out, r, ls->reply, ls->arrived_us);
     ls->http->answer(ls->http, r, ls->reply, message);
     free(ls);
 }
 
-static void hand_off_later_sale(struct sale_later *later)
+static void hand_off_later_sale(struct later *later)
 {
-    struct later_sale *ls = (struct later_sale *)(void *)later;
+    struct later_sale *ls = CONTAINER_OF(later, struct later_sale, base);
     ls->http->hand_off(ls->http);
 }
 

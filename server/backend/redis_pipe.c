@@ -101,7 +101,7 @@ static void list_move(struct call_list *to, struct call_list *from)
 /* An entry of the pipe's own (a SCRIPT LOAD, the AUTH): no caller to answer. */
 static int is_load(const struct pipe_call *call)
 {
-    return call->done == NULL;
+    return call->done.answer == NULL;
 }
 
 struct redis_pipe *redis_pipe_new(void)
@@ -114,12 +114,20 @@ struct redis_pipe *redis_pipe_new(void)
     return p;
 }
 
+/* Answers a caller's call: the reply (ST_OK) or why not. */
+static void answer_call(struct pipe_call *call, st_result r, const redisReply *reply,
+                        const char *why)
+{
+    call->reply = reply;
+    call->done.answer(&call->done, r, why);
+}
+
 /* Answers every call of `l` with `r` and empties it (loads are dropped). */
 static void fail_all(struct call_list *l, st_result r, const char *why)
 {
     for (struct pipe_call *call; (call = list_pop(l)) != NULL;)
         if (!is_load(call))
-            call->done(call, r, NULL, why);
+            answer_call(call, r, NULL, why);
 }
 
 /* The connection broke (or gave up) while doing `what`: what was sent may
@@ -315,7 +323,7 @@ static int answered_late(struct pipe_call *call, long long now)
     long long deadline = effective_deadline(call->deadline_ms);
     if (!deadline || now < deadline)
         return 0;
-    call->done(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
+    answer_call(call, ST_TIMEOUT, NULL, "the deadline passed before the call was sent");
     return 1;
 }
 
@@ -353,7 +361,7 @@ void redis_pipe_flush(struct redis_pipe *p)
         } else if (!script_ready(p, call->script, now)) {
             list_push(&waiting, call);
         } else if (append_call(p, call) != 0) {
-            call->done(call, ST_BACKEND_UNAVAILABLE, NULL, "redis: out of memory");
+            answer_call(call, ST_BACKEND_UNAVAILABLE, NULL, "redis: out of memory");
         } else {
             call->sent_ms = now;
             call->batch_index = n++;
@@ -436,20 +444,20 @@ static void answer_oldest(struct redis_pipe *p, redisReply *reply)
         if (!p->moved)
             sentinel_suspect(p->generation);
         p->moved = 1;
-        call->done(call, ST_OK, reply, NULL);
+        answer_call(call, ST_OK, reply, NULL);
     } else if (redis_is_noscript(reply)) {
         /* Flushed under us (SCRIPT FLUSH): nothing ran. Load it again with
          * the next write and send the call once more - once. */
         load_again(p);
         if (call->resent) {
-            call->done(call, ST_BACKEND_UNAVAILABLE, NULL,
-                       "redis: the script is not loaded, even after SCRIPT LOAD; nothing ran");
+            answer_call(call, ST_BACKEND_UNAVAILABLE, NULL,
+                        "redis: the script is not loaded, even after SCRIPT LOAD; nothing ran");
         } else {
             call->resent = 1;
             list_push(&p->queued, call);
         }
     } else {
-        call->done(call, ST_OK, reply, NULL);
+        answer_call(call, ST_OK, reply, NULL);
     }
     freeReplyObject(reply);
 }

@@ -30,6 +30,7 @@
 #ifndef STOCKD_REDIS_PIPE_H
 #define STOCKD_REDIS_PIPE_H
 
+#include "core/later.h"
 #include "core/result.h"
 
 #include <hiredis/hiredis.h>
@@ -43,14 +44,15 @@ struct redis_script;
 /* One script call. The caller owns it (and argv, and the strings in it)
  * until done() has been called, exactly once. */
 struct pipe_call {
-    /* The reply (r == ST_OK; freed after done returns), or NULL with the
-     * failure and why. Called on the loop's thread. */
-    void (*done)(struct pipe_call *call, st_result r, const redisReply *reply, const char *why);
+    /* Answered on the loop's thread: ST_OK with `reply` set (freed once
+     * done.answer returns), or the failure and why. */
+    struct later done;
     struct redis_script *script;
     int nkeys, argc;         /* argv: the keys, then the arguments */
     const char *const *argv; /* argc of them, at most PIPE_ARGS_MAX */
     long long deadline_ms;   /* not written once it has passed; 0: none */
-    /* Set by the pipe before done(): */
+    /* Set by the pipe before done.answer(): */
+    const redisReply *reply;
     int batch;       /* calls written in the same write                    */
     int batch_index; /* this call's place in it, from 0                    */
     /* The pipe's own: */

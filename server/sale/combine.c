@@ -11,6 +11,7 @@
 
 #include "backend/pool.h"
 #include "core/config.h"
+#include "core/later.h"
 #include "core/worker.h"
 
 #include <pthread.h>
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 
 struct queue {
-    struct job lead_job; /* first: a pool worker leads through it */
+    struct job lead_job; /* a pool worker leads through it */
     const struct combiner *owner;
     int key;
     struct combined_sale *head, *tail;
@@ -145,7 +146,7 @@ static void lead(struct worker *w, struct shard *sh, struct queue *q)
 /* A pool worker leading a queue for a thread that must not block. */
 static void lead_for_another(struct job *job, struct worker *w)
 {
-    struct queue *q = (struct queue *)(void *)job;
+    struct queue *q = CONTAINER_OF(job, struct queue, lead_job);
     lead(w, shard_of(q->owner, q->key), q);
 }
 

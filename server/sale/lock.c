@@ -8,6 +8,7 @@
 #include "sale/lock.h"
 
 #include "core/config.h"
+#include "core/later.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/worker.h"
@@ -60,8 +61,7 @@ static st_result poll_until_taken(const struct lock_kind *kind, struct worker *w
 /* The body's freeze: the kind's, on the lock the guard belongs to. */
 static void freeze_held(struct guard *g, int frozen)
 {
-    struct held_lock *held =
-        (struct held_lock *)(void *)((char *)g - offsetof(struct held_lock, guard));
+    struct held_lock *held = CONTAINER_OF(g, struct held_lock, guard);
     held->kind->freeze(held, frozen);
 }
 

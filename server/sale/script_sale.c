@@ -17,6 +17,7 @@
 
 #include "backend/redis.h"
 #include "backend/redis_pipe.h"
+#include "core/later.h"
 #include "core/metrics.h"
 #include "core/worker.h"
 #include "sale/combine.h"
@@ -74,19 +75,19 @@ void script_sale_pipeline(struct worker *w, int key, struct combined_sale *batch
 
 /* A sale on an HTTP loop's pipe. */
 struct piped_sale {
-    struct pipe_call call; /* first: the pipe hands it back */
+    struct pipe_call call; /* the pipe answers call.done */
     struct redis_script_args args;
     struct worker *loop; /* the loop's own, which answers it */
     const struct deduct_request *rq;
     struct deduct_reply *out;
 };
 
-static void piped_sale_done(struct pipe_call *call, st_result r, const redisReply *reply,
-                            const char *why)
+static void piped_sale_done(struct later *done, st_result r, const char *why)
 {
-    struct piped_sale *s = (struct piped_sale *)(void *)call;
+    struct piped_sale *s = CONTAINER_OF(done, struct piped_sale, call.done);
+    const struct pipe_call *call = &s->call;
     if (r == ST_OK) {
-        r = redis_script_result(s->loop, s->rq, reply, call->batch, s->out);
+        r = redis_script_result(s->loop, s->rq, call->reply, call->batch, s->out);
         why = s->loop->error;
     }
     if (call->batch_index == 0)
@@ -109,7 +110,7 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     s->rq = rq;
     s->out = out;
     redis_script_args_of(&s->args, rq, out);
-    s->call = (struct pipe_call){.done = piped_sale_done,
+    s->call = (struct pipe_call){.done = {.answer = piped_sale_done},
                                  .script = s->args.script,
                                  .nkeys = s->args.nkeys,
                                  .argc = s->args.argc,

@@ -16,6 +16,7 @@
 #define STOCKD_STORE_H
 
 #include "backend/backend.h"
+#include "core/later.h"
 #include "core/result.h"
 
 #include <limits.h>
@@ -24,21 +25,13 @@ struct worker;
 struct strategy;
 struct sale_trace;
 
-/* How a strategy that answers later (strategy.answers_later) hands back a
- * sale's outcome: once, from any thread, after filling the deduct_reply it
- * was given; and hand_off() before another thread can reach the sale (see
- * struct answer_later). */
-struct sale_later {
-    void (*answer)(struct sale_later *later, st_result r, const char *message);
-    void (*hand_off)(struct sale_later *later);
-};
-
 /* One sale attempt, validated by the HTTP layer. */
 struct deduct_request {
     const struct strategy *strategy; /* the row (sale/strategy.h): stores do not read it */
     const char *seller;              /* its name, as the ledger records the sale          */
     int streams_order;               /* its 200 settles later, through the order stream   */
-    struct sale_later *later;        /* set for a strategy that answers later             */
+    struct later *later;             /* a row that answers later: answered here, once,  */
+                                     /* after its deduct_reply is filled (later.h)      */
     int product;                     /* 1 .. 2^31-1                                          */
     int qty;                         /* 1 .. 1000                                            */
     int hold_ms;                     /* time spent inside the critical section, 0 .. 1000    */
