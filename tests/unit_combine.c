@@ -18,6 +18,7 @@
 
 #include "backend/pool.h"
 #include "core/config.h"
+#include "core/later.h"
 #include "core/worker.h"
 #include "sale/combine.h"
 
@@ -25,7 +26,7 @@
 
 /* One sale as the API layer would hand it over, and what it was answered. */
 struct test_sale {
-    struct sale_later later; /* first: the answer gets it back */
+    struct later later; /* the answer gets it back */
     struct deduct_request rq;
     struct deduct_reply out;
     int answers;
@@ -34,18 +35,18 @@ struct test_sale {
     st_result result;
 };
 
-static void record_answer(struct sale_later *later, st_result r, const char *message)
+static void record_answer(struct later *later, st_result r, const char *message)
 {
     (void)message;
-    struct test_sale *t = (struct test_sale *)(void *)later;
+    struct test_sale *t = CONTAINER_OF(later, struct test_sale, later);
     t->answers++;
     t->answered_unhanded |= t->hand_offs == 0;
     t->result = r;
 }
 
-static void record_hand_off(struct sale_later *later)
+static void record_hand_off(struct later *later)
 {
-    ((struct test_sale *)(void *)later)->hand_offs++;
+    CONTAINER_OF(later, struct test_sale, later)->hand_offs++;
 }
 
 static struct test_sale sales[SALES];
