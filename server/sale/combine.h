@@ -45,9 +45,9 @@ struct combiner {
     int across_products;
 };
 
-/* Queues the sale of `rq` on `c`, leads its queue if nobody does (or has
- * a pool worker lead it), and returns ST_LATER: the answer goes through
- * rq->later. */
+/* Queues the sale of `rq` on `c` and leads its queue if nobody does (or
+ * has a pool worker lead it). The answer goes through rq->later; ST_OK says
+ * only that the sale was handed on. */
 st_result combine(const struct combiner *c, struct worker *w, const struct deduct_request *rq,
                   struct deduct_reply *out);
 

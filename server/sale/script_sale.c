@@ -96,7 +96,8 @@ static void piped_sale_done(struct later *done, st_result r, const char *why)
     free(s);
 }
 
-/* Queues the sale on the loop's pipe; it is answered through rq->later. */
+/* Queues the sale on the loop's pipe; it is answered through rq->later,
+ * and ST_OK says only that it was handed on. */
 static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
                               struct deduct_reply *out)
 {
@@ -104,7 +105,7 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     struct piped_sale *s = calloc(1, sizeof *s);
     if (!s) {
         rq->later->answer(rq->later, ST_BACKEND_UNAVAILABLE, "lua: out of memory");
-        return ST_LATER;
+        return ST_OK;
     }
     s->loop = w;
     s->rq = rq;
@@ -117,7 +118,7 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
                                  .argv = s->args.argv,
                                  .deadline_ms = w->deadline_ms};
     redis_pipe_call(w->redis_pipe, &s->call);
-    return ST_LATER;
+    return ST_OK;
 }
 
 st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
