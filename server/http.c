@@ -163,6 +163,7 @@ struct loop {
     atomic_int woken;    /* a wake-up is written and the loop has not run since */
     int held;            /* requests held, waiting for the loop's own answer */
     int answered;        /* one was answered since libmicrohttpd last ran    */
+    int resumed;         /* it resumed one itself since libmicrohttpd last ran */
     int index;           /* its place in `loops`, and in the listener's shares */
     int watch;           /* an epoll set: its connections' closes (struct conn) */
     struct conn waiting; /* connections a request is due from (struct conn) */
@@ -380,6 +381,8 @@ static void answer(struct pending *p, st_result r, json_t *reply, const char *me
     MHD_resume_connection(p->connection);
     if (this_loop != l)
         loop_wake(l);
+    else
+        l->resumed = 1;
 }
 
 static struct pending *pending_of(struct answer_later *later)
@@ -572,8 +575,10 @@ static void conn_client_closed(struct conn *k)
     int unsettled = UNSETTLED;
     if (p && p->suspended) {
         /* Resumed, the request gets MHD_NO from on_request(): closed. */
-        if (p->closable && atomic_compare_exchange_strong(&p->settled, &unsettled, CLIENT_WENT))
+        if (p->closable && atomic_compare_exchange_strong(&p->settled, &unsettled, CLIENT_WENT)) {
             MHD_resume_connection(p->connection);
+            p->loop->resumed = 1;
+        }
         return; /* else it is answered: its reply finds the client gone */
     }
     if (p && !p->held)
@@ -1041,13 +1046,18 @@ static _Atomic long long drain_deadline_ms;
 
 /* How long a loop may wait: until libmicrohttpd's next timeout (briefly
  * while it only asks for held requests) or the pipe's (`pipe_ms`, -1:
- * none), and briefly while stopping, to see the drain end. */
+ * none), and briefly while stopping, to see the drain end; not at all
+ * after resuming a connection itself: libmicrohttpd (without MHD_USE_ITC)
+ * is woken by nothing when a connection is resumed, and would take it up
+ * at the loop's next event only. */
 static int loop_wait_ms(const struct loop *l, int pipe_ms)
 {
     MHD_UNSIGNED_LONG_LONG mhd;
     int ms = MHD_get_timeout(l->daemon, &mhd) == MHD_YES ? (mhd > 1000 ? 1000 : (int)mhd) : 1000;
     if (ms == 0 && l->held && !l->answered)
         ms = HELD_WAIT_MS;
+    if (l->resumed)
+        ms = 0;
     if (pipe_ms >= 0 && pipe_ms < ms)
         ms = pipe_ms;
     return atomic_load(&stopping) && ms > 10 ? 10 : ms;
@@ -1106,6 +1116,7 @@ static void loop_turn(struct loop *l, int epoll_fd)
     if (fds[3].revents)
         take_connections(l);
     l->answered = 0; /* this run sends what is answered by now */
+    l->resumed = 0;
     MHD_run(l->daemon);
     /* After the run: a whole request that came with its client's close is
      * served (or queued, and dropped) as before; half of one is shut. */

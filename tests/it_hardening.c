@@ -621,7 +621,8 @@ static void test_nginx_lets_go_first(void **state)
 #define BURST 600
 #define SPREAD 20 /* addresses the measured burst comes from, under PER_IP each */
 #define TRICKLING_ADDRESSES 9
-#define ABANDONED_HOLDS 40
+#define ABANDONED_HOLDS 16 /* from HOLDS_FROM, within its limit */
+#define HOLDS_FROM "127.0.0.12"
 /* How long a closed connection may outlive its client. */
 #define FREED_WITHIN_MS 1000
 
@@ -777,10 +778,23 @@ static void test_half_sent_requests_are_freed(void **state)
     assert_true(t[1] < FREED_WITHIN_MS);
 }
 
-/* The same burst amid heads trickling from TRICKLING_ADDRESSES others (each
- * at its limit) and ABANDONED_HOLDS hold_ms sales whose clients went: two
- * run for a second, the rest wait for them in the knob lane, and none of
- * their connections may outlive its client by a second either. */
+/* Whether `fd` ends (EOF or an error) within `ms` with nothing read: its
+ * connection was closed before any answer. */
+static int ends_unanswered(int fd, long ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[256];
+    ssize_t n = poll(&p, 1, (int)ms) == 1 ? recv(fd, buf, sizeof buf, MSG_DONTWAIT) : 1;
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+/* ABANDONED_HOLDS hold_ms sales (from another address) whose clients go
+ * while two of them run (holding for a second) and the rest wait for those
+ * in the knob lane: their clients shut their sending side, as close()
+ * does, but stay to see that stockd closes each connection before any
+ * answer, not when the sale is over. Then the same burst as above, amid
+ * heads trickling from TRICKLING_ADDRESSES others (each at its limit) and
+ * those abandoned sales still in the pool. */
 static void test_hangups_amid_tricklers_and_holds(void **state)
 {
     (void)state;
@@ -791,9 +805,23 @@ static void test_hangups_amid_tricklers_and_holds(void **state)
              "POST /stock/deduct/nolock?product=%d&hold_ms=1000 HTTP/1.1\r\nHost: "
              "127.0.0.1\r\nContent-Length: 0\r\n\r\n",
              PRODUCT_HANGUP);
-    int holds = 0;
+    int holds[ABANDONED_HOLDS];
+    for (int i = 0; i < ABANDONED_HOLDS; i++) {
+        holds[i] = raw_connect(HOLDS_FROM);
+        assert_true(holds[i] >= 0);
+        assert_int_equal(send(holds[i], hold, strlen(hold), MSG_NOSIGNAL), (ssize_t)strlen(hold));
+    }
+    assert_int_equal(wait_metric("stockd_workers_busy", 2, 500), 0);
+    /* Nothing else comes meanwhile: no other event wakes stockd to close them. */
+    long long start = now_ms();
     for (int i = 0; i < ABANDONED_HOLDS; i++)
-        holds += send_and_close(NULL, hold);
+        assert_int_equal(shutdown(holds[i], SHUT_WR), 0);
+    int unanswered = 0;
+    for (int i = 0; i < ABANDONED_HOLDS; i++) {
+        unanswered += ends_unanswered(holds[i], FREED_WITHIN_MS - (now_ms() - start));
+        close(holds[i]);
+    }
+    long long holds_took = now_ms() - start;
     static int trickling[TRICKLING_ADDRESSES * PER_IP];
     static const char head[] = "GET /strategies HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     int n = 0;
@@ -813,18 +841,18 @@ static void test_hangups_amid_tricklers_and_holds(void **state)
         sent += send_and_close(NULL, half_head);
     long long freed = close_waits_gone_within(FREED_WITHIN_MS);
     fprintf(stderr,
-            "%d abandoned hold_ms sales, %d heads trickling from %d addresses, %d half heads: "
-            "none half-closed after %lld ms\n",
-            holds, n, TRICKLING_ADDRESSES, sent, freed);
-    assert_int_equal(holds, ABANDONED_HOLDS);
+            "%d abandoned hold_ms sales: %d closed unanswered within %lld ms; then %d heads "
+            "trickling from %d addresses, %d half heads: none half-closed after %lld ms\n",
+            ABANDONED_HOLDS, unanswered, holds_took, n, TRICKLING_ADDRESSES, sent, freed);
     assert_true(freed >= 0);
+    assert_int_equal(unanswered, ABANDONED_HOLDS);
     expect_health_from(NULL);
     expect_health_from("127.0.0.11");
     for (int i = 0; i < n; i++)
         close(trickling[i]);
-    /* The queued ones never ran: dropped as their clients' once a worker came. */
+    /* Those still queued never ran: dropped as their clients' once a worker came. */
     assert_int_equal(wait_metric("stockd_http_dropped_total{reason=\"client_gone\"}",
-                                 dropped_before + ABANDONED_HOLDS - 4, 30000),
+                                 dropped_before + ABANDONED_HOLDS - 2, 10000),
                      0);
 }
 
