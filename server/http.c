@@ -567,10 +567,14 @@ static void conn_done(struct loop *l, struct MHD_Connection *c, int next)
         conn_wait(l, k);
 }
 
-/* The client of `k` closed its end (struct conn says what is done). */
+/* The client of `k` closed its end (struct conn says what is done). Once:
+ * shutting the socket wakes the set again (edge-triggered or not), and
+ * taking that for another close would shut it for ever, never idle. */
 static void conn_client_closed(struct conn *k)
 {
     struct pending *p = k->request;
+    if (k->client_closed)
+        return;
     k->client_closed = 1;
     int unsettled = UNSETTLED;
     if (p && p->suspended) {
