@@ -6,7 +6,8 @@
  * stockd runs config.threads loops, each a thread with a libmicrohttpd
  * daemon of its own, in libmicrohttpd's external mode: the loop waits
  * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h), a
- * wake-up and, while it takes new connections, the listening socket; lets
+ * wake-up, its connections' closes (struct conn) and, while it takes new
+ * connections, the listening socket; lets
  * the daemon serve what is ready, then writes the turn's
  * sales to Redis at once. The loops share one listening socket, so each
  * enforces its share of the configured connection limits.
