@@ -468,9 +468,14 @@ static void test_knob_share_is_bounded(void **state)
     (void)state;
     reset(PRODUCT_SHARE, 100);
     struct background b[HELD_SALES];
-    for (int i = 0; i < HELD_SALES; i++)
+    /* Two first, running before the others come: sent all at once, more
+     * than two could find the lane's queue full before a worker took any
+     * (on a loaded machine), and be refused. */
+    for (int i = 0; i < HELD_SALES; i++) {
         start_background(&b[i], "sql", PRODUCT_SHARE, "hold_ms=600");
-    assert_int_equal(wait_metric("stockd_workers_busy", 2, 5000), 0);
+        if (i == 1)
+            assert_int_equal(wait_metric("stockd_workers_busy", 2, 5000), 0);
+    }
     /* Two hold a worker, two wait for the share: the other workers are free. */
     long long start = now_ms();
     struct account mid = account(PRODUCT_SHARE);
