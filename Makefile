@@ -226,7 +226,8 @@ cluster-up:
 
 # make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose
-# clients went, nine addresses trickling a thousand heads each, a trickled head,
+# clients went, nine addresses trickling a thousand heads each, half-sent requests
+# closed by their clients, a trickled head,
 # nginx clients across stockd's idle timeout, broken requests against the log.
 # Starts two instances behind the stack's nginx at PORT (nothing may answer
 # there) and the stack; prints probe, expected and answered; exits 1 on a

@@ -7,15 +7,23 @@ instances behind the stack's nginx on host:port (scripts/stack.sh instances-up 2
 stopped at the end), then probes the first instance directly and the pair through
 nginx: a DNS-rebinding Host, a same-site page, an encoded NUL, two body lengths, a
 flood of held sales whose clients went at once, nine addresses trickling a thousand
-request heads each, a trickled head against --idle-timeout-s, keep-alive requests
-through nginx across stockd's idle timeout, and broken requests against the log;
+request heads each, half-sent requests closed by their clients (a burst from one
+address many times its limit, amid heads trickling from nine others and held sales
+whose clients went: none may stay half-closed a second later), a trickled head
+against --idle-timeout-s, keep-alive requests through nginx across stockd's idle
+timeout, and broken requests against the log;
 and, as another local user would, the stack's backends: MariaDB's root over TCP
 writing a file, every Redis server and Sentinel without the password.
 Prints a table of probe, expected and answered; exit status 1 when any probe answers
-otherwise, 2 when the run cannot be made. About 40 s."""
+otherwise, 2 when the run cannot be made. About 45 s.
 
+--quick (the gate's) starts one stockd at host:port instead and runs only the
+half-sent requests, smaller."""
+
+import collections
 import concurrent.futures
 import os
+import select
 import socket
 import stat
 import subprocess
@@ -35,6 +43,15 @@ ADDRESSES = 9  # 127.0.0.2 .. 127.0.0.10
 TRICKLERS = 1000  # per address
 BROKEN = 2000
 IDLE_TIMEOUT_S = 15  # stockd's default --idle-timeout-s
+FREED_WITHIN_S = 1.0  # no connection its client closed may outlive it by more
+HALF_HEAD = b"GET /health HTTP/1.1\r\nHo"
+# Half-sent requests closed by their clients, from 127.0.0.1: more than the default
+# --max-per-ip (512) would hold; amid `trickle` heads from each of ADDRESSES others and
+# `holds` held sales whose clients went; then `timed` more, each timed to its close.
+Hangups = collections.namedtuple("Hangups", "burst trickle holds timed")
+HANGUPS = Hangups(burst=2000, trickle=600, holds=200, timed=500)
+HANGUPS_QUICK = Hangups(burst=600, trickle=100, holds=40, timed=200)
+CLOSE_WAIT = 0x08  # a TCP state in /proc/net/tcp
 NGINX_GAPS_S = (9.5, 10.5, 14.5, 14.9, 15.0, 15.1, 15.5)
 # The stack's Redis servers and Sentinels, by the names scripts/stack.sh gives them.
 REDIS_BACKENDS = ("redis", sources.backend_name("redlock.c"), "ha", "sentinel")
@@ -107,6 +124,98 @@ def redis_ports():
             w[0].split("-")[0] in REDIS_BACKENDS]
 
 
+def tcp_sockets():
+    """(local port, remote address, state) of every TCP socket on this machine, as the
+    kernel's tables say (/proc/net/tcp, and tcp6 when there is one); the remote
+    address of an IPv6 socket is None."""
+    for table, v4 in (("/proc/net/tcp", True), ("/proc/net/tcp6", False)):
+        try:
+            with open(table) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            if v4:
+                raise
+            continue
+        for line in lines:
+            local, remote, state = line.split()[1:4]
+            address = socket.inet_ntoa(bytes.fromhex(remote.split(":")[0])[::-1]) if v4 else None
+            yield int(local.split(":")[1], 16), address, int(state, 16)
+
+
+def close_waits(port):
+    """stockd's sockets on `port` in CLOSE_WAIT: their client closed, stockd has not."""
+    return sum(1 for local, _, state in tcp_sockets() if local == port and state == CLOSE_WAIT)
+
+
+def until_no_close_wait(port, limit_s):
+    """Waits until close_waits(port) is 0, for up to limit_s: (how many were left,
+    seconds waited)."""
+    t0 = time.time()
+    while True:
+        left, took = close_waits(port), time.time() - t0
+        if left == 0 or took >= limit_s:
+            return left, took
+        time.sleep(0.002)
+
+
+def send_and_close(port, data, source=None):
+    """Sends `data` on a new connection and closes at once (a client that gave up);
+    whether it was sent."""
+    try:
+        with connect(port, source, timeout=2) as s:
+            s.sendall(data)
+        return True
+    except OSError:
+        return False
+
+
+def freeing_times(port, count, sources):
+    """`count` half heads from `sources` in turn, each client shutting its sending
+    side (as close() does) but keeping the socket to see stockd close its own: the
+    seconds each took, sorted, for those stockd closed within 5 s."""
+    started, poller = {}, select.poll()
+    for i in range(count):
+        try:
+            s = connect(port, sources[i % len(sources)], timeout=2)
+            s.sendall(HALF_HEAD)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            continue
+        started[s.fileno()] = (s, time.time())
+        poller.register(s, select.POLLIN)
+    took, deadline = [], time.time() + 5
+    while started and time.time() < deadline:
+        for fd, _ in poller.poll(100):
+            s, t0 = started[fd]
+            try:
+                ended = s.recv(4096, socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                ended = False
+            except OSError:
+                ended = True
+            if ended:
+                took.append(time.time() - t0)
+                poller.unregister(fd)
+                s.close()
+                del started[fd]
+    for s, _ in started.values():
+        s.close()
+    return sorted(took)
+
+
+def timed_health(port, source=None):
+    """GET /health from `source`: (status, milliseconds)."""
+    t0 = time.time()
+    try:
+        s = connect(port, source, timeout=3)
+        s.sendall(request("GET", "/health"))
+        status = int(s.recv(64).split(b" ", 2)[1])
+        s.close()
+    except (OSError, IndexError, ValueError):
+        status = 0
+    return status, (time.time() - t0) * 1000
+
+
 def word_of(text):
     for w in ("forbidden", "bad_request", "overloaded", "payload_too_large"):
         if f'"{w}"' in text:
@@ -115,9 +224,10 @@ def word_of(text):
 
 
 class Probe:
-    def __init__(self, api, direct, say):
+    def __init__(self, api, direct, say, hangup_sizes=HANGUPS):
         self.api, self.direct, self.say = api, direct, say
         self.port = direct.port
+        self.hangup_sizes = hangup_sizes
         self.rows = []
 
     def row(self, probe, expected, answered, ok):
@@ -204,6 +314,43 @@ class Probe:
         self.row(f"/health while {ADDRESSES} addresses x {TRICKLERS} heads trickle",
                  "answered < 1000 ms", f"{status} after {took:.0f} ms",
                  status in (200, 503) and took < 1000)
+
+    def hangups(self):
+        """Half-sent requests closed by their clients, amid trickling heads and held sales"""
+        n = self.hangup_sizes
+        tricklers = [f"127.0.0.{a + 2}" for a in range(ADDRESSES)]
+        self.direct.must_reset(PRODUCT, 1000000)
+        held = request("POST", f"/stock/deduct/nolock?product={PRODUCT}&hold_ms=1000")
+        holds = sum(send_and_close(self.port, held) for _ in range(n.holds))
+        socks = []
+        for source in tricklers:
+            for _ in range(n.trickle):
+                try:
+                    s = connect(self.port, source, timeout=2)
+                    s.sendall(b"GET /strategies HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                    socks.append(s)
+                except OSError:
+                    pass
+        sent = sum(send_and_close(self.port, HALF_HEAD) for _ in range(n.burst))
+        left, took = until_no_close_wait(self.port, FREED_WITHIN_S)
+        answers = [timed_health(self.port, source) for source in ("127.0.0.1", "127.0.0.11")]
+        kept = sum(1 for local, address, state in tcp_sockets()
+                   if local == self.port and address in tricklers and state != CLOSE_WAIT)
+        for s in socks:
+            s.close()
+        times = freeing_times(self.port, n.timed, [f"127.0.1.{i + 1}" for i in range(20)])
+        self.row(f"{sent} half-sent requests from 127.0.0.1, closed, amid {holds} held sales "
+                 "whose clients went", f"0 in CLOSE_WAIT within {FREED_WITHIN_S * 1000:.0f} ms",
+                 f"{left} after {took * 1000:.0f} ms", left == 0)
+        self.row(f"  ... /health from .1 and .11, stockd holding {kept} heads from {ADDRESSES} "
+                 "addresses", "answered < 1000 ms",
+                 ", ".join(f"{st} after {ms:.0f} ms" for st, ms in answers),
+                 all(st in (200, 503) and ms < 1000 for st, ms in answers))
+        self.row(f"  ... {n.timed} more, each timed from its client's close to stockd's",
+                 f"{n.timed} closed, max < {FREED_WITHIN_S * 1000:.0f} ms",
+                 f"{len(times)} closed, median {times[len(times) // 2] * 1000:.0f} ms, "
+                 f"max {times[-1] * 1000:.0f} ms" if times else "none closed",
+                 len(times) == n.timed and times[-1] < FREED_WITHIN_S)
 
     def trickle(self, out):
         """One header line every 2 s: closed at --idle-timeout-s, not kept."""
@@ -307,15 +454,23 @@ class Probe:
         self.row("the password files", "0600", " ".join(f"{m:04o}" for m in modes.values()),
                  set(modes.values()) == {0o600})
 
-    def run(self):
-        for step in (self.guards, self.backends, self.flood, self.slowloris, self.idle_boundary,
-                     self.broken):
+    def run(self, quick=False):
+        steps = (self.hangups,) if quick else (
+            self.guards, self.backends, self.flood, self.slowloris, self.hangups,
+            self.idle_boundary, self.broken)
+        for step in steps:
             self.say(step.__doc__.split("\n")[0] if step.__doc__ else step.__name__)
             step()
         return self.rows
 
 
+def options(o):
+    o.flag("--quick", "one stockd at host:port, only the half-sent requests, smaller")
+
+
 def work(run):
+    if run.args.quick:
+        return Probe(run.api, run.api, run.say, HANGUPS_QUICK).run(quick=True)
     first = run.service.scrape_targets()[0]
     direct = Api.with_admin_token("127.0.0.1", int(first.rsplit(":", 1)[1]))
     return Probe(run.api, direct, run.say).run()
@@ -330,9 +485,12 @@ def report(run, rows):
     return 1 if failed else 0
 
 
-RUNNER = Runner("probe", __doc__, work=work, report=report, host="where nginx listens",
-                port="nginx's port, in front of the two instances (nothing may answer there)",
-                instances=2, own_port="the probe starts its own instances behind nginx there")
+RUNNER = Runner("probe", __doc__, options=options, work=work, report=report,
+                host="where nginx listens (with --quick: the one stockd)",
+                port="nginx's port, in front of the two instances (with --quick: the one "
+                "stockd's); nothing may answer there",
+                instances=lambda args: 1 if args.quick else 2,
+                own_port="the probe starts its own stockd there")
 main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":

@@ -26,7 +26,12 @@
  *   - connections libmicrohttpd gives up on are counted in /metrics and
  *     do not each write a log line;
  *   - both nginx configs let an idle upstream connection go before stockd
- *     would close it.
+ *     would close it;
+ *   - a client that sends half a request and closes its connection has it
+ *     closed by stockd within a second, even in a burst many times its
+ *     address's limit, amid heads trickling from other addresses, and when
+ *     its request waits for a worker or runs (hold_ms): no socket is left
+ *     in CLOSE_WAIT, and its address is served at once.
  */
 #include "harness.h"
 
@@ -49,6 +54,7 @@ enum {
     PRODUCT_FLOOD = 9205,
     PRODUCT_SHARE = 9206,
     PRODUCT_WATCHDOG = 9207,
+    PRODUCT_HANGUP = 9208,
 };
 
 #define TOKEN "a-token-for-the-hardening-tests"
@@ -462,9 +468,14 @@ static void test_knob_share_is_bounded(void **state)
     (void)state;
     reset(PRODUCT_SHARE, 100);
     struct background b[HELD_SALES];
-    for (int i = 0; i < HELD_SALES; i++)
+    /* Two first, running before the others come: sent all at once, more
+     * than two could find the lane's queue full before a worker took any
+     * (on a loaded machine), and be refused. */
+    for (int i = 0; i < HELD_SALES; i++) {
         start_background(&b[i], "sql", PRODUCT_SHARE, "hold_ms=600");
-    assert_int_equal(wait_metric("stockd_workers_busy", 2, 5000), 0);
+        if (i == 1)
+            assert_int_equal(wait_metric("stockd_workers_busy", 2, 5000), 0);
+    }
     /* Two hold a worker, two wait for the share: the other workers are free. */
     long long start = now_ms();
     struct account mid = account(PRODUCT_SHARE);
@@ -607,6 +618,257 @@ static void test_nginx_lets_go_first(void **state)
     }
 }
 
+/* ------------------------------------------------ clients that hang up */
+
+/* A low --max-per-ip, so that a burst from one address is many times it;
+ * two workers for hold_ms, so that most abandoned ones wait in the queue;
+ * two loops, so that each sees closes by the hundred at once. */
+#define PER_IP 32
+#define BURST 600
+#define SPREAD 20 /* addresses the measured burst comes from, under PER_IP each */
+#define TRICKLING_ADDRESSES 9
+#define ABANDONED_HOLDS 16 /* from HOLDS_FROM, within its limit */
+#define HOLDS_FROM "127.0.0.12"
+/* How long a closed connection may outlive its client. */
+#define FREED_WITHIN_MS 1000
+
+static const char half_head[] = "GET /health HTTP/1.1\r\nHo";
+static const char health[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+static int start_low_per_ip(void **state)
+{
+    (void)state;
+    static const char *const args[] = {
+        "--max-per-ip", "32", "--knob-workers", "2", "--threads", "2", NULL};
+    return stockd_start(args);
+}
+
+/* Sends `data` from `from` and closes at once, as a client that gives up;
+ * whether it was sent. */
+static int send_and_close(const char *from, const char *data)
+{
+    int fd = raw_connect(from);
+    if (fd < 0)
+        return 0;
+    int sent = send(fd, data, strlen(data), MSG_NOSIGNAL) == (ssize_t)strlen(data);
+    close(fd);
+    return sent;
+}
+
+/* stockd's sockets in CLOSE_WAIT - their client closed, stockd has not -
+ * as the kernel's tables say (/proc/net/tcp, and tcp6 where there is
+ * one); -1 when they cannot be read. */
+static int close_waits(void)
+{
+    static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    unsigned port = (unsigned)atoi(stockd_port());
+    int n = 0;
+    for (size_t t = 0; t < 2; t++) {
+        FILE *f = fopen(tables[t], "r");
+        if (!f) {
+            if (t == 0)
+                return -1;
+            continue;
+        }
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            unsigned local_port, st; /* "sl: local:port remote:port st ..." in hex */
+            if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", &local_port, &st) ==
+                    2 &&
+                local_port == port && st == 0x08)
+                n++;
+        }
+        fclose(f);
+    }
+    return n;
+}
+
+/* Waits until stockd has no socket in CLOSE_WAIT, for up to `ms`: how
+ * long that took, or -1 (after printing how many were left). */
+static long long close_waits_gone_within(long ms)
+{
+    long long start = now_ms();
+    int n;
+    while ((n = close_waits()) != 0 && now_ms() - start < ms)
+        sleep_ms(2);
+    if (n != 0)
+        fprintf(stderr, "%d sockets of stockd's in CLOSE_WAIT after %ld ms\n", n, ms);
+    return n == 0 ? now_ms() - start : -1;
+}
+
+/* GET /health from `from`: asserts an answer within FREED_WITHIN_MS. */
+static void expect_health_from(const char *from)
+{
+    char answer[8192];
+    long long start = now_ms();
+    int status = raw_exchange(from, health, answer, sizeof answer, FREED_WITHIN_MS);
+    long long took = now_ms() - start;
+    fprintf(stderr, "/health from %s: %d after %lld ms\n", from ? from : "127.0.0.1", status, took);
+    assert_true(status == 200 || status == 503);
+    assert_true(took < FREED_WITHIN_MS);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* BURST half heads from SPREAD addresses, each client shutting its
+ * sending side as close() does but keeping the socket to see stockd close
+ * its own: how long each took, median and max into `out`. */
+static void time_freeing(long long out[2])
+{
+    static struct pollfd fds[BURST];
+    static long long sent_at[BURST], took[BURST];
+    int n = 0, left = 0;
+    for (int i = 0; i < BURST; i++) {
+        char from[32];
+        snprintf(from, sizeof from, "127.0.1.%d", 1 + i % SPREAD);
+        int fd = raw_connect(from);
+        if (fd < 0)
+            continue;
+        if (send(fd, half_head, sizeof half_head - 1, MSG_NOSIGNAL) < 0 ||
+            shutdown(fd, SHUT_WR) != 0) {
+            close(fd);
+            continue;
+        }
+        sent_at[n] = now_ms();
+        fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+        left++;
+    }
+    long long deadline = now_ms() + 5000;
+    while (left && now_ms() < deadline) {
+        if (poll(fds, (nfds_t)n, 100) <= 0)
+            continue;
+        for (int i = 0; i < n; i++) {
+            char buf[256];
+            ssize_t got = fds[i].revents ? recv(fds[i].fd, buf, sizeof buf, MSG_DONTWAIT) : 1;
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+                took[--left] = now_ms() - sent_at[i];
+                close(fds[i].fd);
+                fds[i].fd = -1; /* poll() leaves it out from now on */
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    fprintf(stderr, "%d of %d half heads closed by stockd within 5 s\n", n - left, n);
+    assert_int_equal(n, BURST);
+    assert_int_equal(left, 0);
+    qsort(took, (size_t)n, sizeof *took, by_value);
+    out[0] = took[n / 2];
+    out[1] = took[n - 1];
+}
+
+/* The issue's attack: BURST connections from one address, each sending
+ * half a head and closing. None may be left half-closed a second later,
+ * and that address is served at once. */
+static void test_half_sent_requests_are_freed(void **state)
+{
+    (void)state;
+    int sent = 0;
+    for (int i = 0; i < BURST; i++)
+        sent += send_and_close(NULL, half_head);
+    long long freed = close_waits_gone_within(FREED_WITHIN_MS);
+    fprintf(stderr,
+            "%d half heads sent from 127.0.0.1 and closed; none half-closed after %lld ms\n", sent,
+            freed);
+    assert_true(sent > PER_IP);
+    assert_true(freed >= 0);
+    expect_health_from(NULL);
+    long long t[2];
+    time_freeing(t);
+    fprintf(stderr, "each half head freed after its client's close: median %lld ms, max %lld ms\n",
+            t[0], t[1]);
+    assert_true(t[1] < FREED_WITHIN_MS);
+}
+
+/* Whether `fd` ends (EOF or an error) within `ms` with nothing read: its
+ * connection was closed before any answer. */
+static int ends_unanswered(int fd, long ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[256];
+    ssize_t n = poll(&p, 1, (int)ms) == 1 ? recv(fd, buf, sizeof buf, MSG_DONTWAIT) : 1;
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+/* ABANDONED_HOLDS hold_ms sales (from another address) whose clients go
+ * while two of them run (holding for a second) and the rest wait for those
+ * in the knob lane: their clients shut their sending side, as close()
+ * does, but stay to see that stockd closes each connection before any
+ * answer, not when the sale is over. Then the same burst as above, amid
+ * heads trickling from TRICKLING_ADDRESSES others (each at its limit) and
+ * those abandoned sales still in the pool. */
+static void test_hangups_amid_tricklers_and_holds(void **state)
+{
+    (void)state;
+    reset(PRODUCT_HANGUP, 1000000);
+    double dropped_before = metric("stockd_http_dropped_total{reason=\"client_gone\"}");
+    char hold[256];
+    snprintf(hold, sizeof hold,
+             "POST /stock/deduct/nolock?product=%d&hold_ms=1000 HTTP/1.1\r\nHost: "
+             "127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+             PRODUCT_HANGUP);
+    int holds[ABANDONED_HOLDS];
+    for (int i = 0; i < ABANDONED_HOLDS; i++) {
+        holds[i] = raw_connect(HOLDS_FROM);
+        assert_true(holds[i] >= 0);
+        assert_int_equal(send(holds[i], hold, strlen(hold), MSG_NOSIGNAL), (ssize_t)strlen(hold));
+    }
+    assert_int_equal(wait_metric("stockd_workers_busy", 2, 500), 0);
+    /* Nothing else comes meanwhile: no other event wakes stockd to close them. */
+    long long start = now_ms();
+    for (int i = 0; i < ABANDONED_HOLDS; i++)
+        assert_int_equal(shutdown(holds[i], SHUT_WR), 0);
+    int unanswered = 0;
+    for (int i = 0; i < ABANDONED_HOLDS; i++) {
+        unanswered += ends_unanswered(holds[i], FREED_WITHIN_MS - (now_ms() - start));
+        close(holds[i]);
+    }
+    long long holds_took = now_ms() - start;
+    static int trickling[TRICKLING_ADDRESSES * PER_IP];
+    static const char head[] = "GET /strategies HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    int n = 0;
+    for (int a = 0; a < TRICKLING_ADDRESSES; a++) {
+        char from[32];
+        snprintf(from, sizeof from, "127.0.0.%d", a + 2);
+        for (int i = 0; i < PER_IP; i++) {
+            int fd = raw_connect(from);
+            if (fd >= 0 && send(fd, head, sizeof head - 1, MSG_NOSIGNAL) == sizeof head - 1)
+                trickling[n++] = fd;
+            else if (fd >= 0)
+                close(fd);
+        }
+    }
+    int sent = 0;
+    for (int i = 0; i < BURST; i++)
+        sent += send_and_close(NULL, half_head);
+    long long freed = close_waits_gone_within(FREED_WITHIN_MS);
+    fprintf(stderr,
+            "%d abandoned hold_ms sales: %d closed unanswered within %lld ms; then %d heads "
+            "trickling from %d addresses, %d half heads: none half-closed after %lld ms\n",
+            ABANDONED_HOLDS, unanswered, holds_took, n, TRICKLING_ADDRESSES, sent, freed);
+    assert_true(freed >= 0);
+    assert_int_equal(unanswered, ABANDONED_HOLDS);
+    expect_health_from(NULL);
+    expect_health_from("127.0.0.11");
+    /* The tricklers give up all at once: freed as fast, and nothing stalls. */
+    for (int i = 0; i < n; i++)
+        close(trickling[i]);
+    long long tricklers_freed = close_waits_gone_within(FREED_WITHIN_MS);
+    fprintf(stderr, "%d trickling heads closed by their clients: none half-closed after %lld ms\n",
+            n, tricklers_freed);
+    assert_true(tricklers_freed >= 0);
+    expect_health_from("127.0.0.2");
+    /* Those still queued never ran: dropped as their clients' once a worker came. */
+    assert_int_equal(wait_metric("stockd_http_dropped_total{reason=\"client_gone\"}",
+                                 dropped_before + ABANDONED_HOLDS - 2, 10000),
+                     0);
+}
+
 int main(void)
 {
     const struct CMUnitTest shared[] = {
@@ -629,6 +891,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_few_addresses_cannot_fill_the_server, start_small,
                                         stop_stockd),
         cmocka_unit_test_setup_teardown(test_knob_share_is_bounded, start_small_knob_share,
+                                        stop_stockd),
+        cmocka_unit_test_setup_teardown(test_half_sent_requests_are_freed, start_low_per_ip,
+                                        stop_stockd),
+        cmocka_unit_test_setup_teardown(test_hangups_amid_tricklers_and_holds, start_low_per_ip,
                                         stop_stockd),
     };
     int failed = cmocka_run_group_tests_name("hostile clients, default stockd", shared,

@@ -6,7 +6,8 @@
  * stockd runs config.threads loops, each a thread with a libmicrohttpd
  * daemon of its own, in libmicrohttpd's external mode: the loop waits
  * (poll) on the daemon's epoll set, its Redis pipe (redis_pipe.h), a
- * wake-up and, while it takes new connections, the listening socket; lets
+ * wake-up, its connections' closes (struct conn) and, while it takes new
+ * connections, the listening socket; lets
  * the daemon serve what is ready, then writes the turn's
  * sales to Redis at once. The loops share one listening socket, so each
  * enforces its share of the configured connection limits.
@@ -78,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -86,6 +88,15 @@
 static atomic_int stopping;
 /* Requests handed to the pool whose connection has not completed yet. */
 static atomic_int outstanding;
+
+/* Who finished with a request another thread has (`settled`): whoever
+ * answers it resumes its connection; when its client went first, the loop
+ * resumes it to close it, and the request is freed by the last of the two. */
+enum settled {
+    UNSETTLED,
+    ANSWERED,
+    CLIENT_WENT,
+};
 
 enum phase {
     READING, /* headers and body arriving              */
@@ -104,11 +115,29 @@ enum phase {
  * first, and the loop shuts the socket of any still there when its time is
  * up (libmicrohttpd then closes the connection as it would a client's).
  * Idle keep-alive connections end the same way and as soon as before.
+ *
+ * A client that closes its connection is noticed at once, through the
+ * loop's own epoll set (`watch`, EPOLLRDHUP on every connection's socket),
+ * because libmicrohttpd 0.9.75 (Debian 12's) misses it: it watches each
+ * socket edge-triggered without EPOLLRDHUP, and takes a read shorter than
+ * its buffer to mean the socket is drained. Half a request and the close
+ * that follows it arrive as one edge; libmicrohttpd reads the half and
+ * never reads again, so it never sees the read of 0 that says the client
+ * went, and the connection kept its slot (and its address's share of
+ * --max-per-ip) in CLOSE_WAIT until its idle timeout. (libmicrohttpd 1.0
+ * asks for EPOLLRDHUP itself.) Seeing the close, the loop shuts a socket
+ * that has no whole request, or whose request it holds itself, and
+ * libmicrohttpd closes it as it does any socket shut; it closes one whose
+ * request another thread has at once too (struct pending, `settled`); one
+ * being answered on the spot is left to send its reply, and shut when it
+ * has (`client_closed`).
  */
 struct conn {
     struct conn *prev, *next; /* on `waiting` while a request is due */
     int fd;
-    long long since_ms; /* when the request became due */
+    long long since_ms;      /* when the request became due */
+    struct pending *request; /* the whole request it carries, until completed */
+    int client_closed;       /* its client closed its end (EPOLLRDHUP) */
 };
 
 /*
@@ -136,7 +165,9 @@ struct loop {
     atomic_int woken;    /* a wake-up is written and the loop has not run since */
     int held;            /* requests held, waiting for the loop's own answer */
     int answered;        /* one was answered since libmicrohttpd last ran    */
+    int resumed;         /* it resumed one itself since libmicrohttpd last ran */
     int index;           /* its place in `loops`, and in the listener's shares */
+    int watch;           /* an epoll set: its connections' closes (struct conn) */
     struct conn waiting; /* connections a request is due from (struct conn) */
     pthread_t thread;
     int running;
@@ -167,6 +198,10 @@ struct pending {
     int held;                  /* held by its loop, which answers it (struct loop) */
     int suspended;             /* its connection was suspended for another thread  */
     int abandoned;             /* its connection went while held: answer() frees it */
+    atomic_int settled;        /* while suspended: enum settled                */
+    atomic_int refs;           /* once CLIENT_WENT: the connection's, the answerer's */
+    char *text;                /* method, path and query, owned once suspended */
+    int closable;              /* suspended with them: may close before its answer */
     long long arrived_us;      /* the request's deadline counts from here      */
     struct answer_later later; /* for a handler that answers after it returns */
     json_t *arrival_reply;     /* begun on the HTTP thread, for the worker to go on with */
@@ -290,9 +325,18 @@ static void pending_free(struct pending *p)
         atomic_fetch_sub(&outstanding, 1);
     metrics_in_flight(-1);
     json_decref(p->arrival_reply); /* the pool refused it: nobody went on with it */
+    free(p->text);
     free(p->body);
     free(p->page.owned);
     free(p);
+}
+
+/* Lets go of a request whose client went while another thread had it: the
+ * connection's side (on_completed) and the answerer's each once. */
+static void release(struct pending *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) == 1)
+        pending_free(p);
 }
 
 /* A held request's answer, on its loop: libmicrohttpd asks for the reply
@@ -329,10 +373,18 @@ static void answer(struct pending *p, st_result r, json_t *reply, const char *me
         answer_held(p, r, reply, message);
         return;
     }
+    int unsettled = UNSETTLED;
+    if (!atomic_compare_exchange_strong(&p->settled, &unsettled, ANSWERED)) {
+        json_decref(reply); /* the client went: its connection is closed */
+        release(p);
+        return;
+    }
     finish_reply(p, r, reply, message);
     MHD_resume_connection(p->connection);
     if (this_loop != l)
         loop_wake(l);
+    else
+        l->resumed = 1;
 }
 
 static struct pending *pending_of(struct answer_later *later)
@@ -346,9 +398,42 @@ static void answer_later(struct answer_later *later, st_result r, json_t *reply,
     answer(pending_of(later), r, reply, message);
 }
 
+/* Copies `s` to *at and moves past it. */
+static const char *keep(char **at, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *kept = memcpy(*at, s, n);
+    *at += n;
+    return kept;
+}
+
+/* Moves the request's method, path and query into memory of its own:
+ * libmicrohttpd's copies go with the connection, which is closed as soon
+ * as its client goes, while another thread may still run the request.
+ * 0, or -1 when out of memory (the request then keeps its connection until
+ * it is answered). */
+static int own_text(struct pending *p)
+{
+    size_t size = strlen(p->method) + strlen(p->path) + 2;
+    for (unsigned i = 0; i < p->nargs; i++)
+        size += strlen(p->args[i].key) + 1 + (p->args[i].value ? strlen(p->args[i].value) + 1 : 0);
+    char *at = p->text = malloc(size);
+    if (!at)
+        return -1;
+    p->method = keep(&at, p->method);
+    p->path = keep(&at, p->path);
+    for (unsigned i = 0; i < p->nargs; i++) {
+        p->args[i].key = keep(&at, p->args[i].key);
+        if (p->args[i].value)
+            p->args[i].value = keep(&at, p->args[i].value);
+    }
+    return 0;
+}
+
 static void suspend(struct pending *p)
 {
     p->suspended = 1;
+    p->closable = own_text(p) == 0;
     MHD_suspend_connection(p->connection);
 }
 
@@ -375,8 +460,10 @@ static void worker_takes(struct worker *w, const struct pending *p)
 /* Whether the client of a suspended request has closed its connection (or
  * reset it): then nobody is left to read the answer. A client that only
  * shut its sending side looks the same, and HTTP clients do not do that. */
-static int client_gone(const struct pending *p)
+static int client_gone(struct pending *p)
 {
+    if (atomic_load(&p->settled) == CLIENT_WENT)
+        return 1; /* closed already: its descriptor may be another's now */
     char byte;
     ssize_t n = recv(p->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -458,18 +545,67 @@ static void conn_wait(struct loop *l, struct conn *k)
     l->waiting.prev = k;
 }
 
-static void conn_arrived(struct MHD_Connection *c)
+/* A whole request, `p`, arrived on its connection. */
+static void conn_arrived(struct pending *p)
 {
-    struct conn *k = conn_of(c);
-    if (k)
-        conn_unwait(k);
+    struct conn *k = conn_of(p->connection);
+    if (!k)
+        return;
+    conn_unwait(k);
+    k->request = p;
 }
 
-static void conn_due(struct loop *l, struct MHD_Connection *c)
+/* The connection is done with its request; `next`: it stays open for
+ * another, unless its client has closed it meanwhile. */
+static void conn_done(struct loop *l, struct MHD_Connection *c, int next)
 {
     struct conn *k = conn_of(c);
-    if (k)
+    if (!k)
+        return;
+    k->request = NULL;
+    if (next && k->client_closed)
+        shutdown(k->fd, SHUT_RDWR); /* its reply is sent: nobody sends another */
+    else if (next)
         conn_wait(l, k);
+}
+
+/* The client of `k` closed its end (struct conn says what is done). Once:
+ * shutting the socket wakes the set again (edge-triggered or not), and
+ * taking that for another close would shut it for ever, never idle. */
+static void conn_client_closed(struct conn *k)
+{
+    struct pending *p = k->request;
+    if (k->client_closed)
+        return;
+    k->client_closed = 1;
+    int unsettled = UNSETTLED;
+    if (p && p->suspended) {
+        /* Resumed, the request gets MHD_NO from on_request(): closed. */
+        if (p->closable && atomic_compare_exchange_strong(&p->settled, &unsettled, CLIENT_WENT)) {
+            MHD_resume_connection(p->connection);
+            p->loop->resumed = 1;
+        }
+        return; /* else it is answered: its reply finds the client gone */
+    }
+    if (p && !p->held)
+        return; /* answered on the spot: shut once the reply is sent */
+    conn_unwait(k);
+    shutdown(k->fd, SHUT_RDWR);
+}
+
+/* Takes the closes the loop's epoll set reports. Each event's connection
+ * is still open: a closed one leaves the set first (on_connection). */
+static void conns_closed(struct loop *l)
+{
+    struct epoll_event events[64];
+    int n;
+    do {
+        n = epoll_wait(l->watch, events, 64, 0);
+        for (int i = 0; i < n; i++)
+            conn_client_closed(events[i].data.ptr);
+    } while (n == 64);
+    if (n < 0 && errno != EINTR)
+        log_warn("http: epoll_wait: %s", strerror(errno));
 }
 
 /* Shuts the sockets whose request is overdue; libmicrohttpd sees them end
@@ -667,12 +803,11 @@ static enum MHD_Result run_on_worker(struct pending *p)
     if (r != ST_OK) {
         struct http_request req = request_of(p);
         api_refused(&req, r);
-        finish_reply(p, r, new_reply(),
-                     p->knob && r == ST_OVERLOADED
-                         ? "the workers for requests that wait on purpose are busy and their "
-                           "queue is full"
-                         : pool_refusal(r));
-        MHD_resume_connection(p->connection);
+        answer(p, r, new_reply(),
+               p->knob && r == ST_OVERLOADED
+                   ? "the workers for requests that wait on purpose are busy and their queue "
+                     "is full"
+                   : pool_refusal(r));
     }
     return MHD_YES;
 }
@@ -680,7 +815,7 @@ static enum MHD_Result run_on_worker(struct pending *p)
 /* The request is complete: guard it, then answer it or queue it. */
 static enum MHD_Result dispatch(struct pending *p)
 {
-    conn_arrived(p->connection);
+    conn_arrived(p);
     if (atomic_load(&stopping))
         return refuse(p, ST_SHUTTING_DOWN, "stockd is stopping");
     if (!host_allowed(p->connection))
@@ -750,6 +885,7 @@ static struct pending *pending_new(struct loop *loop, struct MHD_Connection *c, 
     p->connection = c;
     p->fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
     p->method = method;
+    atomic_init(&p->refs, 2);
     p->path = url;
     p->arrived_us = monotonic_us();
     metrics_in_flight(1);
@@ -793,6 +929,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     (void)version;
     struct pending *p = *state;
+    if (p && atomic_load(&p->settled) == CLIENT_WENT)
+        return MHD_NO; /* resumed to be closed: its client went */
     if (!p) {
         p = *state = pending_new(cls, c, method, url);
         if (!p)
@@ -821,12 +959,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode code)
 {
-    if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        conn_due(cls, c); /* the next request's, on a kept-alive connection */
+    /* On a kept-alive connection, the next request is due. */
+    conn_done(cls, c, code == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     struct pending *p = *state;
     if (!p)
         return;
     *state = NULL;
+    if (atomic_load(&p->settled) == CLIENT_WENT) {
+        release(p); /* the answerer frees it, if it is still at it */
+        return;
+    }
     if (p->held) { /* the client went before its answer: answer_held() frees it */
         p->abandoned = 1;
         p->loop->held--;
@@ -848,9 +990,18 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return; /* it goes without a request deadline: only its idle timer */
         k->fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
         conn_wait(l, k);
+        /* Edge-triggered: each close is reported once, and one that came
+         * before this is reported at the next wait. */
+        struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLET, .data.ptr = k};
+        if (epoll_ctl(l->watch, EPOLL_CTL_ADD, k->fd, &ev) != 0)
+            log_warn("http: cannot watch a connection for its close: %s", strerror(errno));
     } else if (*socket_context) {
-        conn_unwait(*socket_context);
-        free(*socket_context);
+        struct conn *k = *socket_context;
+        /* Before its descriptor is closed: no event of it may come after. */
+        if (epoll_ctl(l->watch, EPOLL_CTL_DEL, k->fd, NULL) != 0 && errno != ENOENT)
+            log_warn("http: cannot stop watching a connection: %s", strerror(errno));
+        conn_unwait(k);
+        free(k);
     }
 }
 
@@ -891,13 +1042,18 @@ static _Atomic long long drain_deadline_ms;
 
 /* How long a loop may wait: until libmicrohttpd's next timeout (briefly
  * while it only asks for held requests) or the pipe's (`pipe_ms`, -1:
- * none), and briefly while stopping, to see the drain end. */
+ * none), and briefly while stopping, to see the drain end; not at all
+ * after resuming a connection itself: libmicrohttpd (without MHD_USE_ITC)
+ * is woken by nothing when a connection is resumed, and would take it up
+ * at the loop's next event only. */
 static int loop_wait_ms(const struct loop *l, int pipe_ms)
 {
     MHD_UNSIGNED_LONG_LONG mhd;
     int ms = MHD_get_timeout(l->daemon, &mhd) == MHD_YES ? (mhd > 1000 ? 1000 : (int)mhd) : 1000;
     if (ms == 0 && l->held && !l->answered)
         ms = HELD_WAIT_MS;
+    if (l->resumed)
+        ms = 0;
     if (pipe_ms >= 0 && pipe_ms < ms)
         ms = pipe_ms;
     return atomic_load(&stopping) && ms > 10 ? 10 : ms;
@@ -937,12 +1093,13 @@ static void take_connections(struct loop *l)
 static void loop_turn(struct loop *l, int epoll_fd)
 {
     struct redis_pipe *pipe = l->w->redis_pipe;
-    struct pollfd fds[4] = {{.fd = epoll_fd, .events = POLLIN},
+    struct pollfd fds[5] = {{.fd = epoll_fd, .events = POLLIN},
                             {.fd = l->wake, .events = POLLIN},
                             {.fd = -1},
-                            {.fd = listener_fd_for(l->index), .events = POLLIN}};
+                            {.fd = listener_fd_for(l->index), .events = POLLIN},
+                            {.fd = l->watch, .events = POLLIN}};
     int pipe_ms = redis_pipe_poll(pipe, &fds[2]);
-    if (poll(fds, 4, loop_wait_ms(l, pipe_ms)) < 0 && errno != EINTR)
+    if (poll(fds, 5, loop_wait_ms(l, pipe_ms)) < 0 && errno != EINTR)
         log_warn("http: poll: %s", strerror(errno));
     uint64_t wakes;
     if (fds[1].revents && read(l->wake, &wakes, sizeof wakes) < 0 && errno != EAGAIN)
@@ -955,7 +1112,12 @@ static void loop_turn(struct loop *l, int epoll_fd)
     if (fds[3].revents)
         take_connections(l);
     l->answered = 0; /* this run sends what is answered by now */
+    l->resumed = 0;
     MHD_run(l->daemon);
+    /* After the run: a whole request that came with its client's close is
+     * served (or queued, and dropped) as before; half of one is shut. */
+    if (fds[4].revents)
+        conns_closed(l);
     conns_expire(l);
     redis_pipe_flush(pipe);
     redis_pipe_expire(pipe);
@@ -1016,7 +1178,8 @@ static int loop_open(struct loop *l)
     l->w->must_not_block = 1;
     l->w->redis_pipe = redis_pipe_new();
     l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!l->w->redis_pipe || l->wake < 0)
+    l->watch = epoll_create1(EPOLL_CLOEXEC);
+    if (!l->w->redis_pipe || l->wake < 0 || l->watch < 0)
         return -1;
     l->daemon = loop_daemon(l);
     return l->daemon ? 0 : -1;
@@ -1035,6 +1198,8 @@ static void loop_close(struct loop *l)
     }
     if (l->wake >= 0)
         close(l->wake);
+    if (l->watch >= 0)
+        close(l->watch);
 }
 
 /* Wakes every loop and waits for its thread to end. */
@@ -1098,7 +1263,7 @@ int http_start(void)
         return start_failed();
     }
     for (int i = 0; i < loop_count; i++) {
-        loops[i] = (struct loop){.index = i, .wake = -1};
+        loops[i] = (struct loop){.index = i, .wake = -1, .watch = -1};
         loops[i].waiting.prev = loops[i].waiting.next = &loops[i].waiting;
     }
     for (int i = 0; i < loop_count; i++) {
