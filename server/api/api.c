@@ -328,7 +328,7 @@ struct later_sale {
     struct deduct_reply out;
     struct sale_trace trace; /* rq.trace points here when one was asked for */
     json_t *reply;
-    struct answer_later *http;
+    struct later *http; /* the request's, which sends the reply */
     long long arrived_us;
 };
 
@@ -336,7 +336,7 @@ static void answer_later_sale(struct later *later, st_result r, const char *mess
 {
     struct later_sale *ls = CONTAINER_OF(later, struct later_sale, base);
     sale_answered(&ls->rq, &ls->out, r, ls->reply, ls->arrived_us);
-    ls->http->answer(ls->http, r, ls->reply, message);
+    ls->http->answer(ls->http, r, message);
     free(ls);
 }
 
@@ -347,7 +347,7 @@ static void hand_off_later_sale(struct later *later)
 }
 
 /* Hands the sale to a strategy that answers later, with everything its
- * answer will need; ST_LATER. */
+ * answer will need: the request is then answered through req->later. */
 static st_result sell_later(struct worker *w, const struct deduct_request *rq,
                             const struct http_request *req, json_t *reply)
 {
@@ -362,23 +362,19 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
                             .http = req->later,
                             .arrived_us = req->arrived_us};
     ls->rq.later = &ls->base;
+    w->answers_later = 1;
     if (rq->trace) {
         ls->trace = *rq->trace;
         ls->rq.trace = &ls->trace;
     }
     strategy_run(rq->strategy, w, &ls->rq, &ls->out); /* answers through ls->base */
-    return ST_LATER;
+    return ST_OK;
 }
 
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const char *name = strategy_name(req->path);
     const struct strategy *s = strategy_find(name);
-    /* On an HTTP thread (its route's on_arrival) only a sale that joins a queue
-     * is taken; anything else, errors included, goes to a worker. */
-    int here = w->must_not_block;
-    if (here && (!s || !s->answers_later))
-        return ST_NEEDS_WORKER;
     if (!s)
         return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
                            name);
@@ -388,16 +384,27 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct sale_trace trace;
     st_result r = sale_asked(w, s, req, reply, &rq, &trace);
     if (r != ST_OK) {
-        if (here)
-            return ST_NEEDS_WORKER; /* the worker answers the error, and counts it */
         count_answer(s, r, req->arrived_us);
         return r;
     }
-    if (here && (rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
-        return ST_NEEDS_WORKER; /* the sale itself waits: not on this thread */
     if (s->answers_later)
         return sell_later(w, &rq, req, reply);
     r = strategy_run(s, w, &rq, &out);
     sale_answered(&rq, &out, r, reply, req->arrived_us);
     return r;
+}
+
+int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    const struct strategy *s = strategy_find(strategy_name(req->path));
+    if (!s || !s->answers_later)
+        return 0;
+    json_object_set_new(reply, "strategy", json_string(s->name));
+    struct deduct_request rq;
+    struct sale_trace trace;
+    if (sale_asked(w, s, req, reply, &rq, &trace) != ST_OK)
+        return 0; /* the worker answers the error, and counts it */
+    if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
+        return 0; /* the sale itself waits: not on this thread */
+    return sell_later(w, &rq, req, reply) == ST_OK;
 }

@@ -27,6 +27,24 @@ struct worker;
 
 typedef st_result (*handler_fn)(struct worker *w, const struct http_request *req, json_t *reply);
 
+/*
+ * A handler that lets its request wait without holding a thread (a sale
+ * that joins a queue or a loop's Redis pipe, a race) answers it after it
+ * has returned, from any thread: it sets w->answers_later, keeps the reply
+ * document it was given, and answers exactly once through req->later
+ * (later.h) - possibly before it has even returned. What it returns is then
+ * not read. A layer that lets another thread answer calls
+ * req->later->hand_off() first, before that thread can reach the request:
+ * an HTTP loop holds a request it took on arrival as its own, and lets go
+ * of it there.
+ */
+
+/* Tried on the HTTP thread, before a worker, for a route that names one
+ * (router.h), with a worker that must not block: 1 when it took the
+ * request (it then answers through req->later), 0 to leave it to a worker,
+ * which goes on with the reply document it began. */
+typedef int (*arrival_fn)(struct worker *w, const struct http_request *req, json_t *reply);
+
 /* What an endpoint answered on the HTTP thread sends back. */
 struct page {
     unsigned status;
@@ -46,11 +64,14 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
 void api_refused(const struct http_request *req, st_result r);
 st_result api_stock(struct worker *w, const struct http_request *req, json_t *reply);
 
-/* On a worker; first tried on the HTTP thread, with a worker that must not
- * block (its route's on_arrival): there a sale that only has to join a queue
- * (combine.h) joins it and answers ST_LATER; anything else is
- * ST_NEEDS_WORKER, and the worker runs it (and answers its errors). */
+/* On a worker; a sale whose strategy answers later is answered through
+ * req->later. */
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* On the HTTP thread first: takes a sale that only has to join a queue
+ * (combine.h) or the loop's Redis pipe; anything else, errors included, is
+ * left to the worker, which runs api_deduct() (and answers its errors). */
+int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply);
 extern const struct param_table api_deduct_params;
 
 /* On the HTTP thread. */

@@ -11,6 +11,7 @@
 #ifndef STOCKD_PARAMS_H
 #define STOCKD_PARAMS_H
 
+#include "core/later.h"
 #include "core/result.h"
 
 #include <jansson.h>
@@ -27,22 +28,6 @@ struct query_arg {
 
 #define HTTP_MAX_ARGS 16
 
-/*
- * How a handler answers after it has returned, from any thread: it returns
- * ST_LATER, keeps the reply document it was given, and calls answer()
- * exactly once with it - possibly before it has even returned. Used by
- * requests that wait in a queue of their own without holding a worker
- * (sql-batch's group commit, a lua sale on its loop's pipe).
- *
- * A handler that lets another thread answer calls hand_off() first, before
- * that thread can reach the request: an HTTP loop holds a request it took
- * on arrival as its own, and lets go of it there.
- */
-struct answer_later {
-    void (*answer)(struct answer_later *later, st_result r, json_t *reply, const char *message);
-    void (*hand_off)(struct answer_later *later);
-};
-
 /* What the HTTP layer hands to a handler. */
 struct http_request {
     const char *method;
@@ -52,8 +37,8 @@ struct http_request {
     int too_many_args; /* more than HTTP_MAX_ARGS were given */
     const char *body;
     size_t body_len;
-    long long arrived_us;       /* when its first byte came, monotonic clock */
-    struct answer_later *later; /* on a worker: for a handler that answers later */
+    long long arrived_us; /* when its first byte came, monotonic clock */
+    struct later *later;  /* for a handler that answers later (api.h) */
 };
 
 /* How many rows a table has. */

@@ -58,7 +58,7 @@ struct run {
     long long product, buyers, units, qty, hold_ms, ttl_ms, pause_ms;
     char base[300]; /* http://host:port of this stockd */
     json_t *reply;
-    struct answer_later *later;
+    struct later *later;
     struct buyer buyer[RACE_BUYERS_MAX];
 };
 
@@ -227,7 +227,7 @@ static void *run_race(void *cls)
     running = 0;
     pthread_mutex_unlock(&lock);
     st_result r = multi ? ST_OK : ST_BACKEND_UNAVAILABLE;
-    run->later->answer(run->later, r, run->reply, multi ? NULL : "libcurl: out of memory");
+    run->later->answer(run->later, r, multi ? NULL : "libcurl: out of memory");
     free(run);
     return NULL;
 }
@@ -360,7 +360,8 @@ st_result api_race(struct worker *w, const struct http_request *req, json_t *rep
         free(run);
         return r;
     }
-    return ST_LATER;
+    w->answers_later = 1; /* the run's thread answers it: `req` may be gone already */
+    return ST_OK;
 }
 
 int race_prepare(void)

@@ -36,17 +36,10 @@ typedef enum {
                                sale may have happened; the ledger knows  */
     ST_UNAUTHORIZED,        /* an admin endpoint without the admin token */
     ST_FORBIDDEN,           /* a cross-site request that changes state   */
-    /* Not an outcome: a handler returns it when the request will be
-     * answered later, from another thread (params.h, struct
-     * answer_later). Never sent, never counted. */
-    ST_LATER,
-    /* Not an outcome either: a handler tried on the HTTP thread returns it
-     * when the request needs a worker after all (router.h). */
-    ST_NEEDS_WORKER,
 } st_result;
 
 /* How many outcomes there are, for tables indexed by result. */
-#define ST_RESULT_COUNT ST_LATER
+#define ST_RESULT_COUNT (ST_FORBIDDEN + 1)
 
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);

@@ -28,6 +28,9 @@ struct worker {
     long long deadline_ms;         /* the running request's deadline, 0: none      */
     unsigned int seed;             /* backoff jitter, per thread                   */
     int must_not_block;            /* an HTTP loop's: it may queue work, never wait */
+    int answers_later;             /* the running request went on to be answered
+                                      through its deferred answer (later.h), not by
+                                      what its handler returns                   */
     struct redis_pipe *redis_pipe; /* an HTTP loop's Redis, never waited on (redis_pipe.h) */
     char error[256];               /* detail of the last failed result             */
 };

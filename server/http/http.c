@@ -60,6 +60,7 @@
 #include "backend/pool.h"
 #include "backend/redis_pipe.h"
 #include "core/config.h"
+#include "core/later.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/worker.h"
@@ -191,20 +192,21 @@ struct pending {
     int too_many_args;
     char *body;
     size_t len;
-    int too_large;             /* the body was over config.max_body: answer 413 */
-    int bad_framing;           /* two Hosts, two lengths, a length and chunks: 400 */
-    int knob;                  /* asks to wait on purpose: the pool's knob lane */
-    int submitted;             /* counted in `outstanding`                     */
-    int held;                  /* held by its loop, which answers it (struct loop) */
-    int suspended;             /* its connection was suspended for another thread  */
-    int abandoned;             /* its connection went while held: answer() frees it */
-    atomic_int settled;        /* while suspended: enum settled                */
-    atomic_int refs;           /* once CLIENT_WENT: the connection's, the answerer's */
-    char *text;                /* method, path and query, owned once suspended */
-    int closable;              /* suspended with them: may close before its answer */
-    long long arrived_us;      /* the request's deadline counts from here      */
-    struct answer_later later; /* for a handler that answers after it returns */
-    json_t *arrival_reply;     /* begun on the HTTP thread, for the worker to go on with */
+    int too_large;         /* the body was over config.max_body: answer 413 */
+    int bad_framing;       /* two Hosts, two lengths, a length and chunks: 400 */
+    int knob;              /* asks to wait on purpose: the pool's knob lane */
+    int submitted;         /* counted in `outstanding`                     */
+    int held;              /* held by its loop, which answers it (struct loop) */
+    int suspended;         /* its connection was suspended for another thread  */
+    int abandoned;         /* its connection went while held: answer() frees it */
+    atomic_int settled;    /* while suspended: enum settled                */
+    atomic_int refs;       /* once CLIENT_WENT: the connection's, the answerer's */
+    char *text;            /* method, path and query, owned once suspended */
+    int closable;          /* suspended with them: may close before its answer */
+    long long arrived_us;  /* the request's deadline counts from here      */
+    struct later later;    /* for a handler that answers after it returns */
+    json_t *reply;         /* the handler's reply document, which `later` sends */
+    json_t *arrival_reply; /* begun on the HTTP thread, for the worker to go on with */
     /* the reply */
     struct page page;
     st_result result;
@@ -387,15 +389,10 @@ static void answer(struct pending *p, st_result r, json_t *reply, const char *me
         l->resumed = 1;
 }
 
-static struct pending *pending_of(struct answer_later *later)
+static void answer_later(struct later *later, st_result r, const char *message)
 {
-    return (struct pending *)(void *)((char *)later - offsetof(struct pending, later));
-}
-
-static void answer_later(struct answer_later *later, st_result r, json_t *reply,
-                         const char *message)
-{
-    answer(pending_of(later), r, reply, message);
+    struct pending *p = CONTAINER_OF(later, struct pending, later);
+    answer(p, r, p->reply, message);
 }
 
 /* Copies `s` to *at and moves past it. */
@@ -439,9 +436,9 @@ static void suspend(struct pending *p)
 
 /* A handler lets another thread answer: the loop lets go of the request,
  * suspending its connection for whoever answers to resume. */
-static void hand_off(struct answer_later *later)
+static void hand_off(struct later *later)
 {
-    struct pending *p = pending_of(later);
+    struct pending *p = CONTAINER_OF(later, struct pending, later);
     if (!p->held)
         return; /* a worker's: suspended already */
     assert(this_loop == p->loop);
@@ -450,9 +447,12 @@ static void hand_off(struct answer_later *later)
     suspend(p);
 }
 
-/* `w` takes up request `p`: no error yet, and the request's deadline. */
-static void worker_takes(struct worker *w, const struct pending *p)
+/* `w` takes up request `p`, whose handler fills `reply`: no error yet, the
+ * request's deadline, and nobody to answer it later yet. */
+static void worker_takes(struct worker *w, struct pending *p, json_t *reply)
 {
+    p->reply = reply;
+    w->answers_later = 0;
     w->error[0] = '\0';
     w->deadline_ms = p->arrived_us / 1000 + config.request_timeout_ms;
 }
@@ -475,7 +475,7 @@ static int client_gone(struct pending *p)
  * counted: a burst of abandoned requests must not keep the workers). */
 static void run_request(struct job *job, struct worker *w)
 {
-    struct pending *p = (struct pending *)(void *)((char *)job - offsetof(struct pending, job));
+    struct pending *p = CONTAINER_OF(job, struct pending, job);
     json_t *reply = p->arrival_reply ? p->arrival_reply : new_reply();
     p->arrival_reply = NULL;
     if (client_gone(p)) {
@@ -484,7 +484,7 @@ static void run_request(struct job *job, struct worker *w)
         answer(p, ST_TIMEOUT, reply, "the client closed its connection before the request started");
         return;
     }
-    worker_takes(w, p);
+    worker_takes(w, p, reply);
     struct http_request req = request_of(p);
     st_result r = atomic_load(&stopping) ? worker_fail(w, ST_SHUTTING_DOWN, "stockd is stopping")
                                          : worker_check_deadline(w);
@@ -495,7 +495,7 @@ static void run_request(struct job *job, struct worker *w)
         api_refused(&req, r);
     }
     w->deadline_ms = 0;
-    if (r == ST_LATER)
+    if (w->answers_later)
         return; /* `p` may be answered, sent and freed already */
     pool_job_answering();
     answer(p, r, reply, w->error);
@@ -756,20 +756,19 @@ static enum MHD_Result answer_page(struct pending *p)
     return send_reply(p);
 }
 
-/* An on_arrival route's handler, on this thread: ST_LATER when it took the
- * request, ST_NEEDS_WORKER when the pool must run it (with the reply it
- * began). */
-static st_result try_on_arrival(struct pending *p)
+/* A route's on_arrival, on this thread: whether it took the request; if
+ * not, the pool runs it with the reply begun here. */
+static int try_on_arrival(struct pending *p)
 {
     struct worker *w = p->loop->w;
-    worker_takes(w, p);
-    struct http_request req = request_of(p);
     json_t *reply = new_reply();
-    st_result r = p->route.handler(w, &req, reply);
+    worker_takes(w, p, reply);
+    struct http_request req = request_of(p);
+    int taken = p->route.on_arrival(w, &req, reply);
     w->deadline_ms = 0;
-    if (r != ST_LATER) /* else `p` is the handler's to answer: hands off */
+    if (!taken) /* else `p` is the handler's to answer: hands off */
         p->arrival_reply = reply;
-    return r;
+    return taken;
 }
 
 /* Whether the route's handler took the request on arrival; it is held
@@ -778,7 +777,7 @@ static int taken_on_arrival(struct pending *p)
 {
     p->held = 1;
     p->loop->held++;
-    if (try_on_arrival(p) == ST_LATER)
+    if (try_on_arrival(p))
         return 1;
     p->held = 0;
     p->loop->held--;

@@ -21,23 +21,27 @@ static const struct route {
     unsigned flags;
     handler_fn handler;               /* runs on a worker, or... */
     page_fn page;                     /* ...is answered on the HTTP thread */
-    int on_arrival;                   /* `handler` is tried on the HTTP thread first */
+    arrival_fn on_arrival;            /* tried on the HTTP thread before `handler` */
     const struct param_table *params; /* its parameters, when some may wait */
 } routes[] = {
-    {"/health", 0, GET, 0, NULL, api_health, 0, NULL},
-    {"/strategies", 0, GET, 0, NULL, api_strategies, 0, NULL},
-    {"/metrics", 0, GET, 0, NULL, api_metrics, 0, NULL},
-    {"/openapi.json", 0, GET, 0, NULL, api_asset, 0, NULL},
-    {"/", 0, GET, 0, NULL, api_asset, 0, NULL}, /* the live lab page */
-    {"/lab/state", 0, GET, 0, NULL, api_lab_state, 0, NULL},
-    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, 0, &api_race_params},
-    {"/lab/", 1, GET, 0, NULL, api_asset, 0, NULL},
-    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, 0, NULL},
+    {"/health", 0, GET, 0, NULL, api_health, NULL, NULL},
+    {"/strategies", 0, GET, 0, NULL, api_strategies, NULL, NULL},
+    {"/metrics", 0, GET, 0, NULL, api_metrics, NULL, NULL},
+    {"/openapi.json", 0, GET, 0, NULL, api_asset, NULL, NULL},
+    {"/", 0, GET, 0, NULL, api_asset, NULL, NULL}, /* the live lab page */
+    {"/lab/state", 0, GET, 0, NULL, api_lab_state, NULL, NULL},
+    {"/lab/race", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_race, NULL, NULL,
+     &api_race_params},
+    {"/lab/", 1, GET, 0, NULL, api_asset, NULL, NULL},
+    {"/stock/reset", 0, POST, ROUTE_CHANGES_STATE | ROUTE_ADMIN, api_reset, NULL, NULL, NULL},
     /* No name ("/stock/deduct", "/stock/deduct/"): unknown_strategy. */
-    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0, &api_deduct_params},
-    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 0, &api_deduct_params},
-    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, 1, &api_deduct_params},
-    {"/stock/", 1, GET, 0, api_stock, NULL, 0, NULL},
+    {"/stock/deduct", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, NULL,
+     &api_deduct_params},
+    {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, NULL,
+     &api_deduct_params},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, api_deduct_on_arrival,
+     &api_deduct_params},
+    {"/stock/", 1, GET, 0, api_stock, NULL, NULL, NULL},
 };
 
 static int path_matches(const struct route *r, const char *path)

@@ -15,14 +15,12 @@ enum {
 
 /* What a request resolved to: a handler (on a worker) or a page (on the
  * HTTP thread), or a result that says why not (ST_NOT_FOUND, or
- * ST_METHOD_NOT_ALLOWED with `allow` filled in). The handler of an
- * `on_arrival` route is tried first on the HTTP thread, with a worker that
- * must not block: ST_LATER when it took the request there, ST_NEEDS_WORKER
- * to run it on the pool as usual. */
+ * ST_METHOD_NOT_ALLOWED with `allow` filled in). A route's on_arrival is
+ * tried first on the HTTP thread (api.h, arrival_fn). */
 struct route_match {
     handler_fn handler;
     page_fn page;
-    int on_arrival;
+    arrival_fn on_arrival;
     unsigned flags;
     st_result result;
     char allow[32];                   /* the Allow header for a 405 */
