@@ -15,6 +15,8 @@ lists a command's flags, each of which also reads an environment variable):
                                (make reconcile, make stream-chaos, make stream-bench)
     audit [FLAGS]              a foreign service audited through a target file: does it
                                oversell? (make audit TARGET=file)
+    audit-stockd [FLAGS]       every strategy audited as a foreign service, each verdict
+                               checked against the ledger (make audit-stockd)
     readme [--check|--write F] the strategy table of docs/strategies.md, from
                                GET /strategies
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
@@ -29,7 +31,7 @@ import json
 import os
 import sys
 
-from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
+from . import (audit, audit_stockd, bench, bench_report, browser, chaos, cluster, compare, compare_report,
                failover, probe, readme, soak, stream)
 from .common import REPO, SetupError, write_text
 
@@ -85,7 +87,7 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme, audit)
+RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme, audit, audit_stockd)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

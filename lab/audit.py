@@ -252,67 +252,85 @@ def race_of(target, k, answers, row, label):
             "params": {"buyers": len(answers), "units": k["stock"]}}
 
 
+class Audit:
+    """The audit of one target: its knobs, the baseline's kinds (or None), JMeter."""
+
+    def __init__(self, target, k, known, jmeter_cmd, timeout, out_dir, say):
+        self.target, self.k, self.known = target, k, known
+        self.jmeter, self.timeout, self.out_dir, self.say = jmeter_cmd, timeout, out_dir, say
+        self.races = []
+
+    def run(self, runs):
+        """The rows of `runs` runs (the target's service started and stopped around
+        them; the reset checked first)."""
+        target = self.target
+        self.plan = audit_plan.plan(target, os.path.join(self.out_dir, "plan.jmx"))
+        self.say(f"auditing {target.name} ({target.buy.method} {target.buy.url.text}); "
+                 f"results in {self.out_dir}")
+        service = ServiceProcess(target, self.out_dir, self.say)
+        try:
+            service.start()
+            preflight(target, self.k, self.say)
+            return [self.one(n, runs) for n in range(1, runs + 1)]
+        finally:
+            service.stop()
+
+    def one(self, n, runs):
+        target, k, label = self.target, self.k, f"run {n}"
+        why = target.do_reset(k["product"], k["stock"]) if n > 1 else None
+        if why:
+            row = {"label": label, "requests": 0, "kinds": [], "verdict": "fail",
+                   "reason": f"not run: {why}"}
+            self.say(f"{label}: FAIL - {row['reason']}")
+            return row
+        self.say(f"{label}: {k['threads']} threads x {k['loops']} loops against {k['stock']} "
+                 f"units of product {k['product']}, qty {k['qty']}")
+        props = {x: k[x] for x in ("threads", "loops", "rampup", "product", "qty")}
+        jm = jmeter.run(self.jmeter, self.out_dir, f"run-{n}", props, self.timeout,
+                        plan=self.plan, properties=audit_plan.PROPERTIES)
+        answers = audit_plan.answers(jm.jtl, target.answers)
+        final, final_why = target.read_stock(k["product"])
+        row = judge(target, k, answers, final, final_why,
+                    os.path.join(self.out_dir, f"history-run-{n}.jsonl"))
+        row.update(label=label, seconds=round(jm.seconds, 3), jtl=os.path.basename(jm.jtl))
+        row["verdict"], row["reason"] = verdict(row, self.known)
+        if jm.rc == "timeout":
+            row["verdict"], row["reason"] = "fail", f"JMeter timed out; {row['reason']}"
+        elif jm.rc != 0 and not answers:
+            row["reason"] += f" (jmeter exit status {jm.rc}; see {os.path.basename(jm.out)})"
+        self.say(f"{label}: {row['verdict'].upper()} - {row['reason']}")
+        shown = any(a["remaining"] is not None for a in answers)
+        if shown and not self.races and (row["kinds"] or n == runs):
+            self.races.append(race_of(target, k, answers, row, label))
+        return row
+
+    def write(self, rows, started, baseline=None):
+        """audit.json, report.html and junit.xml of the rows."""
+        target, out_dir = self.target, self.out_dir
+        params = dict(self.k, target=target.name, file=os.path.abspath(target.file),
+                      method=target.buy.method, url=target.buy.url.text, runs=len(rows),
+                      baseline=baseline, started=started,
+                      reports_remaining=target.answers.reports_remaining,
+                      stock_read=target.stock is not None, jmeter=jmeter.version(out_dir))
+        write_text(os.path.join(out_dir, "audit.json"),
+                   tables.json_text({"params": params, "rows": rows}))
+        write_text(os.path.join(out_dir, "report.html"),
+                   audit_report.render(rows, params, self.races))
+        junit.write(os.path.join(out_dir, "junit.xml"), "audit." + target.name, rows,
+                    lambda r: r["label"], lambda r: r.get("seconds"), params)
+
+
 def work(run):
-    args, say = run.args, run.say
+    args = run.args
     Target(args.target, args.vars, out="")  # every check, before anything is made
     out_dir = run.out_dir()
     target = Target(args.target, args.vars, out=out_dir)
     k = knobs(args, target)
     known = read_baseline(args.baseline, target) if args.baseline else None
-    plan = audit_plan.plan(target, os.path.join(out_dir, "plan.jmx"))
-    say(f"auditing {target.name} ({target.buy.method} {target.buy.url.text}); results in "
-        f"{out_dir}")
-    service = ServiceProcess(target, out_dir, say)
-    rows, races = [], []
-    try:
-        service.start()
-        preflight(target, k, say)
-        for n in range(1, args.runs + 1):
-            rows.append(one_run(run, target, k, known, plan, out_dir, n, races))
-    finally:
-        service.stop()
-    params = dict(k, target=target.name, file=os.path.abspath(target.file),
-                  method=target.buy.method, url=target.buy.url.text, runs=args.runs,
-                  baseline=args.baseline or None, started=run.started,
-                  reports_remaining=target.answers.reports_remaining,
-                  stock_read=target.stock is not None, jmeter=jmeter.version(out_dir))
-    write_text(os.path.join(out_dir, "audit.json"), tables.json_text({"params": params,
-                                                                      "rows": rows}))
-    write_text(os.path.join(out_dir, "report.html"), audit_report.render(rows, params, races))
-    junit.write(os.path.join(out_dir, "junit.xml"), "audit." + target.name, rows,
-                lambda r: r["label"], lambda r: r.get("seconds"), params)
+    audit = Audit(target, k, known, args.jmeter, args.jmeter_timeout, out_dir, run.say)
+    rows = audit.run(args.runs)
+    audit.write(rows, run.started, args.baseline or None)
     return rows, out_dir
-
-
-def one_run(run, target, k, known, plan, out_dir, n, races):
-    args, label = run.args, f"run {n}"
-    why = target.do_reset(k["product"], k["stock"]) if n > 1 else None
-    if why:
-        row = {"label": label, "requests": 0, "kinds": [], "verdict": "fail",
-               "reason": f"not run: {why}"}
-        run.say(f"{label}: FAIL - {row['reason']}")
-        return row
-    run.say(f"{label}: {k['threads']} threads x {k['loops']} loops against {k['stock']} units "
-            f"of product {k['product']}, qty {k['qty']}")
-    props = {x: k[x] for x in ("threads", "loops", "rampup", "product", "qty")}
-    jm = jmeter.run(args.jmeter, out_dir, f"run-{n}", props, args.jmeter_timeout,
-                    plan=plan, properties=audit_plan.PROPERTIES)
-    answers = audit_plan.answers(jm.jtl, target.answers)
-    final, final_why = target.read_stock(k["product"])
-    row = judge(target, k, answers, final, final_why,
-                os.path.join(out_dir, f"history-run-{n}.jsonl"))
-    row.update(label=label, seconds=round(jm.seconds, 3), jtl=os.path.basename(jm.jtl))
-    row["verdict"], row["reason"] = verdict(row, known)
-    if jm.rc == "timeout":
-        row["verdict"], row["reason"] = "fail", f"JMeter timed out; {row['reason']}"
-    elif jm.rc != 0 and not answers:
-        row["reason"] += f" (jmeter exit status {jm.rc}; see {os.path.basename(jm.out)})"
-    run.say(f"{label}: {row['verdict'].upper()} - {row['reason']}")
-    if target.answers.reports_remaining and any(a["remaining"] is not None for a in answers) \
-            and not races:
-        if row["kinds"] or n == args.runs:
-            races.append(race_of(target, k, answers, row, label))
-    return row
 
 
 def report(run, done):

@@ -350,7 +350,8 @@ class Target:
         self.vars = {k: str(overrides.get(k, v)) for k, v in declared.items()}
         self.vars.update(here=os.path.dirname(os.path.abspath(path)), out=out)
         self.names = tuple(self.vars)
-        self.name = doc.get("name") or os.path.splitext(os.path.basename(path))[0]
+        self.name = (self.template(doc["name"], "name", ()).fill(self.vars) if "name" in doc
+                     else os.path.splitext(os.path.basename(path))[0])
         self.base_url = (self.template(doc["base_url"], "base_url", ()).fill(self.vars)
                          if "base_url" in doc else None)
         self.load = self.load_defaults(doc.get("load", {}))
@@ -391,14 +392,15 @@ class Target:
         return frozenset(values)
 
     def pointer(self, value, where):
-        if not isinstance(value, str) or (value and not value.startswith("/")):
+        value = self.template(value, where, ()).fill(self.vars)
+        if value and not value.startswith("/"):
             raise TargetError(f"{self.file}: {where} {value!r} is not a JSON pointer "
                               "(\"\" or \"/a/b/0\", RFC 6901)")
         return value
 
     def regex(self, value, where, groups):
         try:
-            r = re.compile(value)
+            r = re.compile(self.template(value, where, ()).fill(self.vars))
         except (re.error, TypeError) as e:
             raise TargetError(f"{self.file}: {where} is not a regular expression: {e}") from None
         if r.groups < groups:

@@ -157,8 +157,9 @@ def main():
     p.add_argument("--answers", choices=("json", "text"), default="json")
     p.add_argument("--hold-ms", type=int, default=0, help="naive: wait between read and write")
     a = p.parse_args()
+    shop = Shop(a.db, a.sale, a.hold_ms)  # the table exists before the port answers
     server = Server(("127.0.0.1", a.port), Handler)
-    server.shop = Shop(a.db, a.sale, a.hold_ms)
+    server.shop = shop
     server.text_answers = a.answers == "text"
     try:
         server.serve_forever()
