@@ -258,7 +258,7 @@ audit:
 
 audit-stockd: build
 	@$(DEPS) stack zk jmeter
-	@python3 -B -m lab audit-stockd
+	@python3 -B -m lab selfaudit
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

@@ -76,4 +76,6 @@ files):
     readme        docs/strategies.md's strategy table, from GET /strategies
     audit         a foreign service through a target file: oversold, lost updates,
                   the history, against a baseline (`make audit TARGET=file`)
+    selfaudit     stockd audited as a foreign service, strategy by strategy, each
+                  verdict checked against its ledger (`make audit-stockd`)
 """

@@ -15,7 +15,7 @@ lists a command's flags, each of which also reads an environment variable):
                                (make reconcile, make stream-chaos, make stream-bench)
     audit [FLAGS]              a foreign service audited through a target file: does it
                                oversell? (make audit TARGET=file)
-    audit-stockd [FLAGS]       every strategy audited as a foreign service, each verdict
+    selfaudit [FLAGS]          every strategy audited as a foreign service, each verdict
                                checked against the ledger (make audit-stockd)
     readme [--check|--write F] the strategy table of docs/strategies.md, from
                                GET /strategies
@@ -31,8 +31,8 @@ import json
 import os
 import sys
 
-from . import (audit, audit_stockd, bench, bench_report, browser, chaos, cluster, compare, compare_report,
-               failover, probe, readme, soak, stream)
+from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
+               failover, probe, readme, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -87,7 +87,7 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme, audit, audit_stockd)
+RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme, audit, selfaudit)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

@@ -123,8 +123,8 @@ def report(run, done):
     return 1 if failed or not rows else 0
 
 
-RUNNER = Runner("audit-stockd", __doc__, options=options, work=work, report=report,
-                host=True, port=True, results="audit-stockd-", instances=1)
+RUNNER = Runner("selfaudit", __doc__, options=options, work=work, report=report,
+                host=True, port=True, results="selfaudit-", instances=1)
 main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
