@@ -250,7 +250,8 @@ soak: build
 # violation. Needs no stack unless the target does. Knobs: VARS=port=9000,...
 # THREADS= LOOPS= STOCK= AUDIT_RUNS= BASELINE=results/audit-.../audit.json
 # make audit-stockd: every strategy of stockd audited that way, each verdict
-# checked against the same run's ledger (STRATEGIES=nolock,sql narrows it).
+# checked against the same run's ledger (STRATEGIES=nolock,sql narrows it), and the
+# bench's Node.js peer (bench/peer/), which must pass (skipped without Node.js 20).
 audit:
 	@$(DEPS) jmeter
 	@test -n "$(TARGET)" || { echo "make audit TARGET=file (e.g. audit/targets/naive.toml)" >&2; exit 2; }
@@ -258,7 +259,7 @@ audit:
 
 audit-stockd: build
 	@$(DEPS) stack zk jmeter
-	@python3 -B -m lab selfaudit
+	@python3 -B -m lab selfaudit --peer
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

@@ -34,7 +34,7 @@ def cell_html(r, f):
         return h.label_cell(r, [])
     if f == "history":
         cls = ["bad"] if r.get("history_linearizable") is False else []
-        return cls, esc(v or "–")
+        return ["label"] + cls, esc(v or "–")
     bad = h.race_shown(f, v) or (f == "unexplained" and isinstance(v, int) and v > 0)
     return ["bad"] if bad else [], esc(fmt(v))
 
@@ -76,10 +76,12 @@ def render(rows, params, races):
     timeline = ""
     if races:
         timeline = race_report.section({"races": races, "note": (
-            "Here the lanes are the audit's requests, drawn from what each answer said (the "
-            "target's service is not traced): 200 sold, 409 sold_out, 409 refused, 503 "
-            "outcome_unknown for an answer the mapping could not place; a sale's read is "
-            "the stock it says it left plus its qty")})
+            "200 sold, 409 sold_out, 409 refused, 503 outcome_unknown for an answer the "
+            "mapping could not place; a sale's read is the stock it says it left plus its "
+            "qty")}, intro=(
+            "The audit's requests, one lane each on one time axis, drawn from what each "
+            "answer said (the service is not traced): when each was sent and answered, the "
+            "stock it read and left; two sales that left the same stock are marked lost."))
     intro = ("A foreign service driven by JMeter through its own purchase request and judged "
              "only by what its clients saw: the answers, the stock it reports, and the stock "
              "read afterwards. No access to its code or its database internals.")

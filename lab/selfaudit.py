@@ -12,15 +12,22 @@ its own results (report.html, junit.xml, history) in a directory named after it;
 results.json and junit.xml hold the rows. Exit status 1 when a row disagrees, 2 when
 the run cannot be made (stockd not reachable or startable, a needed backend down).
 
+With --peer it also audits the bench's Node.js peer (bench/peer/, lab.peer) through
+audit/targets/peer.toml: its conditional-UPDATE sale on the stack's MySQL, which must
+pass (a peer that cannot run here, without Node.js 20 or npm, is skipped with the
+reason, as the bench skips it).
+
 When nothing answers at host:port (and host is local) it starts the private stack and
 a stockd there, and stops that stockd at the end."""
 
 import os
 import sys
 
-from . import facts as facts_mod, junit, tables
+from . import facts as facts_mod, junit, peer as peer_mod, tables
+from .api import Api
 from .audit import Audit, knobs
 from .common import REPO, SETTLE_S, comma_list, slug, write_text
+from .service import run_dir, stack_env
 from .compare import check_needs
 from .gate import race_text, raced
 from .runner import Runner
@@ -28,6 +35,7 @@ from .stream import settled_account
 from .target import Target
 
 TARGET = os.path.join(REPO, "audit", "targets", "stockd.toml")
+PEER_TARGET = os.path.join(REPO, "audit", "targets", "peer.toml")
 TABLE = [("strategy", "strategy", "<"), ("store", "store", "<"), ("knobs", "knobs", "<"),
          ("req", "requests", ">"), ("sold", "sold", ">"), ("oversold", "oversold", ">"),
          ("lost", "lost_updates", ">"), ("audit", "audit", "<"),
@@ -50,6 +58,47 @@ def options(o):
     o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
     o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 300, int,
           "seconds before a JMeter run is stopped", 1)
+    o.flag("--peer", "also audit the bench's Node.js peer (bench/peer/) on --port + 1")
+
+
+def peer_row(run, out_dir):
+    """The Node.js peer's conditional-UPDATE sale audited (it must pass), or None when
+    the peer cannot run here."""
+    a, api = run.args, run.api
+    env = stack_env()
+    texts = peer_mod.stockd_texts(4, 1)
+    port = a.port + 1
+    peer = peer_mod.Peer(port, env, texts, api.strategies().raw,
+                         os.path.join(run_dir(), "audit-peer", "strategies.json"),
+                         os.path.join(out_dir, "peer.log"))
+    row = {"strategy": "peer " + texts["sql_name"], "store": "mysql", "knobs": "-",
+           "ledger": "-"}
+    try:
+        peer.start(Api(a.host, port))
+    except peer_mod.PeerMissing as e:
+        run.say(f"the peer is skipped: {e}")
+        return None
+    try:
+        where = os.path.join(out_dir, "peer")
+        os.makedirs(where, exist_ok=True)
+        mysql = (f"{env['STOCKD_MYSQL_USER']}@{env['STOCKD_MYSQL_HOST']}:"
+                 f"{env['STOCKD_MYSQL_PORT']}/{env['STOCKD_MYSQL_DB']}")
+        target = Target(PEER_TARGET, {"port": str(port), "strategy": texts["sql_name"],
+                                      "mysql": mysql,
+                                      "password_file": env["STOCKD_MYSQL_PASSWORD_FILE"]},
+                        out=where)
+        k = knobs(a, target)
+        api.must_reset(k["product"], k["stock"])  # the product's row exists
+        audit = Audit(target, k, None, a.jmeter, a.jmeter_timeout, where, run.say)
+        got = audit.run(1)[0]
+        audit.write([got], run.started)
+    finally:
+        peer.stop()
+    row.update({f: got.get(f) for f in ("requests", "sold", "oversold", "lost_updates")},
+               audit="unsafe" if got.get("kinds") else "safe", results=where,
+               verdict=got["verdict"], reason=f"the peer must pass: {got['reason']}")
+    run.say(f"{row['strategy']}: {row['verdict'].upper()} - {row['reason']}")
+    return row
 
 
 def row_of(run, strategy, out_dir):
@@ -105,6 +154,8 @@ def work(run):
     run.say(f"auditing {len(selected)} strategies of stockd at {run.api.where()}; results in "
             f"{out_dir}")
     rows = [row_of(run, s, out_dir) for s in selected]
+    peer = peer_row(run, out_dir) if run.args.peer else None
+    rows += [peer] if peer else []
     write_text(os.path.join(out_dir, "results.json"), tables.json_text(rows))
     junit.write(os.path.join(out_dir, "junit.xml"), "stockd.audit", rows,
                 lambda r: r["strategy"], lambda r: None, {"target": run.args.target})
