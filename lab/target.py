@@ -107,11 +107,13 @@ class HttpCall:
         url = self.url.fill(values)
         if url.startswith("/"):
             if not base_url:
-                raise TargetError(f"{self.file}: {self.url.where} is a path, and the file has no base_url")
+                raise TargetError(f"{self.file}: {self.url.where} is a path, and the file has "
+                                  "no base_url")
             url = base_url.rstrip("/") + url
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise TargetError(f"{self.file}: {self.url.where}: {url!r} is not an http:// or https:// url")
+            raise TargetError(f"{self.file}: {self.url.where}: {url!r} is not an http:// or "
+                              "https:// url")
         try:
             port = u.port or (443 if u.scheme == "https" else 80)
         except ValueError:
