@@ -38,7 +38,7 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
-        stream-chaos stream-bench reconcile cluster cluster-short cluster-up \
+        stream-chaos stream-bench reconcile cluster cluster-short cluster-up audit audit-stockd \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -243,6 +243,24 @@ probe: build
 soak: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab soak
+
+# make audit TARGET=file: a foreign service audited through its target file
+# (lab/audit.py, docs/audit.md): JMeter drives its purchase request, the run judges
+# what the clients saw (oversold, lost updates, the history checker), prints the
+# table, writes results/audit-<timestamp>/ (report.html, junit.xml) and exits 1 on a
+# violation. Needs no stack unless the target does. Knobs: VARS=port=9000,...
+# THREADS= LOOPS= STOCK= AUDIT_RUNS= BASELINE=results/audit-.../audit.json
+# make audit-stockd: every strategy of stockd audited that way, each verdict
+# checked against the same run's ledger (STRATEGIES=nolock,sql narrows it), and the
+# bench's Node.js peer (bench/peer/), which must pass (skipped without Node.js 20).
+audit:
+	@$(DEPS) jmeter
+	@test -n "$(TARGET)" || { echo "make audit TARGET=file (e.g. audit/targets/naive.toml)" >&2; exit 2; }
+	@python3 -B -m lab audit --target "$(TARGET)"
+
+audit-stockd: build
+	@$(DEPS) stack zk jmeter
+	@python3 -B -m lab selfaudit --peer
 
 run: build stack-up
 	@eval "$$(scripts/stack.sh env)" && exec build/stockd --port $(PORT)

@@ -1,6 +1,6 @@
 """stockd's lab: the runs behind `make compare`, `make demo`, `make bench`, `make chaos`,
-`make failover`, `make cluster`, `make probe`, `make soak`, the `make stream-*` targets
-and `make reconcile`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
+`make failover`, `make cluster`, `make probe`, `make soak`, the `make stream-*` targets,
+`make reconcile` and `make audit`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
 is the comparison's entry point in the JMeter image). Python standard library only.
 Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
 files):
@@ -26,6 +26,10 @@ files):
     prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
 
+  what a foreign service says
+    target        a target file (TOML): how to reset, buy, read the answers and the
+                  stock of a service that is not stockd, checked before any load
+
   the drivers
     jmeter        the JMeter driver (jmeter/deduct.jmx) and its JTL results
     wrk           the wrk driver (bench/count.lua, bench/history.lua) and its results
@@ -33,6 +37,8 @@ files):
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
     peer          the bench's Node.js peer (bench/peer/): installed, started, stopped
+    audit_plan    the audit's plan (jmeter/audit.jmx filled in from a target) and its
+                  JTL's answers mapped by the target's rules
     race_runs     the comparison's races, run by stockd itself (POST /lab/race)
     faults        the faults chaos injects (scripts/stack.sh), the strategies each
                   one drives, the backends' probes
@@ -53,6 +59,7 @@ files):
     junit         a run's rows as junit.xml (tests/junit.xsd)
     compare_report, bench_report   report.html and bench.html
     race_report   report.html's race timelines (web/race.js)
+    audit_report  the audit's table and report.html
     failover_report, cluster_report   the failover's and the cluster's tables and
                   pictures
     browser       a report checked in headless Chromium
@@ -67,4 +74,8 @@ files):
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies
+    audit         a foreign service through a target file: oversold, lost updates,
+                  the history, against a baseline (`make audit TARGET=file`)
+    selfaudit     stockd audited as a foreign service, strategy by strategy, each
+                  verdict checked against its ledger (`make audit-stockd`)
 """

@@ -13,6 +13,10 @@ lists a command's flags, each of which also reads an environment variable):
     stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
                                order id by order id, its fault rows, its costs
                                (make reconcile, make stream-chaos, make stream-bench)
+    audit [FLAGS]              a foreign service audited through a target file: does it
+                               oversell? (make audit TARGET=file)
+    selfaudit [FLAGS]          every strategy audited as a foreign service, each verdict
+                               checked against the ledger (make audit-stockd)
     readme [--check|--write F] the strategy table of docs/strategies.md, from
                                GET /strategies
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
@@ -27,8 +31,8 @@ import json
 import os
 import sys
 
-from . import (bench, bench_report, browser, chaos, cluster, compare, compare_report, failover,
-               probe, readme, soak, stream)
+from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
+               failover, probe, readme, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -83,7 +87,7 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme)
+RUNS = (compare, bench, chaos, failover, cluster, probe, soak, stream, readme, audit, selfaudit)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

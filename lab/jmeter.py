@@ -1,6 +1,6 @@
-"""The JMeter driver: jmeter/deduct.jmx run non-GUI with jmeter/deduct.properties, one
-CSV JTL per row, and what a JTL says (outcomes, latencies, throughput, the instances
-that answered)."""
+"""The JMeter driver: jmeter/deduct.jmx run non-GUI with jmeter/deduct.properties (or
+another plan and its properties: the audit's, lab.audit_plan), one CSV JTL per row,
+and what a JTL says (outcomes, latencies, throughput, the instances that answered)."""
 
 import csv
 import os
@@ -27,11 +27,11 @@ class Run:
         return self.jtl[:-4] + ".out"
 
 
-def run(jmeter, out_dir, name, props, timeout, token=None):
+def run(jmeter, out_dir, name, props, timeout, token=None, plan=PLAN, properties=PROPERTIES):
     """Run the plan once with `props` (-J); the admin token, when given, goes to
     JMeter in a private properties file rather than on its command line."""
     jtl = os.path.join(out_dir, name + ".jtl")
-    cmd = [jmeter, "-n", "-t", PLAN, "-q", PROPERTIES, "-l", jtl,
+    cmd = [jmeter, "-n", "-t", plan, "-q", properties, "-l", jtl,
            "-j", os.path.join(out_dir, name + ".log")]
     secret = None
     if token:

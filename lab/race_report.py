@@ -72,7 +72,13 @@ def figure(entry):
             f'<script type="application/json" class="race-data">{data}</script></figure>')
 
 
-def section(races):
+INTRO = ("Small races run by stockd itself (POST /lab/race, every request traced): one "
+         "lane per request on one time axis, what each read and wrote; the lost updates "
+         "and oversells are marked. Each unsafe strategy, and its store's safe "
+         "counterpart for contrast.")
+
+
+def section(races, intro=INTRO):
     if not races:
         return ""
     note = esc(races.get("note") or "")
@@ -85,9 +91,5 @@ def section(races):
         body += (f'<p class="note">web/{esc(", web/".join(missing))} is not in this checkout: '
                  "the races' JSON is embedded, the pictures are not drawn.</p>")
     code = "".join(f"<script>{_inline(text)}</script>" for text in scripts.values() if text)
-    intro = ("Small races run by stockd itself (POST /lab/race, every request traced): one "
-             "lane per request on one time axis, what each read and wrote; the lost updates "
-             "and oversells are marked. Each unsafe strategy, and its store's safe "
-             "counterpart for contrast.")
     return card("Race timelines", f'<p class="note">{intro} {note}.</p><div id="races">'
                 f"{body}</div>{code}<script>{LOADER}</script>")
