@@ -490,7 +490,8 @@ RUNNER = Runner("probe", __doc__, options=options, work=work, report=report,
                 port="nginx's port, in front of the two instances (with --quick: the one "
                 "stockd's); nothing may answer there",
                 instances=lambda args: 1 if args.quick else 2,
-                own_port="the probe starts its own stockd there")
+                own_port=lambda args: "the probe starts its own " + (
+                    "stockd there" if args.quick else "instances behind nginx there"))
 main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":
