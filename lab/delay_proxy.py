@@ -23,6 +23,7 @@ class DelayProxy:
         self.loop = self.server = self.thread = None
         self.ready = threading.Event()
         self.error = None
+        self.links = {}  # each link's task -> its two writers
 
     def start(self):
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -51,9 +52,12 @@ class DelayProxy:
         except OSError:
             client_w.close()
             return
+        me = asyncio.current_task()
+        self.links[me] = (client_w, server_w)
         await asyncio.gather(self.pipe(client_r, server_w, delayed=False),
                              self.pipe(server_r, client_w, delayed=True),
                              return_exceptions=True)
+        del self.links[me]
 
     async def pipe(self, reader, writer, delayed):
         """Copies until EOF; a delayed pipe holds each chunk it reads for delay_ms (a
@@ -70,9 +74,18 @@ class DelayProxy:
         finally:
             writer.close()
 
+    async def shutdown(self):
+        """Closes the listener and every link it carries, and waits for them to end."""
+        self.server.close()
+        for writers in self.links.values():
+            for w in writers:
+                w.close()
+        if self.links:
+            await asyncio.wait(list(self.links), timeout=5)
+
     def stop(self):
         if self.loop and self.server:
-            self.loop.call_soon_threadsafe(self.server.close)
+            asyncio.run_coroutine_threadsafe(self.shutdown(), self.loop).result(5)
             self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread:
             self.thread.join(5)

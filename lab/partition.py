@@ -66,7 +66,8 @@ ADDRESS = {"A": "127.0.0.2", "B": "127.0.0.3", "R0": "127.0.0.10", "R1": "127.0.
 PROXIED = {"R0": "127.0.0.20", "R3": "127.0.0.23"}  # A's way to these servers
 REDIS_PORT = 6379
 HOLD_MS = 1000  # the holder's stay between its read and its write: it is frozen there
-OFFSET_WIDTH = 31  # the clock file's text, written in place (tests/clockshim.c)
+OFFSET_WIDTH = 31
+WARM_UP = 500  # a late_grant row's undelayed first sale: on its product + WARM_UP  # the clock file's text, written in place (tests/clockshim.c)
 
 ROW_FIELDS = ["strategy", "case", "fault", "servers", "fact", "first_holder", "second_holder",
               "store_sold", "oversold", "lost_updates", "history", "history_linearizable",
@@ -207,11 +208,12 @@ def mysql_env():
 
 
 def servers_of(s):
-    """'redlock' (R1..R3) or 'main' (R0): where the row's lock lives."""
+    """Where the row's lock lives: 'quorum' (the three Redlock servers, R1..R3) or
+    'single' (R0)."""
     if sources.backend_name("redlock.c") in s.needs:
-        return "redlock"
+        return "quorum"
     if sources.backend_name("redis.c") in s.needs:
-        return "main"
+        return "single"
     raise SetupError(f"{s.name} states a partition case but needs no Redis server")
 
 
@@ -244,7 +246,7 @@ class Partition:
         self.a, self.b, self.say = a, b, say
 
     def lock_servers(self, kind):
-        return [self.redis[n] for n in (("R1", "R2", "R3") if kind == "redlock" else ("R0",))]
+        return [self.redis[n] for n in (("R1", "R2", "R3") if kind == "quorum" else ("R0",))]
 
     def mend(self):
         """Every link whole, every clock true, every server up, no delay."""
@@ -275,10 +277,10 @@ class Partition:
         frozen there (SIGSTOP) while the fault (or its control) happens and B's sale
         comes; then A is thawed and writes."""
         servers = self.lock_servers(kind)
-        if kind == "redlock":  # A reaches R1, R2; B reaches R2, R3
+        if kind == "quorum":  # A reaches R1, R2; B reaches R2, R3
             self.cuts.apply([(ADDRESS["A"], a_way("R3")), (ADDRESS["B"], ADDRESS["R1"])],
                             "reject")
-        victim = servers[1] if kind == "redlock" else servers[0]
+        victim = servers[1] if kind == "quorum" else servers[0]
         jump = self.args.ttl_ms + 2000
         first = TimedSale(self.a.api, s, product, HOLD_MS)
         first.start()
@@ -329,6 +331,12 @@ class Partition:
         servers = self.lock_servers(kind)
         last = servers[-1].name
         proxy = self.proxies[last]
+        # one sale first, undelayed: A's scripts are loaded on the server, so that the
+        # one reply held back is the grant
+        warm = product + WARM_UP
+        self.b.api.must_reset(warm, 1)
+        if deduct(self.a.api, s, warm)[0] != 200:
+            raise SetupError(f"A's undelayed sale on {warm} did not sell")
         proxy.delay_ms = self.args.ttl_ms + 1000
         first = TimedSale(self.a.api, s, product, 0)
         first.start()
