@@ -37,8 +37,9 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
-        stream-chaos stream-bench reconcile cluster cluster-short cluster-up audit audit-stockd \
+.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover partition \
+        probe soak stream-chaos stream-bench reconcile cluster cluster-short cluster-up audit \
+        audit-stockd \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -199,6 +200,22 @@ reconcile: build
 failover: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab failover
+
+# make partition: the Redlock debate's faults under the Redis locks (lab/partition.py,
+# docs/failover.md): a Redis server's clock jumps past the TTL (build/clockshim.so), a
+# server restarts empty, a lock's grant is answered late, each while a lock is held,
+# in a network namespace of its own (root only; only loopback). Each row is judged
+# against its strategy's lease fact. PARTITION_QUICK=1: the gate's short version.
+partition: build build/clockshim.so
+	@$(DEPS) stack partition
+	@python3 -B -m lab partition $(if $(PARTITION_QUICK),--quick)
+
+# The wall clock that can be moved per process (tests/clockshim.c): LD_PRELOAD'ed into
+# one Redis server at a time; no sanitizers (it runs inside redis-server).
+build/clockshim.so: tests/clockshim.c
+	@echo "  CC    $< (shared)"
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $<
 
 # make cluster: every strategy whose stock is in MySQL on the stack's three-node
 # Galera cluster (lab/cluster.py, docs/cluster.md): three stockd instances, each

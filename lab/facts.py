@@ -6,7 +6,12 @@ it plans and expects from these fields, never from a strategy's name:
     safe_multi    ... with several instances
     contention    "waits" (a contended request waits its turn: busy only past
                   lock_wait_ms), "retries" (optimistic: may answer busy), "none"
-    lease         null, or {"busy_holder", "paused_holder"}: "safe" | "oversells"
+    lease         null, or {"busy_holder", "paused_holder"}: "safe" | "oversells",
+                  and, when the row states them (make partition), what its own
+                  servers do to it while it is held: "clock_jump" (a server's wall
+                  clock jumps past the TTL), "empty_restart" (a server restarts
+                  without its data), "late_grant" (the grant is answered after the
+                  TTL); a case it does not state has no row
     exposed_by    request parameters that make an unsafe strategy's race show
     needs         the backends it needs to answer
     failover      what a failover of the Redis primary does to it: "safe",
@@ -31,6 +36,7 @@ from .common import SetupError
 REQUIRED = ("store", "safe_single", "safe_multi", "contention", "lease", "exposed_by", "needs")
 CONTENTION = ("waits", "retries", "none")
 LEASE_CASES = ("busy_holder", "paused_holder")
+PARTITION_CASES = ("clock_jump", "empty_restart", "late_grant")
 LEASE_VALUES = ("safe", "oversells")
 FAILOVER_VALUES = ("safe", "loses_sales", "two_holders")
 CLUSTER_VALUES = ("safe", "conflicts_at_commit", "two_holders", "loses_updates")
@@ -106,7 +112,8 @@ def _problem(doc, i):
         ("safe_multi", lambda v: isinstance(v, bool)),
         ("contention", lambda v: v in CONTENTION),
         ("lease", lambda v: v is None or (isinstance(v, dict) and all(
-            v.get(k) in LEASE_VALUES for k in LEASE_CASES))),
+            v.get(k) in LEASE_VALUES for k in LEASE_CASES) and all(
+            v[k] in LEASE_VALUES for k in PARTITION_CASES if k in v))),
         ("exposed_by", lambda v: isinstance(v, list) and all(p in REQUEST_PARAMS for p in v)),
         ("needs", lambda v: isinstance(v, list) and all(isinstance(b, str) for b in v)),
     ]

@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk cluster jmeter nginx chromium compose prometheus lint bench fuzz"
+GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose prometheus lint bench fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -31,6 +31,9 @@ group_packages() {
         # the opt-in Galera cluster (make cluster): the replication library
         # and rsync, which moves a joining node's state transfer.
         cluster)  echo "galera-4 rsync" ;;
+        # make partition: its namespace's cuts (nft), ip and unshare, and
+        # redis-cli for the Redis servers it starts itself.
+        partition) echo "nftables iproute2 util-linux redis-tools" ;;
         # Debian splits JMeter: the HTTP sampler and the header and cookie
         # managers the plans use are in jmeter-http, which jmeter does not pull in.
         jmeter)   echo "jmeter jmeter-http default-jdk-headless python3" ;;

@@ -38,6 +38,7 @@
  *     backend.c        the backend table
  *     mysql.c          MySQL connections and statements; sql.c their texts
  *     redis.c          Redis links and commands; redis_auth.c the password;
+ *                      redis_connect.c the connect (from --bind-source);
  *                      redis_pipe.c a loop's own Redis connection, never
  *                      waited on; sentinel.c the main Redis's primary,
  *                      followed through failovers

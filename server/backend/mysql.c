@@ -161,6 +161,8 @@ static int connect_node(MYSQL *conn, const struct server_addr *node)
     mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &io);
     mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &io);
     mysql_options(conn, MYSQL_OPT_RECONNECT, &off);
+    if (config.bind_source[0] && mysql_options(conn, MYSQL_OPT_BIND, config.bind_source) != 0)
+        return 0; /* the connector does not know the option: no connection from elsewhere */
     /* CLIENT_FOUND_ROWS: a write's row count means "rows matched", which is
      * what the conditional updates compare against. */
     return mysql_real_connect(conn, node->host, config.mysql_user, config.mysql_password,

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/redis_auth.h"
+#include "backend/redis_connect.h"
 #include "backend/sentinel.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -177,7 +178,7 @@ static st_result connect_if_needed(struct worker *w, struct redis_link *link, in
         if (link->connections++)
             metrics_reconnect(link->backend);
         int connect_ms = wait_ms < config.connect_timeout_ms ? wait_ms : config.connect_timeout_ms;
-        link->ctx = redisConnectWithTimeout(link->host, link->port, timeval_from_ms(connect_ms));
+        link->ctx = redis_connect(link->host, link->port, connect_ms);
         link->wait_ms = 0;
         if (!link->ctx || link->ctx->err)
             return link_broken(w, link, "connect");

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/redis.h"
 #include "backend/redis_auth.h"
+#include "backend/redis_connect.h"
 #include "backend/sentinel.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -200,7 +201,7 @@ static int connect_pipe(struct redis_pipe *p)
         return -1;
     if (p->connections++)
         metrics_reconnect(BACKEND_REDIS);
-    p->ctx = redisConnectNonBlock(p->host, p->port);
+    p->ctx = redis_connect_nonblock(p->host, p->port);
     p->connect_ms = monotonic_ms();
     int authed =
         p->ctx && !p->ctx->err && (!redis_auth_enabled() || redis_auth_append(p->ctx) == 0);

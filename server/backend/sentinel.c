@@ -17,6 +17,7 @@
 #include "backend/sentinel.h"
 
 #include "backend/redis_auth.h"
+#include "backend/redis_connect.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/worker.h"
@@ -63,7 +64,7 @@ static struct timeval timeout(void)
  * NULL with why. */
 static redisContext *connect_to(const char *host, int port, char *why, size_t size)
 {
-    redisContext *c = redisConnectWithTimeout(host, port, timeout());
+    redisContext *c = redis_connect(host, port, config.connect_timeout_ms);
     char refused[160] = "";
     if (c && !c->err && redisSetTimeout(c, timeout()) == REDIS_OK &&
         redis_auth(c, refused, sizeof refused) == 0)

@@ -108,6 +108,9 @@ static const struct option_spec options[] = {
     TEXT(zk, "zk", "", 0, "zk-lock: ZooKeeper servers, host:port,host:port,..."),
     INT(zk_session_ms, "zk-session-ms", "10000", 1000, 600000,
         "zk-lock: ZooKeeper session timeout, milliseconds"),
+    TEXT(bind_source, "bind-source", "", 0,
+         "the local address every MySQL, Redis, Sentinel and Redlock connection is made from "
+         "(default: the system's choice)"),
     INT(connect_timeout_ms, "connect-timeout-ms", "1000", 10, 60000,
         "backend connect timeout, milliseconds"),
     INT(io_timeout_ms, "io-timeout-ms", "10000", 100, 600000,

@@ -72,8 +72,9 @@ struct config {
     char zk[CONFIG_TEXT_MAX]; /* zk-lock: ZooKeeper host:port,host:port, "" = none */
     int zk_session_ms;        /* zk-lock: ZooKeeper session timeout    */
 
-    int connect_timeout_ms; /* per backend connection attempt               */
-    int io_timeout_ms;      /* per backend command                          */
+    char bind_source[CONFIG_TEXT_MAX]; /* backend connections' local address, "" = any */
+    int connect_timeout_ms;            /* per backend connection attempt               */
+    int io_timeout_ms;                 /* per backend command                          */
 
     int optimistic_attempts; /* cas and watch: tries before answering busy  */
     int lock_ttl_ms;         /* lock strategies: TTL unless ttl_ms is given */

@@ -15,7 +15,8 @@
 #include <assert.h>
 #include <string.h>
 
-const struct lease lease_expires_under_holder = {LEASE_OVERSELLS, LEASE_OVERSELLS};
+const struct lease lease_expires_under_holder = {.busy_holder = LEASE_OVERSELLS,
+                                                 .paused_holder = LEASE_OVERSELLS};
 
 /* The strategies' rows (table.h), each defined in its own file. */
 #define STRATEGY(id) extern const struct strategy strategy_##id;
@@ -142,6 +143,24 @@ static const char *lease_outcome_name(enum lease_outcome o)
     return o == LEASE_SAFE ? "safe" : "oversells";
 }
 
+/* The two cases every lease states, and those of make partition it states. */
+static json_t *lease_json(const struct lease *l)
+{
+    json_t *o = json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(l->busy_holder),
+                          "paused_holder", lease_outcome_name(l->paused_holder));
+    const struct {
+        const char *name;
+        enum lease_outcome outcome;
+    } stated[] = {{"clock_jump", l->clock_jump},
+                  {"empty_restart", l->empty_restart},
+                  {"late_grant", l->late_grant}};
+    for (size_t i = 0; i < sizeof stated / sizeof stated[0]; i++)
+        if (stated[i].outcome)
+            json_object_set_new(o, stated[i].name,
+                                json_string(lease_outcome_name(stated[i].outcome)));
+    return o;
+}
+
 static const char *const failover_names[] = {
     [FAILOVER_SAFE] = "safe",
     [FAILOVER_LOSES_SALES] = "loses_sales",
@@ -177,11 +196,7 @@ json_t *strategy_json(const struct strategy *s)
     if (s->caveat)
         json_object_set_new(o, "caveat", json_string(s->caveat));
     json_object_set_new(o, "lock", s->lock ? json_string(s->lock->name) : json_null());
-    json_object_set_new(
-        o, "lease",
-        s->lease ? json_pack("{s:s, s:s}", "busy_holder", lease_outcome_name(s->lease->busy_holder),
-                             "paused_holder", lease_outcome_name(s->lease->paused_holder))
-                 : json_null());
+    json_object_set_new(o, "lease", s->lease ? lease_json(s->lease) : json_null());
     if (strategy_failover(s) != FAILOVER_NONE)
         json_object_set_new(o, "failover", json_string(failover_names[strategy_failover(s)]));
     if (s->settles == SETTLES_LATER)

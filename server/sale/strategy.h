@@ -45,6 +45,11 @@ enum lease_outcome { LEASE_SAFE = 1, LEASE_OVERSELLS };
 struct lease {
     enum lease_outcome busy_holder;   /* hold_ms > ttl_ms: the holder works on */
     enum lease_outcome paused_holder; /* pause_ms > ttl_ms: the holder is frozen */
+    /* What the lock's own servers do to it while it is held (make partition);
+     * 0: not stated, no row. */
+    enum lease_outcome clock_jump;    /* a server's wall clock jumps past the TTL */
+    enum lease_outcome empty_restart; /* a server restarts without its data       */
+    enum lease_outcome late_grant;    /* the grant is answered after the TTL      */
 };
 
 /* The lease of a lock that nothing guards after it runs out (no fencing):

@@ -138,8 +138,16 @@ static const struct lock_kind fenced_lock = {
     .forget = forget,
 };
 
-/* However long the holder stalls, the store refuses its stale write. */
-static const struct lease fenced_out = {LEASE_SAFE, LEASE_SAFE};
+/* However long the holder stalls, and whatever its Redis forgets (a clock
+ * jump, a restart without its data, a grant answered late), the store
+ * refuses its stale write. */
+static const struct lease fenced_out = {
+    .busy_holder = LEASE_SAFE,
+    .paused_holder = LEASE_SAFE,
+    .clock_jump = LEASE_SAFE,
+    .empty_restart = LEASE_SAFE,
+    .late_grant = LEASE_SAFE,
+};
 
 const struct strategy strategy_fenced = {
     .name = "fenced",

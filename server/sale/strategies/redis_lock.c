@@ -19,6 +19,17 @@
 #include "sale/strategy.h"
 #include "store/store.h"
 
+/* Nothing guards it once its one server forgets it: by expiry, a clock that
+ * jumps, a restart without its data, or a grant that comes too late, which
+ * it takes as it comes. */
+static const struct lease lease_forgotten = {
+    .busy_holder = LEASE_OVERSELLS,
+    .paused_holder = LEASE_OVERSELLS,
+    .clock_jump = LEASE_OVERSELLS,
+    .empty_restart = LEASE_OVERSELLS,
+    .late_grant = LEASE_OVERSELLS,
+};
+
 const struct strategy strategy_redis_lock = {
     .name = "redis-lock",
     .store = &store_mysql,
@@ -27,6 +38,6 @@ const struct strategy strategy_redis_lock = {
     .caveat = "while the lock's TTL outlives the critical section",
     .summary = "SET lock NX PX ttl around the nolock body; Lua compare-and-delete release",
     .contention = CONTENTION_WAITS,
-    .lease = &lease_expires_under_holder,
+    .lease = &lease_forgotten,
     .lock = &lock_redis_set_nx,
 };

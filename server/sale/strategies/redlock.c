@@ -111,6 +111,17 @@ static const struct lock_kind redlock = {
     .release = release,
 };
 
+/* A majority that forgets the lock (one server's clock jumps, one restarts
+ * empty) lets a second holder in; a grant whose validity is gone when it
+ * arrives is refused (try_once), so a late answer sells nothing. */
+static const struct lease redlock_lease = {
+    .busy_holder = LEASE_OVERSELLS,
+    .paused_holder = LEASE_OVERSELLS,
+    .clock_jump = LEASE_OVERSELLS,
+    .empty_restart = LEASE_OVERSELLS,
+    .late_grant = LEASE_SAFE,
+};
+
 const struct strategy strategy_redlock = {
     .name = "redlock",
     .store = &store_mysql,
@@ -119,6 +130,6 @@ const struct strategy strategy_redlock = {
     .caveat = "while the holder finishes within the lock's validity time",
     .summary = "SET NX PX on a majority of independent Redis servers within the TTL (Redlock)",
     .contention = CONTENTION_WAITS,
-    .lease = &lease_expires_under_holder,
+    .lease = &redlock_lease,
     .lock = &redlock,
 };

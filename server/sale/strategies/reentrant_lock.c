@@ -463,7 +463,8 @@ static const struct lock_kind reentrant = {
 };
 
 /* The watchdog renews a busy holder's lease; a frozen one's it cannot. */
-static const struct lease renewed_while_running = {LEASE_SAFE, LEASE_OVERSELLS};
+static const struct lease renewed_while_running = {.busy_holder = LEASE_SAFE,
+                                                   .paused_holder = LEASE_OVERSELLS};
 
 const struct strategy strategy_reentrant_lock = {
     .name = "reentrant-lock",
