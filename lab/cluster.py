@@ -45,12 +45,12 @@ import sys
 import threading
 import time
 
-from . import cluster_report, facts as facts_mod, history as history_mod, tables
+from . import cluster_report, facts as facts_mod, history as history_mod
 from .api import Api
-from .common import ENDLESS_STOCK, SetupError, comma_list, elapsed_line
+from .common import ENDLESS_STOCK, SetupError, comma_list
 from .gate import witnesses_problem
 from .load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
-from .runner import Runner
+from .runner import Runner, report_fact_rows
 from .service import stack_script
 
 SAFE_FACTS = ("safe", "conflicts_at_commit")
@@ -494,14 +494,8 @@ def work(run):
 
 
 def report(run, done):
-    rows, out_dir = done
-    print(tables.text_table(rows, TABLE))
-    bad = [r for r in rows if r["verdict"] != "pass"]
-    print(f"\n{len(rows) - len(bad)}/{len(rows)} rows hold their cluster fact; "
-          f"{elapsed_line(run.elapsed())}; results in {out_dir}")
-    for r in bad:
-        print(f"  {r['phase']} {r['strategy']}: {r['reason']}")
-    return 1 if bad else 0
+    return report_fact_rows(run, done, TABLE, "cluster fact",
+                            lambda r: f"{r['phase']} {r['strategy']}")
 
 
 RUNNER = Runner("cluster", __doc__, options=options, after_parse=after_parse, work=work,

@@ -44,11 +44,11 @@ import sys
 import threading
 import time
 
-from . import facts as facts_mod, failover_report, faults as faults_mod, sources, tables
+from . import facts as facts_mod, failover_report, faults as faults_mod, sources
 from .api import Api
-from .common import ENDLESS_STOCK, SetupError, comma_list, elapsed_line, now_iso
+from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso
 from .redis_group import Group, sentinel_env
-from .runner import Runner
+from .runner import Runner, report_fact_rows
 from .service import launch_stockd, run_dir, stack_env, stack_script, stop_process, wait_healthy
 
 PROBE_EVERY_S = 0.05
@@ -446,14 +446,7 @@ def work(run):
 
 
 def report(run, done):
-    rows, out_dir = done
-    print(tables.text_table(rows, TABLE))
-    print(f"\n{sum(r['verdict'] == 'pass' for r in rows)}/{len(rows)} rows hold their failover "
-          f"fact; {elapsed_line(run.elapsed())}; results in {out_dir}")
-    for r in rows:
-        if r["verdict"] != "pass":
-            print(f"  {r['strategy']}: {r['reason']}")
-    return 0 if all(r["verdict"] == "pass" for r in rows) else 1
+    return report_fact_rows(run, done, TABLE, "failover fact", lambda r: r["strategy"])
 
 
 RUNNER = Runner("failover", __doc__, options=options, work=work, report=report,

@@ -52,11 +52,11 @@ import time
 
 from . import facts as facts_mod, history, junit, netns, sources, tables
 from .api import Api
-from .common import REPO, SetupError, comma_list, elapsed_line, now_iso, write_text
+from .common import REPO, SetupError, comma_list, now_iso, write_text
 from .delay_proxy import DelayProxy
 from .failover import Instance, Sale, answer_word, deduct
 from .load import Answer
-from .runner import Runner
+from .runner import Runner, report_fact_rows
 from .service import run_dir, secret, stack_env, stack_script
 
 CASES = ("clock_jump", "empty_restart", "late_grant")
@@ -503,14 +503,8 @@ def debate_columns(rows):
 
 
 def report(run, done):
-    rows, out_dir = done
-    print(tables.text_table(rows, TABLE))
-    print(f"\n{sum(r['verdict'] == 'pass' for r in rows)}/{len(rows)} rows hold their fact; "
-          f"{elapsed_line(run.elapsed())}; results in {out_dir}")
-    for r in rows:
-        if r["verdict"] != "pass":
-            print(f"  {r['strategy']} {r['case']} ({r['fault']}): {r['reason']}")
-    return 0 if all(r["verdict"] == "pass" for r in rows) else 1
+    return report_fact_rows(run, done, TABLE, "fact",
+                            lambda r: f"{r['strategy']} {r['case']} ({r['fault']})")
 
 
 RUNNER = Runner("partition", __doc__, options=options, work=work, report=report,

@@ -22,8 +22,10 @@ import signal
 import sys
 import time
 
+from . import tables
 from .api import Api
-from .common import REPO, Options, Progress, SetupError, ensure_writable, make_out_dir, now_iso
+from .common import (REPO, Options, Progress, SetupError, elapsed_line, ensure_writable,
+                     make_out_dir, now_iso)
 from .service import Service
 
 # Where a run finds stockd: the environment variables of --host and --port, and the port.
@@ -157,3 +159,17 @@ class Runner:
         if run.service:
             run.service.ensure()
         return self.work(run)
+
+
+def report_fact_rows(run, done, columns, fact, label):
+    """The report of a run whose rows each hold a fact or not (failover, cluster,
+    partition): the table, how many rows hold, the time and where the results went,
+    then each row that does not and why. 1 when one does not, else 0."""
+    rows, out_dir = done
+    print(tables.text_table(rows, columns))
+    bad = [r for r in rows if r["verdict"] != "pass"]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} rows hold their {fact}; "
+          f"{elapsed_line(run.elapsed())}; results in {out_dir}")
+    for r in bad:
+        print(f"  {label(r)}: {r['reason']}")
+    return 1 if bad else 0
