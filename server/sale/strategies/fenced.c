@@ -115,10 +115,13 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
 {
     char key[LOCK_NAME_MAX];
     lock_state_name(key, held->kind, 0, rq->product);
-    /* Refused although we held the lock, and the counter was behind: the
-     * refusal was Redis's lost counter, not a newer holder. Go again. */
+    /* Refused although we held the lock, and the counter was behind - or
+     * had come back to a token the row had seen already: the refusal was
+     * Redis's lost counter, not a newer holder. Go again, past the row's. */
     if (held->guard.newest_fence > held->guard.fence)
         held->again = on_counter(w, rq->product, &catch_up, held->guard.newest_fence) == 1;
+    else if (held->guard.newest_fence == held->guard.fence)
+        held->again = 1; /* tokens are unique while the counter lives */
     return redis_lease_release(w, redis_main(w), key, held->token, lost);
 }
 
