@@ -44,6 +44,9 @@ files):
                   one drives, the backends' probes
     redis_group   the stack's replicated Redis group: its Sentinels' view, the replica
                   held back (CLIENT PAUSE WRITE), a primary killed and its promotion
+    netns         the partition lab's network namespace: only loopback, no route out
+                  (checked before anything starts), links cut and healed by nftables
+    delay_proxy   a link whose replies are held for a delay that can change at run time
 
   the judges
     plan          which comparison rows to run, from the facts
@@ -71,6 +74,8 @@ files):
     failover      a Redis primary failover under every strategy that touches Redis
                   (`make failover`)
     cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)
+    partition     the Redlock debate's faults in a namespace of their own: a clock that
+                  jumps, a server restarted empty, a grant answered late (`make partition`)
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies
