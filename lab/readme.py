@@ -42,6 +42,14 @@ def lease(s):
     return f"{s.lease['busy_holder']} / {s.lease['paused_holder']}"
 
 
+def partition(s):
+    """What a lock server's fault does to its lease, where the row states it: a clock that
+    jumps past the TTL, a restart without its data, a grant that comes late."""
+    if not s.lease or not any(case in s.lease for case in facts_mod.PARTITION_CASES):
+        return ""
+    return " / ".join(s.lease.get(case, "-") for case in facts_mod.PARTITION_CASES)
+
+
 FAILOVER = {"safe": "safe", "loses_sales": "loses acknowledged sales",
             "two_holders": "two holders: oversells"}
 
@@ -66,12 +74,14 @@ def cluster(s):
 def table(f):
     """The markdown table of every strategy, in the server's order."""
     lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
-             "frozen holder | Redis primary fails over | MySQL cluster, a stockd per node "
+             "frozen holder | a lock server's clock jumps / it restarts empty / a grant "
+             "comes late | Redis primary fails over | MySQL cluster, a stockd per node "
              "| what it is |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in f.strategies:
         lines.append(f"| `{s.name}` | {store(s)} | {claim(s)} | {CONTENTION[s.contention]} "
-                     f"| {lease(s)} | {failover(s)} | {cluster(s)} | {cell(s.summary)} |")
+                     f"| {lease(s)} | {partition(s)} | {failover(s)} | {cluster(s)} "
+                     f"| {cell(s.summary)} |")
     return "\n".join(lines)
 
 
