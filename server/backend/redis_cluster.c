@@ -10,8 +10,11 @@
  * table and never moved or removed, so an index stays valid for as long as
  * stockd runs and a worker's link to node i (redis.c) stays that node's.
  *
- * One thread learns the map: at start, every REFRESH_MS, and when asked,
- * at most once per RETRY_MS. It asks CLUSTER SLOTS of the configured nodes
+ * One thread learns the map: at start, and when asked - by a MOVED, a
+ * node's broken link, a slot without a primary - at most once per
+ * RETRY_MS, and every RETRY_MS while no node answers. Nothing else moves
+ * slots, so there is no periodic refresh: a map that no redirect and no
+ * failure contradicts is the cluster's. It asks CLUSTER SLOTS of the configured nodes
  * first, then of every node it has learnt, and takes the first answer.
  * Its connections are bounded by connect-timeout-ms, never io-timeout-ms:
  * a node that hangs must not keep the others from being asked.
@@ -29,7 +32,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define REFRESH_MS 1000
 #define RETRY_MS 100
 
 static const struct server_list *const seeds = &config.redis_cluster_nodes;
@@ -293,13 +295,12 @@ static int refresh(void)
     return r;
 }
 
-/* Waits until asked, or REFRESH_MS, or a stop; whether to go on. */
+/* Waits until asked or stopped; whether to go on. */
 static int wait_for_work(void)
 {
-    struct timespec until = time_in_ms(CLOCK_MONOTONIC, REFRESH_MS);
     pthread_mutex_lock(&lock);
-    while (!stopping && !suspected && pthread_cond_timedwait(&wake, &lock, &until) == 0)
-        ;
+    while (!stopping && !suspected)
+        pthread_cond_wait(&wake, &lock);
     suspected = 0;
     int go_on = !stopping;
     pthread_mutex_unlock(&lock);
@@ -312,6 +313,8 @@ static void *keep_map(void *unused)
     int failing = 0;
     while (wait_for_work()) {
         int failed = refresh() != 0;
+        if (failed) /* again after RETRY_MS, until a node answers */
+            redis_cluster_suspect();
         if (failed && !failing)
             log_warn("redis cluster: %s", last_error);
         else if (!failed && failing)

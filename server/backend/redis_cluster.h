@@ -9,8 +9,8 @@
  *
  *   the map    which node serves each of the 16384 slots, from CLUSTER
  *              SLOTS asked of the configured nodes (then of the ones it
- *              named), by one thread, at start, once a second, and at once
- *              when a request asks (redis_cluster_suspect());
+ *              named), by one thread, at start and whenever a request
+ *              meets a sign that it moved (redis_cluster_suspect());
  *   the slot   CRC16 (XMODEM) of a key's hash tag ({...}), or of the whole
  *              key when it has none, modulo 16384;
  *   redirects  a MOVED reply names the node that serves the slot now: the
