@@ -38,7 +38,7 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover probe soak \
-        stream-chaos stream-bench reconcile cluster cluster-short cluster-up \
+        stream-chaos stream-bench reconcile cluster cluster-short cluster-up redis-cluster-up \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -223,6 +223,13 @@ cluster-short: build
 cluster-up:
 	@$(DEPS) stack cluster
 	@scripts/stack.sh start-one cluster
+
+# make redis-cluster-up: a Redis Cluster of three primaries and three replicas
+# (docs/redis-cluster.md), added to the running stack; point stockd at it with
+# eval "$$(scripts/stack.sh rcluster-env)". make stack-down stops it.
+redis-cluster-up:
+	@$(DEPS) stack
+	@scripts/stack.sh start-one rcluster
 
 # make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose
