@@ -39,7 +39,7 @@ export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover partition \
         probe soak stream-chaos stream-bench reconcile cluster cluster-short cluster-up audit \
-        audit-stockd \
+        audit-stockd redis-cluster-up \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -240,6 +240,13 @@ cluster-short: build
 cluster-up:
 	@$(DEPS) stack cluster
 	@scripts/stack.sh start-one cluster
+
+# make redis-cluster-up: a Redis Cluster of three primaries and three replicas
+# (docs/redis-cluster.md), added to the running stack; point stockd at it with
+# eval "$$(scripts/stack.sh rcluster-env)". make stack-down stops it.
+redis-cluster-up:
+	@$(DEPS) stack
+	@scripts/stack.sh start-one rcluster
 
 # make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose

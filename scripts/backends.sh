@@ -192,6 +192,17 @@ SQL
 
 # ------------------------------------------------------------------ redis
 
+# redis_auth_conf NAME: the password in a config file of its own (0600), not
+# on the command line; a replica also gives it to its primary. Prints its path.
+redis_auth_conf() {
+    local conf
+    conf="$(workdir_of "$1")/auth.conf"
+    mkdir -p "$(workdir_of "$1")"
+    (umask 077 && printf 'requirepass %s\nmasterauth %s\n' "$(secret redis)" "$(secret redis)" \
+        >"$conf") || return 1
+    echo "$conf"
+}
+
 start_redis() {
     local name="$1" port pid primary
     port="$(port_of "$name")"
@@ -206,13 +217,8 @@ start_redis() {
         redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;
         ha-*) if primary="$(ha_running_primary "$name")"; then role=(--replicaof 127.0.0.1 "$primary"); fi ;;
     esac
-    # The password in a config file of its own (0600), not on the command
-    # line; a replica also gives it to its primary.
     local conf
-    conf="$(workdir_of "$name")/auth.conf"
-    mkdir -p "$(workdir_of "$name")"
-    (umask 077 && printf 'requirepass %s\nmasterauth %s\n' "$(secret redis)" "$(secret redis)" \
-        >"$conf") || return 1
+    conf="$(redis_auth_conf "$name")" || return 1
     # DEBUG SLEEP, from this machine only and with the password, is how the
     # tests freeze Redis with a request in flight, to make a lost reply
     # happen on demand.
@@ -618,4 +624,72 @@ start_cluster_node() {
     pid="$(launched "$name")"
     wait_ready "$name" "$pid" || return 1
     if (( ${#bootstrap[@]} )); then MYSQL_ROOT_SOCKET="$(cluster_socket "$name")" provision_mysql; fi
+}
+
+# ------------------------------------------------------ the Redis Cluster
+
+rcluster_names() { local p; for p in "${RCLUSTER_LIST[@]+"${RCLUSTER_LIST[@]}"}"; do echo "rcluster-$p"; done; }
+
+# rcluster_info PORT FIELD: one field of CLUSTER INFO on a node ("" when it
+# does not answer).
+rcluster_info() {
+    redis_cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"
+}
+
+# start_rcluster_node NAME: one node of the Redis Cluster, its bus on PORT+1
+# and its state (nodes.conf, the AOF) in its own directory, so that a node
+# stopped or killed comes back as the member it was. The last node to answer
+# forms the cluster when no node serves a slot yet.
+start_rcluster_node() {
+    local name="$1" port conf pid
+    command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh stack)"
+    port="$(port_of "$name")"
+    conf="$(redis_auth_conf "$name")" || return 1
+    launch "$name" redis-server "$conf" --port "$port" --bind 127.0.0.1 \
+        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port $(( port + 1 )) \
+        --cluster-node-timeout "$RCLUSTER_NODE_TIMEOUT" --cluster-require-full-coverage no \
+        --save '' --appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb \
+        --daemonize no --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
+        --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
+        --enable-debug-command local
+    pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
+    wait_ready "$name" "$pid" || return 1
+    rcluster_form
+}
+
+# rcluster_form: once every node answers, creates the cluster (one replica
+# per primary from six nodes on) unless a node serves slots already, then
+# waits until every node says the cluster is ok and every replica has synced.
+rcluster_form() {
+    local n port slots addrs=() formed=0 replicas=0 deadline
+    for n in $(rcluster_names); do
+        answers "$n" || return 0
+        port="$(port_of "$n")"
+        addrs+=("127.0.0.1:$port")
+        slots="$(rcluster_info "$port" cluster_slots_assigned)"
+        (( ${slots:-0} > 0 )) && formed=1
+    done
+    if (( !formed )); then
+        (( ${#addrs[@]} >= 6 )) && replicas=1
+        say "rcluster: creating the cluster of ${#addrs[@]} nodes, $replicas replica(s) per primary"
+        if ! REDISCLI_AUTH="$(secret redis)" timeout "$TIMEOUT" redis-cli --cluster create \
+                "${addrs[@]}" --cluster-replicas "$replicas" --cluster-yes \
+                >>"$(logfile_of rcluster-create)" 2>&1; then
+            echo "${0##*/}: rcluster: redis-cli --cluster create failed" >&2
+            log_tail rcluster-create
+            return 1
+        fi
+    fi
+    deadline=$(( SECONDS + TIMEOUT ))
+    for n in $(rcluster_names); do
+        port="$(port_of "$n")"
+        until [[ "$(rcluster_info "$port" cluster_state)" == ok ]]; do
+            if (( SECONDS >= deadline )); then
+                echo "${0##*/}: $n does not say cluster_state:ok within ${TIMEOUT}s" >&2
+                return 1
+            fi
+            sleep 0.1
+        done
+        if [[ "$(redis_role "$port")" == slave ]]; then wait_replica_linked "$n" || return 1; fi
+    done
 }

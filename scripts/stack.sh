@@ -22,6 +22,8 @@
 #                                      password files, and REDISCLI_AUTH for redis-cli)
 #   scripts/stack.sh ha-env            export lines that move stockd's main Redis to the
 #                                      Sentinel group (after `env`)
+#   scripts/stack.sh rcluster-env      the export line that moves stockd's main Redis to the
+#                                      Redis Cluster (after `env`)
 #   scripts/stack.sh ha-primary        the port of the group's primary, as the Sentinels say
 #   scripts/stack.sh mysql [ARGS...]   mariadb client on the stockd db (--root first: as
 #                                      the administrator, through the unix socket)
@@ -45,6 +47,7 @@
 #
 #   NAME: mysql | redis | redis-replica | zk | redlock (all three) | redlock-PORT
 #         | cluster (all three Galera nodes) | cluster-PORT
+#         | rcluster (all six Redis Cluster nodes) | rcluster-PORT
 #         | ha (both group servers) | ha-PORT | sentinel (all three) | sentinel-PORT
 #         | nginx | stockd-PORT
 #         | prometheus (optional: in STACK_SERVICES, or start-one; it scrapes the
@@ -83,6 +86,15 @@
 # committed. Node PORT also takes PORT+1 (group communication), PORT+2 (IST)
 # and PORT+3 (SST). The schema and seed are applied once, on the bootstrap.
 #
+# The Redis Cluster (service `rcluster`, opt-in like `cluster`) is six
+# redis-server nodes with cluster-enabled, rcluster-PORT, each its bus on
+# PORT+1 and its nodes.conf and AOF in its own directory. The last node to
+# answer creates the cluster (redis-cli --cluster create, one replica per
+# primary: three shards) when no node serves a slot yet; a node that comes
+# back rejoins as what nodes.conf says. Lab timings: a primary is failed over
+# after cluster-node-timeout (2 s); a slot without a primary stops only its
+# own keys (cluster-require-full-coverage no).
+#
 # Environment (defaults):
 #   STOCKD_RUN_DIR       <repo>/run        the stack lives in $STOCKD_RUN_DIR/stack
 #   STACK_MYSQL_PORT     23306
@@ -94,9 +106,12 @@
 #   STACK_ZK_PORT        23181
 #   STACK_CLUSTER_PORTS  "23320 23324 23328"  the Galera nodes' client ports (+1..+3 taken)
 #   STACK_CLUSTER_FLUSH  2                 the nodes' innodb_flush_log_at_trx_commit (1 or 2)
+#   STACK_RCLUSTER_PORTS "23340 23342 23344 23346 23348 23350"  the Redis Cluster's nodes
+#                                      (+1 each: the cluster bus)
+#   STACK_RCLUSTER_NODE_TIMEOUT 2000   its cluster-node-timeout, milliseconds
 #   STACK_PROMETHEUS_PORT 23909
 #   STACK_SERVICES       "mysql redis redlock zk ha"   what `up` starts (may add prometheus,
-#                                      cluster);
+#                                      cluster, rcluster);
 #                                      `redis` is the main Redis and its replica
 #   STACK_TIMEOUT        30                seconds to wait for a backend to answer
 #   STACK_SKIP_DEPS      unset             1: `up` and `instances-up` do not run deps.sh
@@ -122,6 +137,8 @@ REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
 CLUSTER_PORTS="${STACK_CLUSTER_PORTS-23320 23324 23328}"
 CLUSTER_FLUSH="${STACK_CLUSTER_FLUSH:-2}"
+RCLUSTER_PORTS="${STACK_RCLUSTER_PORTS-23340 23342 23344 23346 23348 23350}"
+RCLUSTER_NODE_TIMEOUT="${STACK_RCLUSTER_NODE_TIMEOUT:-2000}"
 PROMETHEUS_PORT="${STACK_PROMETHEUS_PORT:-23909}"
 SERVICES="${STACK_SERVICES:-mysql redis redlock zk ha}"
 TIMEOUT="${STACK_TIMEOUT:-30}"
@@ -132,6 +149,7 @@ read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
 read -ra HA_LIST <<<"$HA_PORTS"
 read -ra SENTINEL_LIST <<<"$SENTINEL_PORTS"
 read -ra CLUSTER_LIST <<<"$CLUSTER_PORTS"
+read -ra RCLUSTER_LIST <<<"$RCLUSTER_PORTS"
 
 # ------------------------------------------------------------ the backends
 #
@@ -169,6 +187,7 @@ backend ha-PORT           "$HA_PORTS"            ha          start_redis       p
 backend sentinel-PORT     "$SENTINEL_PORTS"      ha          start_sentinel    probe_sentinel  term 1
 backend zk                "$ZK_PORT"             zk          start_zk          probe_zk        term 2
 backend cluster-PORT      "$CLUSTER_PORTS"       cluster     start_cluster_node probe_cluster_node term 3
+backend rcluster-PORT     "$RCLUSTER_PORTS"      rcluster    start_rcluster_node probe_redis   save 2
 backend prometheus        "$PROMETHEUS_PORT"     prometheus  start_prometheus  probe_ready     term 2
 backend nginx             "$NGINX_PORT"          -           start_nginx       probe_health    term 1
 backend stockd-PORT       '*'                    -           start_instance    probe_health    term 1
@@ -214,6 +233,10 @@ done
 for p in "${CLUSTER_LIST[@]+"${CLUSTER_LIST[@]}"}"; do
     is_port $(( p + 3 )) || die "STACK_CLUSTER_PORTS: $p + 3 is not a port number"
 done
+for p in "${RCLUSTER_LIST[@]+"${RCLUSTER_LIST[@]}"}"; do
+    is_port $(( p + 1 )) || die "STACK_RCLUSTER_PORTS: $p + 1 is not a port number"
+done
+[[ "$RCLUSTER_NODE_TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_RCLUSTER_NODE_TIMEOUT must be milliseconds"
 [[ "$CLUSTER_FLUSH" == 1 || "$CLUSTER_FLUSH" == 2 ]] || die "STACK_CLUSTER_FLUSH must be 1 or 2"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 KNOWN_SERVICES="$(printf '%s\n' "${B_SERVICE[@]}" | grep -vx -- - | awk '!seen[$0]++' | tr '\n' ' ')"
@@ -387,6 +410,14 @@ cmd_ha_env() {
     for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"; do list+="${list:+,}127.0.0.1:$p"; done
     printf 'export STOCKD_REDIS_SENTINEL=%s\n' "$list"
     printf 'export STOCKD_REDIS_MASTER_NAME=%s\n' "$HA_MASTER_NAME"
+}
+
+# cmd_rcluster_env: the export line that points stockd's main Redis at the
+# Redis Cluster (after `env`).
+cmd_rcluster_env() {
+    local p list=""
+    for p in "${RCLUSTER_LIST[@]+"${RCLUSTER_LIST[@]}"}"; do list+="${list:+,}127.0.0.1:$p"; done
+    printf 'export STOCKD_REDIS_CLUSTER=%s\n' "$list"
 }
 
 cmd_scrape() {
@@ -729,6 +760,7 @@ case "$cmd" in
     status) cmd_status ;;
     env) cmd_env ;;
     ha-env) cmd_ha_env ;;
+    rcluster-env) cmd_rcluster_env ;;
     ha-primary) ha_primary || die "no Sentinel names the primary of '$HA_MASTER_NAME'" ;;
     left-running) cmd_left_running ;;
     mysql) cmd_mysql "$@" ;;

@@ -41,7 +41,8 @@
  *                      redis_connect.c the connect (from --bind-source);
  *                      redis_pipe.c a loop's own Redis connection, never
  *                      waited on; sentinel.c the main Redis's primary,
- *                      followed through failovers
+ *                      followed through failovers; redis_cluster.c the
+ *                      main Redis as a Redis Cluster: the slot map
  *     redlock.c        the independent Redis servers of redlock
  *     zookeeper.c      the shared ZooKeeper session
  *     pool.c           the worker threads that own the connections
@@ -73,6 +74,7 @@
 #include "api/products.h"
 #include "api/race.h"
 #include "backend/health.h"
+#include "backend/redis_cluster.h"
 #include "backend/sentinel.h"
 #include "backend/zookeeper.h"
 #include "core/config.h"
@@ -107,10 +109,14 @@ static int start(void)
     }
     if (config.consume) { /* the consumers alone, at least one */
         int consumers = config.stream_consumers > 0 ? config.stream_consumers : 1;
-        return sentinel_start() != 0 || order_stream_start(consumers) != 0 ? -1 : 0;
+        return sentinel_start() != 0 || redis_cluster_start() != 0 ||
+                       order_stream_start(consumers) != 0
+                   ? -1
+                   : 0;
     }
-    if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 || health_start() != 0 ||
-        products_start() != 0 || order_stream_start(config.stream_consumers) != 0)
+    if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 ||
+        redis_cluster_start() != 0 || health_start() != 0 || products_start() != 0 ||
+        order_stream_start(config.stream_consumers) != 0)
         return -1;
     return http_start();
 }
@@ -121,6 +127,7 @@ static void release(void)
     products_stop();
     health_stop();
     sentinel_stop();
+    redis_cluster_stop();
     zk_store_close();
     api_release();
     race_release();

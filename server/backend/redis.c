@@ -16,11 +16,21 @@
  * newer one is, and reports a break or a READONLY reply (its server was
  * demoted: the refused command did nothing, its error reply says so to the
  * caller) so that the Sentinels are asked again.
+ *
+ * Under a Redis Cluster (redis_cluster.h) the main link stands for every
+ * node: each worker keeps a link per node, and a round trip on the main
+ * link goes over the one to the node serving its keys' slot. One whose
+ * commands have no key (WAIT, UNWATCH, SCRIPT LOAD) goes where the
+ * worker's last one went: WAIT speaks for that connection's writes, and a
+ * script is loaded on the node that answered NOSCRIPT. A round trip every
+ * reply of which redirects (MOVED, ASK: nothing ran) is sent once more,
+ * where the redirect says. Without a cluster, none of this runs.
  */
 #include "backend/redis.h"
 
 #include "backend/backend.h"
 #include "backend/redis_auth.h"
+#include "backend/redis_cluster.h"
 #include "backend/redis_connect.h"
 #include "backend/sentinel.h"
 #include "core/config.h"
@@ -40,10 +50,13 @@ static pthread_mutex_t script_sha_lock = PTHREAD_MUTEX_INITIALIZER;
 struct redis_links {
     struct redis_link main;       /* the redis store, the Redis locks    */
     struct redis_link subscriber; /* pub/sub waits (reentrant-lock)      */
+    int last;                     /* cluster: the node of the last round trip, -1 none */
+    struct redis_link nodes[];    /* cluster: one per node (REDIS_CLUSTER_NODES_MAX) */
 };
 
 /* A link to the main Redis: the configured server, or under Sentinel the
- * primary in force (its address is filled in when it connects). */
+ * primary in force (its address is filled in when it connects), or under a
+ * cluster its first configured node (pub/sub reaches every node). */
 static void main_link_init(struct redis_link *link)
 {
     *link = (struct redis_link){
@@ -51,18 +64,43 @@ static void main_link_init(struct redis_link *link)
     if (sentinel_enabled()) {
         link->follows_primary = 1;
         link->host = link->primary_host;
+    } else if (redis_cluster_enabled()) {
+        link->host = config.redis_cluster_nodes.at[0].host;
+        link->port = config.redis_cluster_nodes.at[0].port;
     }
 }
 
 static struct redis_links *links_of(struct worker *w)
 {
     int fresh;
-    struct redis_links *l = worker_links(w, BACKEND_REDIS, sizeof *l, &fresh);
+    size_t nodes = redis_cluster_enabled() ? REDIS_CLUSTER_NODES_MAX : 0;
+    struct redis_links *l =
+        worker_links(w, BACKEND_REDIS, sizeof *l + nodes * sizeof(struct redis_link), &fresh);
     if (fresh) {
         main_link_init(&l->main);
         main_link_init(&l->subscriber);
+        l->last = -1;
     }
     return l;
+}
+
+/* Under a cluster: the worker's link to node `node`. */
+static struct redis_link *node_link(struct redis_links *l, int node)
+{
+    struct redis_link *link = &l->nodes[node];
+    if (!link->host) {
+        const struct server_addr *at = redis_cluster_node(node);
+        *link = (struct redis_link){.host = at->host, .port = at->port, .backend = BACKEND_REDIS};
+    }
+    return link;
+}
+
+/* The link the worker's last round trip on the main Redis went over: under
+ * a cluster, that node's. */
+static struct redis_link *last_link(struct worker *w)
+{
+    struct redis_links *l = links_of(w);
+    return redis_cluster_enabled() && l->last >= 0 ? &l->nodes[l->last] : &l->main;
 }
 
 struct redis_link *redis_main(struct worker *w)
@@ -241,13 +279,14 @@ static void moved_if_readonly(struct redis_link *link, redisReply **replies, int
 enum request_kind { READS, COMMITS };
 
 /*
- * Sends `count` commands (argcs/argvs) in one round trip and collects every
- * reply, error replies included. The whole request is written before any
- * reply is read; on failure nothing is left to free.
+ * Sends `count` commands (argcs/argvs) in one round trip on `link`'s own
+ * server and collects every reply, error replies included. The whole
+ * request is written before any reply is read; on failure nothing is left
+ * to free.
  */
-static st_result round_trip(struct worker *w, struct redis_link *link, enum request_kind kind,
-                            int count, const int *argcs, const char *const *const *argvs,
-                            redisReply **replies)
+static st_result link_round_trip(struct worker *w, struct redis_link *link, enum request_kind kind,
+                                 int count, const int *argcs, const char *const *const *argvs,
+                                 redisReply **replies)
 {
     memset(replies, 0, sizeof *replies * (size_t)count);
     int wait_ms = wait_allowed_ms(w);
@@ -278,6 +317,131 @@ static st_result round_trip(struct worker *w, struct redis_link *link, enum requ
     return ST_OK;
 }
 
+/* The slot a round trip's commands share: -1 when none has a key, -2 when
+ * they span slots. */
+static int round_trip_slot(int count, const int *argcs, const char *const *const *argvs)
+{
+    int slot = -1;
+    for (int i = 0; i < count; i++) {
+        int s = redis_cluster_command_slot(argcs[i], argvs[i]);
+        if (s == -2 || (s >= 0 && slot >= 0 && s != slot))
+            return -2;
+        if (s >= 0)
+            slot = s;
+    }
+    return slot;
+}
+
+/* Whether every reply redirects, the same way to the same node (into
+ * *node): then nothing ran. Each MOVED among them updates the map. */
+static enum redis_redirect all_redirected(redisReply **replies, int count, int *node)
+{
+    enum redis_redirect kind = REDIRECT_NONE;
+    int same = 1;
+    for (int i = 0; i < count; i++) {
+        int to = -1;
+        enum redis_redirect k = redis_cluster_redirect(replies[i], &to);
+        if (i == 0)
+            kind = k, *node = to;
+        else if (k != kind || to != *node)
+            same = 0;
+    }
+    return same ? kind : REDIRECT_NONE;
+}
+
+/* The round trip after an ASK: each command behind an ASKING (which holds
+ * for the next command only); the ASKINGs' replies are dropped. */
+static st_result asking_round_trip(struct worker *w, struct redis_link *link,
+                                   enum request_kind kind, int count, const int *argcs,
+                                   const char *const *const *argvs, redisReply **replies)
+{
+    static const char *const asking[] = {"ASKING"};
+    int *both_argcs = calloc(2 * (size_t)count, sizeof *both_argcs);
+    const char *const **both_argvs = calloc(2 * (size_t)count, sizeof *both_argvs);
+    redisReply **got = calloc(2 * (size_t)count, sizeof *got);
+    st_result r = ST_OK;
+    if (!both_argcs || !both_argvs || !got) {
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for ASKING");
+    } else {
+        for (int i = 0; i < count; i++) {
+            both_argcs[2 * i] = 1, both_argvs[2 * i] = asking;
+            both_argcs[2 * i + 1] = argcs[i], both_argvs[2 * i + 1] = argvs[i];
+        }
+        r = link_round_trip(w, link, kind, 2 * count, both_argcs, both_argvs, got);
+        for (int i = 0; r == ST_OK && i < count; i++) {
+            freeReplyObject(got[2 * i]);
+            replies[i] = got[2 * i + 1];
+        }
+    }
+    free(both_argcs);
+    free(both_argvs);
+    free(got);
+    return r;
+}
+
+/* A round trip on the main link under a cluster (the top comment). Commands
+ * of different slots in one read-only round trip (the order stream's
+ * status) go one at a time, each to its own node. */
+static st_result routed_round_trip(struct worker *w, struct redis_links *l, enum request_kind kind,
+                                   int count, const int *argcs, const char *const *const *argvs,
+                                   redisReply **replies)
+{
+    int slot = round_trip_slot(count, argcs, argvs);
+    if (slot == -2 && (count == 1 || kind == COMMITS))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                           "redis cluster: the keys of one %s are in different slots",
+                           count == 1 ? "command" : "transaction");
+    if (slot == -2) {
+        memset(replies, 0, sizeof *replies * (size_t)count);
+        for (int i = 0; i < count; i++) {
+            st_result r = routed_round_trip(w, l, kind, 1, &argcs[i], &argvs[i], &replies[i]);
+            if (r != ST_OK) {
+                redis_free_replies(replies, i);
+                return r;
+            }
+        }
+        return ST_OK;
+    }
+    int node = slot >= 0      ? redis_cluster_node_of(slot)
+               : l->last >= 0 ? l->last
+                              : redis_cluster_any_node();
+    if (node < 0) {
+        redis_cluster_suspect();
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis cluster: slot %d has no primary",
+                           slot);
+    }
+    enum redis_redirect redirect = REDIRECT_NONE;
+    for (int sent = 0;; sent++) {
+        struct redis_link *link = node_link(l, node);
+        l->last = node;
+        st_result r = redirect == REDIRECT_ASK
+                          ? asking_round_trip(w, link, kind, count, argcs, argvs, replies)
+                          : link_round_trip(w, link, kind, count, argcs, argvs, replies);
+        if (r != ST_OK) {
+            if (r != ST_TIMEOUT) /* the node may be gone: its slots elsewhere */
+                redis_cluster_suspect();
+            return r;
+        }
+        redirect = all_redirected(replies, count, &node);
+        if (redirect == REDIRECT_NONE || sent == 1)
+            return ST_OK;
+        redis_free_replies(replies, count); /* nothing ran: once more, there */
+    }
+}
+
+/* A round trip on `link`: under a cluster, the main link routes it. */
+static st_result round_trip(struct worker *w, struct redis_link *link, enum request_kind kind,
+                            int count, const int *argcs, const char *const *const *argvs,
+                            redisReply **replies)
+{
+    if (redis_cluster_enabled()) {
+        struct redis_links *l = links_of(w);
+        if (link == &l->main)
+            return routed_round_trip(w, l, kind, count, argcs, argvs, replies);
+    }
+    return link_round_trip(w, link, kind, count, argcs, argvs, replies);
+}
+
 /* One command; an error reply becomes ST_BACKEND_UNAVAILABLE. */
 static st_result one_command(struct worker *w, struct redis_link *link, enum request_kind kind,
                              redisReply **reply, int argc, const char **argv)
@@ -305,8 +469,7 @@ st_result redis_call(struct worker *w, redisReply **reply, int argc, const char 
 void redis_undo(struct worker *w, int argc, const char **argv)
 {
     redisReply *reply;
-    const struct redis_link *link = redis_main(w);
-    if (link_current(link) && redis_call(w, &reply, argc, argv) == ST_OK)
+    if (link_current(last_link(w)) && redis_call(w, &reply, argc, argv) == ST_OK)
         freeReplyObject(reply);
 }
 
@@ -444,6 +607,60 @@ static st_result evalsha_each(struct worker *w, struct redis_script *script, int
     return r;
 }
 
+/* redis_eval_sales() for the `n` sales listed in `which` (rewritten). */
+static st_result eval_sales_of(struct worker *w, struct redis_script *script, int n, int *which,
+                               int nkeys, int argc, const char *const *const *argvs,
+                               redisReply **replies)
+{
+    st_result r = evalsha_each(w, script, n, which, nkeys, argc, argvs, replies);
+    /* The ones Redis refused for not knowing the script did nothing: load
+     * it (where they ran: the last round trip's node), and send them
+     * again. */
+    int again = 0;
+    for (int j = 0; r == ST_OK && j < n; j++)
+        if (redis_is_noscript(replies[which[j]])) {
+            freeReplyObject(replies[which[j]]);
+            replies[which[j]] = NULL;
+            which[again++] = which[j];
+        }
+    if (again) {
+        r = script_load(w, redis_main(w), script);
+        if (r == ST_OK)
+            r = evalsha_each(w, script, again, which, nkeys, argc, argvs, replies);
+    }
+    return r;
+}
+
+/* Under a cluster, the sales of one slot at a time (each its own round
+ * trip, to its node); a failure is that slot's sales' fate, the others
+ * keep their replies. */
+static st_result eval_sales_by_slot(struct worker *w, struct redis_script *script, int count,
+                                    int *which, int nkeys, int argc,
+                                    const char *const *const *argvs, redisReply **replies)
+{
+    int *slot = calloc((size_t)count, sizeof *slot);
+    if (!slot)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
+    for (int i = 0; i < count; i++)
+        slot[i] = redis_cluster_key_slot(argvs[i][0], strlen(argvs[i][0]));
+    st_result r = ST_OK;
+    for (int i = 0; i < count; i++) {
+        if (slot[i] < 0)
+            continue;
+        int n = 0, here = slot[i];
+        for (int j = i; j < count; j++)
+            if (slot[j] == here) {
+                which[n++] = j;
+                slot[j] = -1;
+            }
+        st_result got = eval_sales_of(w, script, n, which, nkeys, argc, argvs, replies);
+        if (got != ST_OK)
+            r = got;
+    }
+    free(slot);
+    return r;
+}
+
 st_result redis_eval_sales(struct worker *w, struct redis_script *script, int count, int nkeys,
                            int argc, const char *const *const *argvs, redisReply **replies)
 {
@@ -451,22 +668,13 @@ st_result redis_eval_sales(struct worker *w, struct redis_script *script, int co
     int *which = calloc((size_t)count, sizeof *which);
     if (!which)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for a pipeline");
-    for (int i = 0; i < count; i++)
-        which[i] = i;
-    st_result r = evalsha_each(w, script, count, which, nkeys, argc, argvs, replies);
-    /* The ones Redis refused for not knowing the script did nothing: load
-     * it, and send them again. */
-    int again = 0;
-    for (int i = 0; r == ST_OK && i < count; i++)
-        if (redis_is_noscript(replies[i])) {
-            freeReplyObject(replies[i]);
-            replies[i] = NULL;
-            which[again++] = i;
-        }
-    if (again) {
-        r = script_load(w, redis_main(w), script);
-        if (r == ST_OK)
-            r = evalsha_each(w, script, again, which, nkeys, argc, argvs, replies);
+    st_result r;
+    if (redis_cluster_enabled()) {
+        r = eval_sales_by_slot(w, script, count, which, nkeys, argc, argvs, replies);
+    } else {
+        for (int i = 0; i < count; i++)
+            which[i] = i;
+        r = eval_sales_of(w, script, count, which, nkeys, argc, argvs, replies);
     }
     free(which);
     return r;
@@ -496,7 +704,7 @@ st_result redis_wait_replicas(struct worker *w, const char *what, st_result fail
     const int argc = 3;
     const char *const *argvs[] = {argv};
     redisReply *reply;
-    struct redis_link *link = redis_main(w);
+    struct redis_link *link = last_link(w);
     /* WAIT speaks for the writes of its own connection only. */
     if (!link_current(link))
         return worker_fail(w, failure,
@@ -573,6 +781,12 @@ static st_result ping(struct worker *w)
     return redis_link_ping(w, redis_main(w));
 }
 
+/* Under a cluster, the links to its nodes (none otherwise). */
+static int node_links(void)
+{
+    return redis_cluster_enabled() ? REDIS_CLUSTER_NODES_MAX : 0;
+}
+
 static void drop_if_closed(struct worker *w)
 {
     struct redis_links *l = w->links[BACKEND_REDIS];
@@ -580,6 +794,8 @@ static void drop_if_closed(struct worker *w)
         return;
     redis_link_drop_if_closed(&l->main);
     redis_link_drop_if_closed(&l->subscriber); /* idle: unsubscribed between requests */
+    for (int i = 0; i < node_links(); i++)
+        redis_link_drop_if_closed(&l->nodes[i]);
 }
 
 static void close_links(struct worker *w)
@@ -589,8 +805,17 @@ static void close_links(struct worker *w)
         return;
     redis_link_close(&l->main);
     redis_link_close(&l->subscriber);
+    for (int i = 0; i < node_links(); i++)
+        redis_link_close(&l->nodes[i]);
     free(l);
     w->links[BACKEND_REDIS] = NULL;
+}
+
+/* Under Sentinel the primary in use; under a cluster its primaries. */
+static void describe(json_t *state)
+{
+    sentinel_describe(state);
+    redis_cluster_describe(state);
 }
 
 static st_result clear(struct worker *w, const char *const *keys, int count)
@@ -604,5 +829,5 @@ const struct backend backend_redis = {
     .drop_if_closed = drop_if_closed,
     .close = close_links,
     .clear = clear,
-    .describe = sentinel_describe, /* under Sentinel: the primary in use */
+    .describe = describe,
 };

@@ -98,6 +98,10 @@ static const struct option_spec options[] = {
     TEXT(redis_sentinel, "redis-sentinel", "", 0,
          "Sentinels host:port,host:port,...: the main Redis is the primary they name, followed "
          "through failovers (then --redis-host and --redis-port are ignored)"),
+    TEXT(redis_cluster, "redis-cluster", "", 0,
+         "a Redis Cluster's nodes, host:port,host:port,... (a few are enough: the rest are "
+         "learnt from CLUSTER SLOTS): the main Redis is the cluster, each product on the node "
+         "that serves its slot (then --redis-host and --redis-port are ignored)"),
     TEXT(redis_master_name, "redis-master-name", "stockd", 0,
          "the master name the Sentinels watch the main Redis under"),
     INT(redis_wait_replicas, "redis-wait-replicas", "1", 1, 64,
@@ -294,8 +298,15 @@ static int parse_server_lists(FILE *err)
         config_servers(config.redis_sentinel, "redis-sentinel", CONFIG_SERVERS_MAX,
                        &config.sentinels, err) != 0 ||
         config_servers(config.mysql_nodes, "mysql-nodes", MYSQL_NODES_MAX, &config.mysql_servers,
-                       err) != 0)
+                       err) != 0 ||
+        config_servers(config.redis_cluster, "redis-cluster", CONFIG_SERVERS_MAX,
+                       &config.redis_cluster_nodes, err) != 0)
         return -1;
+    if (config.sentinels.count && config.redis_cluster_nodes.count) {
+        fprintf(err, "stockd: redis-sentinel and redis-cluster both name the main Redis: give "
+                     "one\n");
+        return -1;
+    }
     if (config.sentinels.count && !config.redis_master_name[0]) {
         fprintf(err, "stockd: redis-sentinel needs a redis-master-name\n");
         return -1;

@@ -13,7 +13,8 @@
 
 #define CONFIG_TEXT_MAX 256
 
-/* One host:port of a server list (--redlock, --redis-sentinel, --mysql-nodes). */
+/* One host:port of a server list (--redlock, --redis-sentinel, --mysql-nodes,
+ * --redis-cluster). */
 struct server_addr {
     char host[CONFIG_TEXT_MAX];
     int port;
@@ -66,6 +67,7 @@ struct config {
     char redis_password_file[CONFIG_TEXT_MAX]; /* read into redis_password, "" = none     */
     char redis_sentinel[CONFIG_TEXT_MAX];      /* Sentinels naming the main Redis, "" = none */
     char redis_master_name[CONFIG_TEXT_MAX];   /* the group they watch                      */
+    char redis_cluster[CONFIG_TEXT_MAX];       /* a Redis Cluster's nodes, "" = none        */
     int redis_wait_replicas;                   /* the WAIT rows: acknowledgements required   */
     int redis_wait_timeout_ms;                 /* the WAIT rows: how long WAIT may take      */
     char redlock[CONFIG_TEXT_MAX];             /* redlock servers: host:port,host:port */
@@ -88,10 +90,11 @@ struct config {
     char stream_hold[CONFIG_TEXT_MAX]; /* test knob: "commit" or "ack", or ""          */
 
     /* The lists above, parsed (config_load()). */
-    struct server_list mysql_servers;   /* --mysql-nodes, else --mysql-host:--mysql-port */
-    int mysql_cluster;                  /* --mysql-nodes named the servers               */
-    struct server_list sentinels;       /* --redis-sentinel                              */
-    struct server_list redlock_servers; /* --redlock                                    */
+    struct server_list mysql_servers;       /* --mysql-nodes, else --mysql-host:--mysql-port */
+    int mysql_cluster;                      /* --mysql-nodes named the servers               */
+    struct server_list sentinels;           /* --redis-sentinel                              */
+    struct server_list redlock_servers;     /* --redlock                                    */
+    struct server_list redis_cluster_nodes; /* --redis-cluster                          */
 };
 
 /* Parses `list`, "host:port,host:port,...", into at most `max` servers

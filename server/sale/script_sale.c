@@ -9,13 +9,16 @@
  * same loop as its reply arrives, with no other thread involved. A sale
  * that waits first (hold_ms, pause_ms) runs on a pool worker and joins a
  * shared pipeline there instead (combine.h): a leader writes every waiting
- * sale's EVALSHA at once and reads the answers in order. Either way each
+ * sale's EVALSHA at once and reads the answers in order. So does every
+ * sale on a Redis Cluster (redis_cluster.h), one trip per product's slot:
+ * a pipe is one connection to one server. Either way each
  * script runs alone and whole inside Redis: pipelining saves round trips
  * and thread hand-offs, it changes nothing in the race.
  */
 #include "sale/script_sale.h"
 
 #include "backend/redis.h"
+#include "backend/redis_cluster.h"
 #include "backend/redis_pipe.h"
 #include "core/later.h"
 #include "core/metrics.h"
@@ -124,7 +127,9 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
 st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
                              const struct deduct_request *rq, struct deduct_reply *out)
 {
-    if (w->redis_pipe)
+    /* A loop's pipe is one connection to one server: on a Redis Cluster
+     * the sale goes the worker's way, to its slot's node. */
+    if (w->redis_pipe && !redis_cluster_enabled())
         return send_on_pipe(w, rq, out);
     /* Not a critical section: the script is the only one. */
     critical_section_wait(rq, NULL);

@@ -23,7 +23,15 @@
  * length. The row is as durable as Redis's persistence (appendfsync) and,
  * like lua, loses acknowledged sales in a Redis failover. The reply
  * carries the order id, so that clients can reconcile.
+ *
+ * Not on a Redis Cluster: the script XADDs every product's order to one
+ * stream, whose key has a slot of its own, not the product's - a cluster
+ * refuses such a script (CROSSSLOT). A stream per product would keep the
+ * keys together, but then the consumers would have to find and read every
+ * product's stream; until they do, the row answers 503 there, nothing sold.
  */
+#include "backend/redis_cluster.h"
+#include "core/later.h"
 #include "sale/combine.h"
 #include "sale/script_sale.h"
 #include "sale/strategy.h"
@@ -33,6 +41,12 @@ static const struct combiner pipeline = {.run = script_sale_pipeline, .across_pr
 
 static st_result deduct(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
 {
+    if (redis_cluster_enabled()) {
+        rq->later->answer(rq->later, ST_BACKEND_UNAVAILABLE,
+                          "lua-stream does not run on a Redis Cluster: its script streams every "
+                          "product's order to one key (orders:stream), in a slot of its own");
+        return ST_OK;
+    }
     return script_sale_deduct(&pipeline, w, rq, out);
 }
 

@@ -1,0 +1,286 @@
+/*
+ * it_redis_cluster.c - the main Redis as a Redis Cluster: three primaries,
+ * three replicas (the stack's rcluster nodes, started here: they are not in
+ * the default stack), and a stockd given --redis-cluster.
+ *
+ * Proves, against the real cluster:
+ *   - products land on different shards: each product's keys are all on
+ *     the one primary that serves its hash tag's slot, and the products of
+ *     this file use all three;
+ *   - every strategy of /strategies that keeps anything in the main Redis
+ *     (its store or its lock) sells there under 8 concurrent threads, its
+ *     200s exactly its ledger's orders, and no answer is anything but a 200,
+ *     sold_out or busy - no CROSSSLOT, MOVED or ASK ever reaches a client;
+ *     the safe ones never oversell nor lose an update, the ones that wait
+ *     their turn sell the whole stock; lua-stream, whose order stream is one
+ *     key for every product, answers 503 and sells nothing;
+ *   - a product's slot moved to another primary (CLUSTER SETSLOT IMPORTING
+ *     and MIGRATING, MIGRATE, SETSLOT NODE) is followed: stockd's map is
+ *     stale (nothing refreshes it but a sign of a move), its next sales meet
+ *     MOVED, /health counts it, and every one of them is a 200 on the new
+ *     primary.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STOCK 40
+#define REQUESTS 80 /* twice the stock */
+#define THREADS 8
+
+/* Product ids of this file: strategy number i uses PRODUCTS_ROWS + i. */
+enum {
+    PRODUCTS_ROWS = 9400,
+    PRODUCT_MOVED = 9450,
+};
+
+#define PRIMARIES 3
+
+/* ------------------------------------------------------------ helpers */
+
+/* The cluster's node ports, from STACK_RCLUSTER_PORTS (tests/run). */
+static int node_ports[16], node_count;
+static char node_list[256];
+
+static void read_nodes(void)
+{
+    const char *ports = getenv("STACK_RCLUSTER_PORTS");
+    node_count = 0;
+    node_list[0] = '\0';
+    for (const char *p = ports; p && *p && node_count < 16;) {
+        node_ports[node_count++] = atoi(p);
+        size_t n = strlen(node_list);
+        snprintf(node_list + n, sizeof node_list - n, "%s127.0.0.1:%d", n ? "," : "", atoi(p));
+        p = strchr(p, ' ');
+        p = p ? p + 1 : NULL;
+    }
+}
+
+static void redis_at(int port, const char *args, char *out, size_t size)
+{
+    if (redis_cli_at(port, args, out, size) != 0)
+        fail_msg("redis-cli -p %d %s failed: %s", port, args, out);
+}
+
+static long long redis_int_at(int port, const char *args)
+{
+    char out[128];
+    redis_at(port, args, out, sizeof out);
+    return atoll(out);
+}
+
+static int is_primary(int port)
+{
+    char out[64];
+    redis_at(port, "ROLE", out, sizeof out);
+    return strncmp(out, "master", 6) == 0;
+}
+
+static int slot_of(int product)
+{
+    char args[64];
+    snprintf(args, sizeof args, "CLUSTER KEYSLOT stock:{%d}", product);
+    return (int)redis_int_at(node_ports[0], args);
+}
+
+/* The one primary holding keys of `product` (asserted: exactly one does),
+ * and how many it holds into *keys. */
+static int holder_of(int product, long long *keys)
+{
+    char args[64];
+    snprintf(args, sizeof args, "CLUSTER COUNTKEYSINSLOT %d", slot_of(product));
+    int holder = 0, holders = 0;
+    for (int i = 0; i < node_count; i++) {
+        if (!is_primary(node_ports[i]))
+            continue;
+        long long n = redis_int_at(node_ports[i], args);
+        if (n > 0) {
+            holder = node_ports[i];
+            *keys = n;
+            holders++;
+        }
+    }
+    if (holders != 1)
+        fail_msg("product %d: %d primaries hold its keys, not one", product, holders);
+    return holder;
+}
+
+/* A member of the main Redis's cluster entry in /health. */
+static long long health_cluster(const char *member)
+{
+    long status;
+    json_t *doc;
+    http_get("/health", NULL, &status, &doc);
+    json_t *cluster =
+        json_object_get(json_object_get(json_object_get(doc, "backends"), "redis"), "cluster");
+    if (!cluster)
+        fail_msg("/health has no backends.redis.cluster");
+    long long v = json_is_object(json_object_get(cluster, member))
+                      ? (long long)json_object_size(json_object_get(cluster, member))
+                      : json_int_member(cluster, member);
+    json_decref(doc);
+    return v;
+}
+
+/* Whether strategy `s` keeps anything in the main Redis ("needs" names it). */
+static int uses_redis(const json_t *s)
+{
+    const json_t *needs = json_object_get(s, "needs");
+    for (size_t i = 0; i < json_array_size(needs); i++)
+        if (strcmp(json_string_value(json_array_get(needs, i)), "redis") == 0)
+            return 1;
+    return 0;
+}
+
+static int cluster_group_setup(void **state)
+{
+    read_nodes();
+    if (http_group_setup(state) != 0 || node_count < 6 || stack_start_one("rcluster") != 0)
+        return -1;
+    const char *args[] = {"--redis-cluster", node_list, NULL};
+    return stockd_start(args);
+}
+
+/* ------------------------------------------------------------- the tests */
+
+static void test_the_cluster_serves_every_slot_from_three_primaries(void **state)
+{
+    (void)state;
+    assert_int_equal(health_cluster("primaries"), PRIMARIES);
+    assert_int_equal(health_cluster("slots_unserved"), 0);
+}
+
+static void check_row(const json_t *s, int index)
+{
+    const char *name = json_str_member(s, "name");
+    if (!uses_redis(s))
+        return;
+    int product = PRODUCTS_ROWS + index;
+    reset(product, STOCK);
+    if (strcmp(name, "lua-stream") == 0) {
+        expect_deduct(name, product, NULL, 503, "backend_unavailable");
+        struct account a = account(product);
+        assert_int_equal(a.redis.sold, 0);
+        return;
+    }
+    struct tally t = drive(name, product, REQUESTS, THREADS, NULL);
+    print_tally(name, &t);
+    /* Nothing but the contract's answers for a sale: a redirect or a
+     * CROSSSLOT would be a 503. */
+    assert_int_equal(t.other + t.unanswered + t.outcome_unknown + t.shutting_down, 0);
+    assert_int_equal(t.ok + t.sold_out + t.busy, REQUESTS);
+    struct account a = account(product);
+    const struct store_figures *f = account_store(&a, json_str_member(s, "store"));
+    assert_int_equal(f->orders, t.ok);
+    if (json_bool_member(s, "safe_single")) {
+        assert_int_equal(f->oversold, 0);
+        assert_int_equal(f->lost_updates, 0);
+        assert_int_equal(f->sold, t.ok);
+    }
+    if (strcmp(json_str_member(s, "contention"), "waits") == 0)
+        assert_int_equal(t.ok, STOCK);
+}
+
+static void test_every_redis_strategy_runs_on_the_cluster(void **state)
+{
+    (void)state;
+    for_each_strategy(check_row);
+}
+
+static void test_products_land_on_different_shards(void **state)
+{
+    (void)state;
+    /* The rows' products have their stock keys in Redis or their lock keys
+     * there: every key of one product on one primary, and the products on
+     * every primary. */
+    int seen[PRIMARIES] = {0}, distinct = 0;
+    for (int i = 0; i < 8; i++) {
+        int product = PRODUCTS_ROWS + i;
+        reset(product, STOCK);
+        long long keys = 0;
+        int holder = holder_of(product, &keys);
+        assert_true(keys >= 3); /* stock, initial, epoch (a ledger once sold) */
+        int known = 0;
+        for (int k = 0; k < distinct; k++)
+            known |= seen[k] == holder;
+        if (!known && distinct < PRIMARIES)
+            seen[distinct++] = holder;
+    }
+    assert_int_equal(distinct, PRIMARIES);
+}
+
+/* Moves `product`'s slot from the primary that holds it to another one,
+ * as redis-cli --cluster reshard does it, and returns the new holder. */
+static int move_slot(int product)
+{
+    long long keys;
+    int from = holder_of(product, &keys), to = 0;
+    for (int i = 0; i < node_count && !to; i++)
+        if (node_ports[i] != from && is_primary(node_ports[i]))
+            to = node_ports[i];
+    char from_id[64], to_id[64], args[512], out[512];
+    redis_at(from, "CLUSTER MYID", from_id, sizeof from_id);
+    redis_at(to, "CLUSTER MYID", to_id, sizeof to_id);
+    from_id[strcspn(from_id, "\n")] = to_id[strcspn(to_id, "\n")] = '\0';
+    int slot = slot_of(product);
+    snprintf(args, sizeof args, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id);
+    redis_at(to, args, out, sizeof out);
+    snprintf(args, sizeof args, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id);
+    redis_at(from, args, out, sizeof out);
+    snprintf(args, sizeof args, "CLUSTER GETKEYSINSLOT %d 100", slot);
+    char names[400];
+    redis_at(from, args, names, sizeof names);
+    for (char *c = names; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    /* MIGRATE gives the target the password: on redis-cli's input, from
+     * the environment (REDISCLI_AUTH) by the shell's printf, never on a
+     * command line. */
+    snprintf(args, sizeof args,
+             "printf 'MIGRATE 127.0.0.1 %d \"\" 0 5000 AUTH %%s KEYS %s\\n' \"$REDISCLI_AUTH\" | "
+             "redis-cli -h 127.0.0.1 -p %d",
+             to, names, from);
+    if (command_output(args, out, sizeof out) != 0 || strncmp(out, "OK", 2) != 0)
+        fail_msg("MIGRATE of slot %d: %s", slot, out);
+    for (int i = 0; i < node_count; i++)
+        if (is_primary(node_ports[i])) {
+            snprintf(args, sizeof args, "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+            redis_at(node_ports[i], args, out, sizeof out);
+        }
+    return to;
+}
+
+static void test_a_moved_slot_is_followed(void **state)
+{
+    (void)state;
+    reset(PRODUCT_MOVED, STOCK);
+    expect_deduct("lua", PRODUCT_MOVED, NULL, 200, "");
+    long long moved_before = health_cluster("moved");
+    int to = move_slot(PRODUCT_MOVED);
+
+    /* A script on a worker, a transaction, a lock, a fenced lock, WAIT. */
+    static const char *const rows[] = {"lua", "watch", "redis-lock", "fenced", "lua-wait"};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        expect_deduct(rows[i], PRODUCT_MOVED, NULL, 200, "");
+    assert_true(health_cluster("moved") > moved_before);
+    long long keys;
+    assert_int_equal(holder_of(PRODUCT_MOVED, &keys), to);
+    struct account a = account(PRODUCT_MOVED);
+    assert_int_equal(a.redis.sold, 4); /* lua twice, watch, lua-wait */
+    assert_int_equal(a.mysql.sold, 2); /* redis-lock, fenced */
+    assert_int_equal(a.redis.oversold + a.redis.lost_updates, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_cluster_serves_every_slot_from_three_primaries),
+        cmocka_unit_test(test_every_redis_strategy_runs_on_the_cluster),
+        cmocka_unit_test(test_products_land_on_different_shards),
+        cmocka_unit_test(test_a_moved_slot_is_followed),
+    };
+    return cmocka_run_group_tests_name("redis cluster", tests, cluster_group_setup,
+                                       stockd_group_teardown);
+}
