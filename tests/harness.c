@@ -903,7 +903,18 @@ int command_output(const char *command, char *out, size_t size)
     }
     size_t n = fread(out, 1, size - 1, p);
     out[n] = '\0';
+    /* Read to the end, so that the command is never cut short by a closed
+     * pipe; output that does not fit is a failure that says so. */
+    char rest[4096];
+    size_t over = 0;
+    for (size_t got; (got = fread(rest, 1, sizeof rest, p)) > 0;)
+        over += got;
     int status = pclose(p);
+    if (over) {
+        print_error("'%s' printed %zu bytes more than the %zu it was given room for\n", command,
+                    over, size - 1);
+        return -1;
+    }
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 

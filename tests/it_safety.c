@@ -186,7 +186,9 @@ static void sell_unknown(const json_t *strategy, int index)
 static void test_unknown_products_leave_nothing(void **state)
 {
     (void)state;
-    char keys_before[8192], keys_after[8192], nodes_before[8192], nodes_after[8192];
+    /* Every key and node the earlier tests left, on the shared test stack. */
+    static char keys_before[1 << 17], keys_after[1 << 17], nodes_before[1 << 16],
+        nodes_after[1 << 16];
     /* Warm up: the lock backends' roots exist, as after any real sale. */
     reset(PRODUCT_GUARDED, 1000);
     drive("zk-lock", PRODUCT_GUARDED, 1, 1, NULL);
