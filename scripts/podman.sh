@@ -48,14 +48,20 @@ export CONTAINERS_CONF="$ENGINE/containers.conf"
 export CONTAINERS_STORAGE_CONF="$ENGINE/storage.conf"
 export DOCKER_HOST="unix://$SOCK"
 
-# configure: the engine's two config files (written each time: cheap, and a
-# moved checkout gets its paths right).
+# configure: the engine's two config files (checked each time: a moved
+# checkout gets its paths right), replaced whole, never half-written under a
+# podman that reads them.
+write_if_changed() { # write_if_changed FILE: stdin into FILE, when it differs
+    cat >"$1.new"
+    if cmp -s "$1.new" "$1"; then rm -f "$1.new"; else mv -f "$1.new" "$1"; fi
+}
+
 configure() {
     local nofile
     nofile=$(ulimit -Hn)
     [[ "$nofile" == unlimited || "$nofile" -gt 16384 ]] && nofile=16384
     mkdir -p "$ENGINE/networks" "$ENGINE/tmp"
-    cat >"$CONTAINERS_CONF" <<EOF
+    write_if_changed "$CONTAINERS_CONF" <<EOF
 # written by scripts/podman.sh
 [containers]
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=4096:4096"]
@@ -74,7 +80,7 @@ static_dir = "$ENGINE/libpod"
 network_backend = "netavark"
 network_config_dir = "$ENGINE/networks"
 EOF
-    cat >"$CONTAINERS_STORAGE_CONF" <<EOF
+    write_if_changed "$CONTAINERS_STORAGE_CONF" <<EOF
 # written by scripts/podman.sh
 [storage]
 driver = "overlay"
@@ -131,7 +137,7 @@ service_up() {
         return 0
     fi
     rm -f "$SOCK"
-    pm system service --time=0 "unix://$SOCK" >>"$DIR/service.log" 2>&1 &
+    podman system service --time=0 "unix://$SOCK" >>"$DIR/service.log" 2>&1 &
     echo $! >"$pidfile"
     local i
     for ((i = 0; i < 100; i++)); do
