@@ -72,6 +72,9 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 events_logfile_path = "$ENGINE/events.log"
+# never rotated under a running compose: docker-compose 1.29 fails on the
+# event Podman sends when it rotates this file (service-up empties it)
+events_logfile_max_size = "1g"
 tmp_dir = "$ENGINE/tmp"
 volume_path = "$ENGINE/volumes"
 static_dir = "$ENGINE/libpod"
@@ -137,6 +140,7 @@ service_up() {
         return 0
     fi
     rm -f "$SOCK"
+    : >"$ENGINE/events.log"
     podman system service --time=0 "unix://$SOCK" >>"$DIR/service.log" 2>&1 &
     echo $! >"$pidfile"
     local i
