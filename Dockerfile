@@ -13,7 +13,7 @@
 # ---- build: the same `make build` as on a workstation (scripts/deps.sh build
 # installs the compiler and the -dev packages it names). web/ holds the live
 # page (HTML, CSS, JS) that the build compiles into the binary.
-FROM debian:bookworm AS build
+FROM debian:12 AS build
 WORKDIR /src
 COPY scripts/ scripts/
 RUN scripts/deps.sh build && rm -rf /var/lib/apt/lists/*
@@ -23,7 +23,7 @@ COPY server/ server/
 RUN make build
 
 # ---- runtime: the shared libraries build/stockd links against, nothing else.
-FROM debian:bookworm-slim
+FROM debian:12
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libmicrohttpd12 libjansson4 libhiredis0.14 libmariadb3 libzookeeper-mt2 libcurl4 \

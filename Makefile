@@ -37,9 +37,9 @@ IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare bench fuzz chaos failover partition \
-        probe soak stream-chaos stream-bench reconcile cluster cluster-short cluster-up audit \
-        audit-stockd redis-cluster-up \
+.PHONY: all deps build test unit integration gate run demo compare compose-test bench fuzz chaos \
+        failover partition probe soak stream-chaos stream-bench reconcile cluster cluster-short \
+        cluster-up audit audit-stockd redis-cluster-up \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -144,6 +144,15 @@ demo compare: build
 	@$(DEPS) stack zk jmeter prometheus
 	@python3 -B -m lab compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
+
+# make compose-test: docker-compose.yml run for real (tests/compose-test) with
+# Debian's Podman and docker-compose: builds every image from a debian:12 base
+# made here (cached in run/podman/), runs `up --build --exit-code-from jmeter`,
+# checks the comparison as the gate does and the state across down / up, and
+# leaves nothing running. Ports: LAB_NGINX_PORT=40080 LAB_PROMETHEUS_PORT=40090.
+compose-test:
+	@$(DEPS) containers
+	tests/compose-test
 
 # make bench: what each strategy costs (bench/README.md). Installs what is
 # missing, starts the private stack and stockd when nothing answers at PORT,

@@ -2,7 +2,7 @@
 # Install the Debian packages a part of stockd needs, by group.
 #
 #   scripts/deps.sh GROUP...        groups: build stack zk cluster jmeter nginx chromium compose
-#                                   prometheus lint bench fuzz all
+#                                   containers prometheus lint bench fuzz all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose prometheus lint bench fuzz"
+GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose containers prometheus lint bench fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -40,6 +40,10 @@ group_packages() {
         nginx)    echo "nginx-light|nginx" ;;
         chromium) echo "chromium" ;;
         compose)  echo "docker-compose" ;;
+        # make compose-test: a container engine (Podman, with runc, netavark's
+        # networks and aardvark's DNS between containers), debootstrap for the
+        # base image that no registry provides, and docker-compose to drive it.
+        containers) echo "podman runc netavark aardvark-dns iptables slirp4netns uidmap catatonit debootstrap docker-compose" ;;
         # promtool (tests/compose-check validates deploy/prometheus.yml); the
         # server it also ships is never started.
         prometheus) echo "prometheus" ;;
