@@ -126,7 +126,7 @@ fuzz: deps
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus compose nginx
+	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus compose nginx partition
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
 	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
