@@ -124,6 +124,8 @@ void http_reply_free(struct http_reply *reply);
 void http_thread_done(void);
 
 /* A sale sent from a thread of its own, collected later. */
+/* A test keeps its backgrounds static: a failed assertion leaves the test
+ * function while the thread may still write its reply. */
 struct background {
     pthread_t thread;
     char path[192];
