@@ -23,13 +23,10 @@ struct sample {
     struct store_account stores[STORE_COUNT];
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake; /* on CLOCK_MONOTONIC */
-/* Guarded by `lock`: */
+static struct background sampler = BACKGROUND_INIT;
+/* Guarded by `sampler.lock`: */
 static struct sample samples[PRODUCTS_WATCHED + 1];
-static int sample_count, stopping;
-static pthread_t thread;
-static int running;
+static int sample_count;
 
 void products_watch(int product)
 {
@@ -76,13 +73,13 @@ static void *sampler_main(void *unused)
         backends_drop_dead_links(w);
         for (int i = 0; i < n; i++)
             sample_one(w, products[i], &fresh[i]);
-        pthread_mutex_lock(&lock);
+        pthread_mutex_lock(&sampler.lock);
         for (int i = 0; i < n; i++) /* keep the last good figures of a store that failed */
             if (fresh[i].read || i >= sample_count || samples[i].product != fresh[i].product)
                 samples[i] = fresh[i];
         sample_count = n;
-        pthread_mutex_unlock(&lock);
-    } while (pause_unless_stopping(&wake, &lock, &stopping, PRODUCTS_PERIOD_MS));
+        pthread_mutex_unlock(&sampler.lock);
+    } while (background_pause(&sampler, PRODUCTS_PERIOD_MS));
     backends_close(w);
     worker_free(w);
     return NULL;
@@ -90,33 +87,26 @@ static void *sampler_main(void *unused)
 
 int products_start(void)
 {
-    cond_init_monotonic(&wake);
-    stopping = 0;
-    if (pthread_create(&thread, NULL, sampler_main, NULL) != 0) {
+    background_begin(&sampler);
+    if (background_start(&sampler, sampler_main, NULL) != 0) {
         log_error("cannot start the products sampler");
         return -1;
     }
-    running = 1;
     return 0;
 }
 
 void products_stop(void)
 {
-    if (!running)
-        return;
-    tell_stopping(&wake, &lock, &stopping);
-    pthread_join(thread, NULL);
-    pthread_cond_destroy(&wake);
-    running = 0;
+    background_stop(&sampler);
 }
 
 /* A copy of the last sample, taken under the lock. */
 static int snapshot(struct sample out[PRODUCTS_WATCHED + 1])
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&sampler.lock);
     int n = sample_count;
     memcpy(out, samples, sizeof *out * (size_t)n);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&sampler.lock);
     return n;
 }
 

@@ -13,8 +13,7 @@
 
 struct probe {
     enum backend_id id;
-    pthread_t thread;
-    int running;
+    int running; /* its probe thread was started */
     /* Guarded by `lock`: */
     int answered; /* a probe has finished at least once     */
     int up;
@@ -23,21 +22,20 @@ struct probe {
 };
 
 static struct probe probes[BACKEND_COUNT];
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t changed; /* on CLOCK_MONOTONIC, see health_start() */
-static int stopping;
-static int started; /* `changed` is made: health_stop() has something to stop */
+/* The probe threads; `probing.lock` guards the probes' answers, and
+ * `probing.wake` is signalled at each answer as well as at the stop. */
+static struct background probing = BACKGROUND_INIT;
 
 static void record(struct probe *p, st_result r, const char *message)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&probing.lock);
     int was_up = p->up, first = !p->answered;
     p->answered = 1;
     p->up = r == ST_OK;
     p->at_ms = monotonic_ms();
     snprintf(p->message, sizeof p->message, "%s", r == ST_OK ? "" : message);
-    pthread_cond_broadcast(&changed);
-    pthread_mutex_unlock(&lock);
+    pthread_cond_broadcast(&probing.wake);
+    pthread_mutex_unlock(&probing.lock);
     if (!first && was_up != (r == ST_OK))
         log_info("health: %s is %s%s%s", backend_at(p->id)->name, r == ST_OK ? "up" : "down",
                  r == ST_OK ? "" : ": ", r == ST_OK ? "" : message);
@@ -54,7 +52,7 @@ static void *probe_main(void *arg)
             b->drop_if_closed(w);
         st_result r = b->ping(w);
         record(p, r, w->error);
-    } while (pause_unless_stopping(&changed, &lock, &stopping, HEALTH_PERIOD_MS));
+    } while (background_pause(&probing, HEALTH_PERIOD_MS));
     backends_close(w);
     worker_free(w);
     return NULL;
@@ -70,39 +68,30 @@ static int all_answered(void)
 
 int health_start(void)
 {
-    cond_init_monotonic(&changed);
-    started = 1;
-    stopping = 0;
+    background_begin(&probing);
     for (int id = 0; id < BACKEND_COUNT; id++) {
         probes[id] = (struct probe){.id = (enum backend_id)id};
         if (!backend_configured((enum backend_id)id))
             continue;
-        if (pthread_create(&probes[id].thread, NULL, probe_main, &probes[id]) != 0) {
+        if (background_start(&probing, probe_main, &probes[id]) != 0) {
             log_error("cannot start the %s health probe", backend_at((enum backend_id)id)->name);
             return -1; /* health_stop() stops the probes already started */
         }
         probes[id].running = 1;
     }
     /* The first answers, so that /health is right from the first request. */
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&probing.lock);
     while (!all_answered())
-        pthread_cond_wait(&changed, &lock);
-    pthread_mutex_unlock(&lock);
+        pthread_cond_wait(&probing.wake, &probing.lock);
+    pthread_mutex_unlock(&probing.lock);
     return 0;
 }
 
 void health_stop(void)
 {
-    if (!started)
-        return;
-    tell_stopping(&changed, &lock, &stopping);
-    for (int id = 0; id < BACKEND_COUNT; id++) {
-        if (probes[id].running)
-            pthread_join(probes[id].thread, NULL);
+    background_stop(&probing);
+    for (int id = 0; id < BACKEND_COUNT; id++)
         probes[id].running = 0;
-    }
-    pthread_cond_destroy(&changed);
-    started = 0;
 }
 
 json_t *health_json(int *all_up, char *down, size_t down_size)
@@ -112,7 +101,7 @@ json_t *health_json(int *all_up, char *down, size_t down_size)
     size_t listed = 0;
     *all_up = 1;
     down[0] = '\0';
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&probing.lock);
     for (int id = 0; id < BACKEND_COUNT; id++) {
         const struct probe *p = &probes[id];
         if (!p->running)
@@ -133,7 +122,7 @@ json_t *health_json(int *all_up, char *down, size_t down_size)
         *all_up &= p->up;
         oldest = age > oldest ? age : oldest;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&probing.lock);
     json_t *doc = json_pack("{s:b, s:I}", "ok", *all_up, "age_ms", (json_int_t)oldest);
     json_object_set_new(doc, "backends", states);
     return doc;
@@ -141,8 +130,8 @@ json_t *health_json(int *all_up, char *down, size_t down_size)
 
 int health_up(enum backend_id id)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&probing.lock);
     int up = probes[id].running && probes[id].up;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&probing.lock);
     return up;
 }

@@ -17,11 +17,14 @@
  * failure contradicts is the cluster's. It asks CLUSTER SLOTS of the configured nodes
  * first, then of every node it has learnt, and takes the first answer.
  * Its connections are bounded by connect-timeout-ms, never io-timeout-ms:
- * a node that hangs must not keep the others from being asked.
+ * a node that hangs must not keep the others from being asked; they are
+ * made from --bind-source like every other (redis_connect.c), so that a
+ * lab that cuts one address from a node cuts the map's questions too.
  */
 #include "backend/redis_cluster.h"
 
 #include "backend/redis_auth.h"
+#include "backend/redis_connect.h"
 #include "core/log.h"
 #include "core/worker.h"
 
@@ -40,18 +43,17 @@ static const struct server_list *const seeds = &config.redis_cluster_nodes;
 static atomic_short slot_node[REDIS_CLUSTER_SLOTS];
 
 /* The nodes learnt so far; an entry is complete before `node_count` counts
- * it (release/acquire). Appended under `lock`. */
+ * it (release/acquire). Appended under `keeper.lock`. */
 static struct server_addr nodes[REDIS_CLUSTER_NODES_MAX];
 static atomic_int node_count;
 
 /* Redirect replies met, by kind (for /health). */
 static atomic_ullong redirects[REDIRECT_ASK + 1];
 
-/* The thread, and what it is asked. Guarded by `lock`. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake;
-static int suspected, stopping, running;
-static pthread_t thread;
+/* The thread that keeps the map, and what it is asked. `suspected` and
+ * `last_error` are guarded by `keeper.lock`. */
+static struct background keeper = BACKGROUND_INIT;
+static int suspected;
 static char last_error[256];
 
 int redis_cluster_enabled(void)
@@ -182,7 +184,7 @@ static int node_index(const char *host, size_t host_len, int port)
         find_node(atomic_load_explicit(&node_count, memory_order_acquire), host, host_len, port);
     if (i >= 0)
         return i;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&keeper.lock);
     int n = atomic_load_explicit(&node_count, memory_order_relaxed);
     i = find_node(n, host, host_len, port); /* another thread may have added it */
     if (i < 0 && n < REDIS_CLUSTER_NODES_MAX && host_len < sizeof nodes[n].host) {
@@ -195,7 +197,7 @@ static int node_index(const char *host, size_t host_len, int port)
     } else if (i < 0) {
         log_warn("redis cluster: no room for node %.*s:%d", (int)host_len, host, port);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&keeper.lock);
     return i;
 }
 
@@ -243,7 +245,7 @@ static int ask_node(const struct server_addr *at, char *why, size_t size)
 {
     struct timeval bound = {config.connect_timeout_ms / 1000,
                             (config.connect_timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(at->host, at->port, bound);
+    redisContext *c = redis_connect(at->host, at->port, config.connect_timeout_ms);
     char refused[160] = "";
     int r = -1;
     if (c && !c->err && redisSetTimeout(c, bound) == REDIS_OK &&
@@ -286,24 +288,24 @@ static int refresh(void)
 {
     char why[sizeof last_error - 40];
     int r = ask_nodes(why, sizeof why);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&keeper.lock);
     if (r == 0)
         last_error[0] = '\0';
     else
         snprintf(last_error, sizeof last_error, "no node answered CLUSTER SLOTS: %s", why);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&keeper.lock);
     return r;
 }
 
 /* Waits until asked or stopped; whether to go on. */
 static int wait_for_work(void)
 {
-    pthread_mutex_lock(&lock);
-    while (!stopping && !suspected)
-        pthread_cond_wait(&wake, &lock);
+    pthread_mutex_lock(&keeper.lock);
+    while (!keeper.stopping && !suspected)
+        pthread_cond_wait(&keeper.wake, &keeper.lock);
     suspected = 0;
-    int go_on = !stopping;
-    pthread_mutex_unlock(&lock);
+    int go_on = !keeper.stopping;
+    pthread_mutex_unlock(&keeper.lock);
     return go_on;
 }
 
@@ -336,33 +338,26 @@ int redis_cluster_start(void)
         return -1;
     }
     log_info("redis cluster: %d nodes serve the slots", atomic_load(&node_count));
-    cond_init_monotonic(&wake);
-    stopping = 0;
-    if (pthread_create(&thread, NULL, keep_map, NULL) != 0) {
+    background_begin(&keeper);
+    if (background_start(&keeper, keep_map, NULL) != 0) {
         log_error("redis cluster: cannot start the thread that keeps the slot map");
         return -1;
     }
-    running = 1;
     return 0;
 }
 
 void redis_cluster_stop(void)
 {
-    if (!running)
-        return;
-    tell_stopping(&wake, &lock, &stopping);
-    pthread_join(thread, NULL);
-    pthread_cond_destroy(&wake);
-    running = 0;
+    background_stop(&keeper);
 }
 
 void redis_cluster_suspect(void)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&keeper.lock);
     suspected = 1;
-    if (running)
-        pthread_cond_signal(&wake);
-    pthread_mutex_unlock(&lock);
+    if (keeper.threads)
+        pthread_cond_signal(&keeper.wake);
+    pthread_mutex_unlock(&keeper.lock);
 }
 
 /* ------------------------------------------------------------ redirects */
@@ -426,9 +421,9 @@ void redis_cluster_describe(json_t *state)
         json_pack("{s:o, s:i, s:I, s:I}", "primaries", primaries, "slots_unserved", unserved,
                   "moved", (json_int_t)atomic_load(&redirects[REDIRECT_MOVED]), "ask",
                   (json_int_t)atomic_load(&redirects[REDIRECT_ASK]));
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&keeper.lock);
     if (last_error[0])
         json_object_set_new(cluster, "error", json_string(last_error));
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&keeper.lock);
     json_object_set_new(state, "cluster", cluster);
 }

@@ -127,26 +127,15 @@ static int by_product(const void *a, const void *b)
 /* ---------------------------------------------------------- a consumer */
 
 struct consumer {
-    pthread_t thread;
     struct worker *w;
     char name[CONFIG_TEXT_MAX + 32];
     long long claimed_ms; /* the last XAUTOCLAIM */
     int group_ready;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake; /* on CLOCK_MONOTONIC */
-static int stopping, running;
+static struct background consuming = BACKGROUND_INIT;
 static struct consumer *consumers;
 static int consumer_count;
-
-static int stopped(void)
-{
-    pthread_mutex_lock(&lock);
-    int s = stopping;
-    pthread_mutex_unlock(&lock);
-    return s;
-}
 
 /* The test knob --stream-hold: at `point`, say so and wait to be killed
  * (or stopped); 1 when the batch must go no further. */
@@ -156,7 +145,7 @@ static int held_at(const char *point, int n)
         return 0;
     log_warn("stream: holding %d orders %s (stream-hold)", n,
              strcmp(point, "commit") == 0 ? "before commit" : "committed, before ack");
-    while (pause_unless_stopping(&wake, &lock, &stopping, 1000))
+    while (background_pause(&consuming, 1000))
         ;
     return 1;
 }
@@ -460,7 +449,7 @@ static void *consume(void *arg)
 {
     struct consumer *c = arg;
     long long warned_ms = 0;
-    while (!stopped()) {
+    while (!background_stopping(&consuming)) {
         st_result r = round_of(c);
         if (r == ST_OK) {
             sample(c->w);
@@ -474,7 +463,7 @@ static void *consume(void *arg)
             warned_ms = monotonic_ms();
         }
         backends_drop_dead_links(c->w);
-        if (!pause_unless_stopping(&wake, &lock, &stopping, 200))
+        if (!background_pause(&consuming, 200))
             break;
     }
     backends_close(c->w);
@@ -484,9 +473,7 @@ static void *consume(void *arg)
 
 int order_stream_start(int count)
 {
-    cond_init_monotonic(&wake);
-    stopping = 0;
-    running = 1;
+    background_begin(&consuming);
     consumers = calloc((size_t)count + 1, sizeof *consumers);
     if (!consumers)
         return -1;
@@ -495,7 +482,7 @@ int order_stream_start(int count)
         c->w = worker_new();
         snprintf(c->name, sizeof c->name, "%s/%d/%d", config.instance_name, (int)getpid(),
                  consumer_count);
-        if (pthread_create(&c->thread, NULL, consume, c) != 0) {
+        if (background_start(&consuming, consume, c) != 0) {
             worker_free(c->w);
             log_error("cannot start the order stream's consumer %d", consumer_count);
             return -1;
@@ -509,16 +496,10 @@ int order_stream_start(int count)
 
 void order_stream_stop(void)
 {
-    if (!running)
-        return;
-    tell_stopping(&wake, &lock, &stopping);
-    for (int i = 0; i < consumer_count; i++)
-        pthread_join(consumers[i].thread, NULL);
+    background_stop(&consuming);
     free(consumers);
     consumers = NULL;
     consumer_count = 0;
-    pthread_cond_destroy(&wake);
-    running = 0;
 }
 
 /* -------------------------------------------------------------- status */
