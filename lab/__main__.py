@@ -8,7 +8,7 @@ lists a command's flags, each of which also reads an environment variable):
     failover [FLAGS]           a Redis primary failover under each strategy (make failover)
     cluster [FLAGS]            every MySQL strategy on a multi-primary Galera cluster
                                (make cluster, make cluster-short: --quick)
-    redis-cluster [FLAGS]      a shard's primary killed and the hot slot migrated under
+    redis_cluster [FLAGS]      a shard's primary killed and the hot slot migrated under
                                load, on the Redis Cluster (make redis-cluster)
     partition [FLAGS]          clock jumps, empty restarts and late grants under the
                                Redis locks, in a network namespace (make partition; root)
