@@ -48,7 +48,7 @@ import sys
 import time
 
 from . import facts as facts_mod, tables
-from .chaos_gate import Timeline, figures
+from .chaos_gate import Timeline, answer_problems, figures
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from .failover import Failover, Instance, deduct, kind_of
 from .failover import TABLE as FAILOVER_TABLE
@@ -273,11 +273,7 @@ class Cluster(Group):
 def load_problems(f, fact, bound_ms):
     """Why a kill row's background load fails (empty: it holds): answers outside the
     contract, one past the bound, and on a `safe` row 200s the ledger lost or oversold."""
-    p = []
-    if f["unexpected"]:
-        p.append(f"load: answers outside the contract: {f['unexpected']}")
-    if f["max_ms"] > bound_ms:
-        p.append(f"load: a request took {f['max_ms']:.0f} ms > {bound_ms:.0f} ms")
+    p = answer_problems(f, bound_ms, "load: ")
     if fact == "safe":
         if f["ledger"] != "ok":
             p.append(f"load: claims safe, but ledger: {f['ledger']}")
@@ -289,13 +285,9 @@ def load_problems(f, fact, bound_ms):
 
 def move_problems(f, safe, ok_after, bound_ms):
     """Why a move row fails (empty: it passes)."""
-    p = []
+    p = answer_problems(f, bound_ms)
     if f["ok"] == 0:
         p.append("no 200 at all: the run shows nothing")
-    if f["unexpected"]:
-        p.append(f"answers outside the contract: {f['unexpected']}")
-    if f["max_ms"] > bound_ms:
-        p.append(f"a request took {f['max_ms']:.0f} ms > deadline + margin {bound_ms:.0f} ms")
     if f["ledger"] != "ok":
         p.append(f"ledger: {f['ledger']}")
     if safe and (f["oversold"] or f["lost_updates"]):
@@ -401,12 +393,7 @@ def chosen(facts, args):
     rows = [s for s in facts.select(args.strategies)
             if s.failover and kind_of(s) != "quorum"]
     if args.quick:
-        seen, quick = set(), []
-        for s in rows:
-            if s.failover not in seen:
-                seen.add(s.failover)
-                quick.append(s)
-        rows = quick
+        rows = [s for i, s in enumerate(rows) if s.failover not in {r.failover for r in rows[:i]}]
     if not rows:
         raise SetupError("no strategy with a failover fact was chosen")
     return rows

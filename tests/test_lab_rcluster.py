@@ -5,7 +5,7 @@ rows chosen from the facts, and the verdicts of a move row and of a kill row's l
 import unittest
 from types import SimpleNamespace
 
-from lab import redis_cluster as rc
+from lab import redis_cluster as rc, sources
 from lab.common import SetupError
 
 # CLUSTER NODES of a cluster whose first shard is failed over, slot 6000 being migrated.
@@ -74,29 +74,32 @@ class FakeFacts:
 
 
 class ChosenTest(unittest.TestCase):
-    ROWS = [strategy("sql", None, lock=False, needs=("mysql",)),
-            strategy("lua", "loses_sales", lock=False, needs=("redis",)),
-            strategy("watch", "loses_sales", lock=False, needs=("redis",)),
-            strategy("lua-wait", "safe", lock=False, needs=("redis",)),
-            strategy("redis-lock", "two_holders"),
-            strategy("redis-lock-wait", "safe"),
-            strategy("fenced", "safe"),
-            strategy("redlock", "safe", needs=("mysql", "redlock"))]
+    # A lockless row, Redis rows of each fact, lock rows, and a Redlock row (quorum).
+    ROWS = [strategy("r0", None, lock=False, needs=("mysql",)),
+            strategy("r1", "loses_sales", lock=False, needs=("redis",)),
+            strategy("r2", "loses_sales", lock=False, needs=("redis",)),
+            strategy("r3", "safe", lock=False, needs=("redis",)),
+            strategy("r4", "two_holders"),
+            strategy("r5", "safe"),
+            strategy("r6", "safe"),
+            strategy("r7", "safe", needs=("mysql",))]
+
+    def setUp(self):  # the quorum's backend by its source file, as lab.failover knows it
+        self.ROWS[-1].needs = ["mysql", sources.backend_name("redlock.c")]
 
     def test_every_row_with_a_failover_fact_but_the_quorum(self):
         args = SimpleNamespace(strategies=[], quick=False)
         names = [s.name for s in rc.chosen(FakeFacts(self.ROWS), args)]
-        self.assertEqual(names, ["lua", "watch", "lua-wait", "redis-lock", "redis-lock-wait",
-                                 "fenced"])
+        self.assertEqual(names, ["r1", "r2", "r3", "r4", "r5", "r6"])
 
     def test_quick_keeps_the_first_of_each_fact(self):
         args = SimpleNamespace(strategies=[], quick=True)
         names = [s.name for s in rc.chosen(FakeFacts(self.ROWS), args)]
-        self.assertEqual(names, ["lua", "lua-wait", "redis-lock"])
+        self.assertEqual(names, ["r1", "r3", "r4"])
 
     def test_nothing_chosen_is_a_setup_error(self):
         with self.assertRaises(SetupError):
-            rc.chosen(FakeFacts(self.ROWS), SimpleNamespace(strategies=["sql"], quick=False))
+            rc.chosen(FakeFacts(self.ROWS), SimpleNamespace(strategies=["r0"], quick=False))
 
 
 class MoveVerdictTest(unittest.TestCase):
