@@ -311,6 +311,7 @@ class Faults:
         self.args, self.cluster, self.a, self.b, self.say = args, cluster, a, b, say
         self.bound_ms = args.request_timeout_ms + args.margin_ms
         self.failover = Failover(args, cluster, a, b, say)
+        self.hot = args.product  # the hot product; Failover's own products move per row
 
     def load(self, s, product):
         load = Load("127.0.0.1", self.b.api.port, self.bound_ms / 1000 + CLIENT_EXTRA_S)
@@ -321,7 +322,7 @@ class Faults:
     def kill_row(self, s, i, hot_port):
         """lab.failover's row on the hot product's shard, under load on a third product."""
         nodes = self.cluster.nodes()
-        first = products_on(nodes, hot_port, self.args.product + 1000 + 10 * i, 3)
+        first = products_on(nodes, hot_port, self.hot + 1000 + 10 * i, 3)
         self.args.product = first  # Failover.run_row's products: first, first + 1
         self.cluster.slot = key_slot(first)
         load = self.load(s, first + 2)
