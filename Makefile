@@ -39,7 +39,7 @@ export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare compose-test bench fuzz chaos \
         failover partition probe soak stream-chaos stream-bench reconcile cluster cluster-short \
-        cluster-up audit audit-stockd redis-cluster-up \
+        cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -256,6 +256,21 @@ cluster-up:
 redis-cluster-up:
 	@$(DEPS) stack
 	@scripts/stack.sh start-one rcluster
+
+# make redis-cluster: faults on the Redis Cluster (lab/redis_cluster.py,
+# docs/redis-cluster.md), with two stockds given --redis-cluster at PORT and
+# PORT+1 (nothing may answer there): the primary of the hot product's shard
+# killed -9 under load, its replica promoted by the cluster, the killed node
+# rejoining as a replica, each Redis row judged against its failover fact as
+# make failover judges it; then the hot product's slot migrated to the next
+# shard under load (MIGRATING/IMPORTING, MIGRATE key by key, SETSLOT NODE): 0
+# oversold, 0 acknowledged sales lost, every answer a contract answer. Prints
+# both tables, writes results/rcluster-<timestamp>/, exits 1 when a row fails.
+# Knobs: STRATEGIES=lua,fenced RCLUSTER_ROWS=kill,move RCLUSTER_QUICK=1 (the
+# gate's short version).
+redis-cluster: build
+	@$(DEPS) stack zk
+	@python3 -B -m lab redis_cluster $(if $(RCLUSTER_QUICK),--quick)
 
 # make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose

@@ -1,5 +1,5 @@
 """stockd's lab: the runs behind `make compare`, `make demo`, `make bench`, `make chaos`,
-`make failover`, `make cluster`, `make probe`, `make soak`, the `make stream-*` targets,
+`make failover`, `make cluster`, `make redis-cluster`, `make probe`, `make soak`, the `make stream-*` targets,
 `make reconcile` and `make audit`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
 is the comparison's entry point in the JMeter image). Python standard library only.
 Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
@@ -74,6 +74,8 @@ files):
     failover      a Redis primary failover under every strategy that touches Redis
                   (`make failover`)
     cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)
+    redis_cluster  a shard's primary killed and the hot slot migrated under load, on the
+                   Redis Cluster, each Redis row judged (`make redis-cluster`)
     partition     the Redlock debate's faults in a namespace of their own: a clock that
                   jumps, a server restarted empty, a grant answered late (`make partition`)
     probe         hostile clients against two instances behind nginx (`make probe`)

@@ -8,6 +8,8 @@ lists a command's flags, each of which also reads an environment variable):
     failover [FLAGS]           a Redis primary failover under each strategy (make failover)
     cluster [FLAGS]            every MySQL strategy on a multi-primary Galera cluster
                                (make cluster, make cluster-short: --quick)
+    redis_cluster [FLAGS]      a shard's primary killed and the hot slot migrated under
+                               load, on the Redis Cluster (make redis-cluster)
     partition [FLAGS]          clock jumps, empty restarts and late grants under the
                                Redis locks, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
@@ -34,7 +36,7 @@ import os
 import sys
 
 from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
-               failover, partition, probe, readme, selfaudit, soak, stream)
+               failover, partition, probe, readme, redis_cluster, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -90,7 +92,7 @@ def render(argv):
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, probe, soak, stream, readme, audit,
-        selfaudit)
+        selfaudit, redis_cluster)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

@@ -93,6 +93,18 @@ def unexpected(answers):
     return counts_text(c)
 
 
+def answer_problems(f, bound_ms, prefix=""):
+    """What is wrong with the answers themselves: some outside the contract, or later
+    than the deadline plus margin (bound_ms)."""
+    p = []
+    if f["unexpected"]:
+        p.append(f"{prefix}answers outside the contract: {f['unexpected']}")
+    if f["max_ms"] > bound_ms:
+        p.append(f"{prefix}a request took {f['max_ms']:.0f} ms > deadline + margin "
+                 f"{bound_ms:.0f} ms")
+    return p
+
+
 def problems(f, expect, hit, safe, bound_ms, alive):
     """Why the row fails (empty: it passes). expect: the fault's OUTAGE or QUORUM;
     hit: the strategy needs the faulted backend; bound_ms: deadline plus margin."""
@@ -101,10 +113,7 @@ def problems(f, expect, hit, safe, bound_ms, alive):
         p.append("stockd died")
     if f["ok_before"] == 0:
         p.append("no 200 before the fault: the run shows nothing")
-    if f["unexpected"]:
-        p.append(f"answers outside the contract: {f['unexpected']}")
-    if f["max_ms"] > bound_ms:
-        p.append(f"a request took {f['max_ms']:.0f} ms > deadline + margin {bound_ms:.0f} ms")
+    p += answer_problems(f, bound_ms)
     if hit and expect == OUTAGE and f["refused_during"] == 0:
         p.append("no 503 to a request that met the outage: the fault did not show")
     if hit and expect == QUORUM and f["ok_during"] == 0:

@@ -18,7 +18,10 @@
  *     and MIGRATING, MIGRATE, SETSLOT NODE) is followed: stockd's map is
  *     stale (nothing refreshes it but a sign of a move), its next sales meet
  *     MOVED, /health counts it, and every one of them is a 200 on the new
- *     primary.
+ *     primary;
+ *   - a sale whose script meets its product's keys split by a migration
+ *     (the ledger moved, the stock not yet: TRYAGAIN, nothing ran) waits
+ *     for the rest of the keys and sells, once, on the new primary.
  */
 #include "harness.h"
 
@@ -34,6 +37,7 @@
 enum {
     PRODUCTS_ROWS = 9400,
     PRODUCT_MOVED = 9450,
+    PRODUCT_SPLIT = 9451,
 };
 
 #define PRIMARIES 3
@@ -211,45 +215,74 @@ static void test_products_land_on_different_shards(void **state)
     assert_int_equal(distinct, PRIMARIES);
 }
 
-/* Moves `product`'s slot from the primary that holds it to another one,
- * as redis-cli --cluster reshard does it, and returns the new holder. */
-static int move_slot(int product)
+/* A slot being moved, as redis-cli --cluster reshard does it. */
+struct move {
+    int slot, from, to;
+    char from_id[64], to_id[64];
+};
+
+/* SETSLOT IMPORTING on the target (another primary), MIGRATING on the
+ * source. */
+static void begin_move(struct move *m, int product)
 {
     long long keys;
-    int from = holder_of(product, &keys), to = 0;
-    for (int i = 0; i < node_count && !to; i++)
-        if (node_ports[i] != from && is_primary(node_ports[i]))
-            to = node_ports[i];
-    char from_id[64], to_id[64], args[512], out[512];
-    redis_at(from, "CLUSTER MYID", from_id, sizeof from_id);
-    redis_at(to, "CLUSTER MYID", to_id, sizeof to_id);
-    from_id[strcspn(from_id, "\n")] = to_id[strcspn(to_id, "\n")] = '\0';
-    int slot = slot_of(product);
-    snprintf(args, sizeof args, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id);
-    redis_at(to, args, out, sizeof out);
-    snprintf(args, sizeof args, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id);
-    redis_at(from, args, out, sizeof out);
-    snprintf(args, sizeof args, "CLUSTER GETKEYSINSLOT %d 100", slot);
-    char names[400];
-    redis_at(from, args, names, sizeof names);
-    for (char *c = names; *c; c++)
-        if (*c == '\n')
-            *c = ' ';
-    /* MIGRATE gives the target the password: on redis-cli's input, from
-     * the environment (REDISCLI_AUTH) by the shell's printf, never on a
-     * command line. */
+    m->from = holder_of(product, &keys);
+    m->to = 0;
+    for (int i = 0; i < node_count && !m->to; i++)
+        if (node_ports[i] != m->from && is_primary(node_ports[i]))
+            m->to = node_ports[i];
+    char args[256], out[256];
+    redis_at(m->from, "CLUSTER MYID", m->from_id, sizeof m->from_id);
+    redis_at(m->to, "CLUSTER MYID", m->to_id, sizeof m->to_id);
+    m->from_id[strcspn(m->from_id, "\n")] = m->to_id[strcspn(m->to_id, "\n")] = '\0';
+    m->slot = slot_of(product);
+    snprintf(args, sizeof args, "CLUSTER SETSLOT %d IMPORTING %s", m->slot, m->from_id);
+    redis_at(m->to, args, out, sizeof out);
+    snprintf(args, sizeof args, "CLUSTER SETSLOT %d MIGRATING %s", m->slot, m->to_id);
+    redis_at(m->from, args, out, sizeof out);
+}
+
+/* MIGRATE of `names` (space-separated). It gives the target the password:
+ * on redis-cli's input, from the environment (REDISCLI_AUTH) by the
+ * shell's printf, never on a command line. */
+static void migrate_keys(const struct move *m, const char *names)
+{
+    char args[512], out[512];
     snprintf(args, sizeof args,
              "printf 'MIGRATE 127.0.0.1 %d \"\" 0 5000 AUTH %%s KEYS %s\\n' \"$REDISCLI_AUTH\" | "
              "redis-cli -h 127.0.0.1 -p %d",
-             to, names, from);
+             m->to, names, m->from);
     if (command_output(args, out, sizeof out) != 0 || strncmp(out, "OK", 2) != 0)
-        fail_msg("MIGRATE of slot %d: %s", slot, out);
+        fail_msg("MIGRATE of slot %d: %s", m->slot, out);
+}
+
+/* The rest of the slot's keys, then SETSLOT NODE on every primary; the new
+ * holder. */
+static int finish_move(const struct move *m)
+{
+    char args[256], out[256], names[400];
+    snprintf(args, sizeof args, "CLUSTER GETKEYSINSLOT %d 100", m->slot);
+    redis_at(m->from, args, names, sizeof names);
+    for (char *c = names; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    if (names[strspn(names, " ")])
+        migrate_keys(m, names);
     for (int i = 0; i < node_count; i++)
         if (is_primary(node_ports[i])) {
-            snprintf(args, sizeof args, "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+            snprintf(args, sizeof args, "CLUSTER SETSLOT %d NODE %s", m->slot, m->to_id);
             redis_at(node_ports[i], args, out, sizeof out);
         }
-    return to;
+    return m->to;
+}
+
+/* Moves `product`'s slot from the primary that holds it to another one;
+ * the new holder. */
+static int move_slot(int product)
+{
+    struct move m;
+    begin_move(&m, product);
+    return finish_move(&m);
 }
 
 static void test_a_moved_slot_is_followed(void **state)
@@ -273,6 +306,34 @@ static void test_a_moved_slot_is_followed(void **state)
     assert_int_equal(a.redis.oversold + a.redis.lost_updates, 0);
 }
 
+static void test_a_split_script_waits_for_its_keys(void **state)
+{
+    (void)state;
+    reset(PRODUCT_SPLIT, STOCK);
+    expect_deduct("lua", PRODUCT_SPLIT, NULL, 200, ""); /* the ledger exists */
+    struct move m;
+    begin_move(&m, PRODUCT_SPLIT);
+    char ledger[32];
+    snprintf(ledger, sizeof ledger, "ledger:{%d}", PRODUCT_SPLIT);
+    migrate_keys(&m, ledger); /* the script's keys split: TRYAGAIN */
+    long long before = health_cluster("tryagain");
+    static struct background sale;
+    start_background(&sale, "lua", PRODUCT_SPLIT, NULL);
+    long long until = now_ms() + 5000;
+    while (health_cluster("tryagain") == before && now_ms() < until)
+        sleep_ms(5);
+    assert_true(health_cluster("tryagain") > before); /* it met the split */
+    finish_move(&m);
+    long status = finish_background(&sale);
+    if (status != 200)
+        fail_msg("the sale that met TRYAGAIN answered %ld: %s", status,
+                 sale.reply.text ? sale.reply.text : "");
+    http_reply_free(&sale.reply);
+    struct account a = account(PRODUCT_SPLIT);
+    assert_int_equal(a.redis.sold, 2);
+    assert_int_equal(a.redis.oversold + a.redis.lost_updates, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_every_redis_strategy_runs_on_the_cluster),
         cmocka_unit_test(test_products_land_on_different_shards),
         cmocka_unit_test(test_a_moved_slot_is_followed),
+        cmocka_unit_test(test_a_split_script_waits_for_its_keys),
     };
     return cmocka_run_group_tests_name("redis cluster", tests, cluster_group_setup,
                                        stockd_group_teardown);

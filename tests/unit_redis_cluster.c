@@ -1,7 +1,8 @@
 /*
  * unit_redis_cluster.c - what a Redis Cluster client must compute alike
  * with Redis: the slot of a key (CRC16 of its hash tag), the slot of each
- * command stockd sends, and the --redis-cluster list at startup.
+ * command stockd sends, the --redis-cluster list at startup, and the
+ * replies that send a command again (TRYAGAIN: the same command, later).
  *
  * The expected slots are what CLUSTER KEYSLOT answers on Redis 7.0.
  */
@@ -102,12 +103,35 @@ static void test_the_cluster_list_at_startup(void **state)
     assert_false(redis_cluster_enabled());
 }
 
+/* An error reply as hiredis gives it. */
+static redisReply error_reply(char *text)
+{
+    redisReply r = {.type = REDIS_REPLY_ERROR, .str = text, .len = strlen(text)};
+    return r;
+}
+
+static void test_tryagain_is_a_retry_where_it_was_sent(void **state)
+{
+    (void)state;
+    char tryagain[] = "TRYAGAIN Multiple keys request during rehashing of slot";
+    char other[] = "ERR unknown command";
+    redisReply r = error_reply(tryagain);
+    int node = 7;
+    assert_int_equal(redis_cluster_redirect(&r, &node), REDIRECT_TRYAGAIN);
+    assert_int_equal(node, 7); /* no node named: where it was sent, from the map */
+    r = error_reply(other);
+    assert_int_equal(redis_cluster_redirect(&r, &node), REDIRECT_NONE);
+    redisReply ok = {.type = REDIS_REPLY_STATUS, .str = tryagain, .len = strlen(tryagain)};
+    assert_int_equal(redis_cluster_redirect(&ok, &node), REDIRECT_NONE); /* not an error */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_slots_are_redis_own),
         cmocka_unit_test(test_command_slots_find_every_key),
         cmocka_unit_test(test_the_cluster_list_at_startup),
+        cmocka_unit_test(test_tryagain_is_a_retry_where_it_was_sent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,12 @@
  * worker's last one went: WAIT speaks for that connection's writes, and a
  * script is loaded on the node that answered NOSCRIPT. A round trip every
  * reply of which redirects (MOVED, ASK: nothing ran) is sent once more,
- * where the redirect says. Without a cluster, none of this runs.
+ * where the redirect says. One every reply of which is TRYAGAIN (a script
+ * whose keys a slot's migration has split: nothing ran either) is sent
+ * again from the map after TRYAGAIN_PAUSE_MS, until the request's
+ * deadline: the migration moves the rest of the keys within milliseconds,
+ * and a sale that waited for it is a sale, not a 503. Without a cluster,
+ * none of this runs.
  */
 #include "backend/redis.h"
 
@@ -42,6 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How long a round trip refused with TRYAGAIN waits before it is sent again. */
+#define TRYAGAIN_PAUSE_MS 5
 
 /* Serializes the first SCRIPT LOADs (see struct redis_script). */
 static pthread_mutex_t script_sha_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -411,6 +419,7 @@ static st_result routed_round_trip(struct worker *w, struct redis_links *l, enum
                            slot);
     }
     enum redis_redirect redirect = REDIRECT_NONE;
+    long long give_up = 0; /* after a TRYAGAIN: when to stop sending it again */
     for (int sent = 0;; sent++) {
         struct redis_link *link = node_link(l, node);
         l->last = node;
@@ -423,6 +432,26 @@ static st_result routed_round_trip(struct worker *w, struct redis_links *l, enum
             return r;
         }
         redirect = all_redirected(replies, count, &node);
+        if (redirect == REDIRECT_TRYAGAIN) {
+            /* Nothing ran: again from the map after a pause, for as long
+             * as one backend wait (io-timeout-ms, or less when the
+             * request's deadline comes first); then the TRYAGAIN replies
+             * are the caller's error. */
+            long long now = monotonic_ms();
+            if (!give_up)
+                give_up = now + wait_allowed_ms(w);
+            if (slot < 0 || now >= give_up)
+                return ST_OK;
+            redis_free_replies(replies, count);
+            sleep_ms((int)(give_up - now < TRYAGAIN_PAUSE_MS ? give_up - now : TRYAGAIN_PAUSE_MS));
+            node = redis_cluster_node_of(slot);
+            if (node < 0)
+                return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                                   "redis cluster: slot %d has no primary", slot);
+            redirect = REDIRECT_NONE;
+            sent = -1;
+            continue;
+        }
         if (redirect == REDIRECT_NONE || sent == 1)
             return ST_OK;
         redis_free_replies(replies, count); /* nothing ran: once more, there */

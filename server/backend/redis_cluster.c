@@ -48,7 +48,7 @@ static struct server_addr nodes[REDIS_CLUSTER_NODES_MAX];
 static atomic_int node_count;
 
 /* Redirect replies met, by kind (for /health). */
-static atomic_ullong redirects[REDIRECT_ASK + 1];
+static atomic_ullong redirects[REDIRECT_TRYAGAIN + 1];
 
 /* The thread that keeps the map, and what it is asked. `suspected` and
  * `last_error` are guarded by `keeper.lock`. */
@@ -366,6 +366,10 @@ enum redis_redirect redis_cluster_redirect(const redisReply *reply, int *node)
 {
     if (reply->type != REDIS_REPLY_ERROR)
         return REDIRECT_NONE;
+    if (strncmp(reply->str, "TRYAGAIN", 8) == 0) {
+        atomic_fetch_add_explicit(&redirects[REDIRECT_TRYAGAIN], 1, memory_order_relaxed);
+        return REDIRECT_TRYAGAIN;
+    }
     enum redis_redirect kind = strncmp(reply->str, "MOVED ", 6) == 0 ? REDIRECT_MOVED
                                : strncmp(reply->str, "ASK ", 4) == 0 ? REDIRECT_ASK
                                                                      : REDIRECT_NONE;
@@ -418,9 +422,10 @@ void redis_cluster_describe(json_t *state)
             json_object_set_new(primaries, name, json_integer(served[i]));
     }
     json_t *cluster =
-        json_pack("{s:o, s:i, s:I, s:I}", "primaries", primaries, "slots_unserved", unserved,
+        json_pack("{s:o, s:i, s:I, s:I, s:I}", "primaries", primaries, "slots_unserved", unserved,
                   "moved", (json_int_t)atomic_load(&redirects[REDIRECT_MOVED]), "ask",
-                  (json_int_t)atomic_load(&redirects[REDIRECT_ASK]));
+                  (json_int_t)atomic_load(&redirects[REDIRECT_ASK]), "tryagain",
+                  (json_int_t)atomic_load(&redirects[REDIRECT_TRYAGAIN]));
     pthread_mutex_lock(&keeper.lock);
     if (last_error[0])
         json_object_set_new(cluster, "error", json_string(last_error));

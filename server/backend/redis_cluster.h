@@ -64,12 +64,14 @@ int redis_cluster_any_node(void);
 /* The address of node `node`: it never changes once the index is given. */
 const struct server_addr *redis_cluster_node(int node);
 
-enum redis_redirect { REDIRECT_NONE, REDIRECT_MOVED, REDIRECT_ASK };
+enum redis_redirect { REDIRECT_NONE, REDIRECT_MOVED, REDIRECT_ASK, REDIRECT_TRYAGAIN };
 
 /* Whether `reply` redirects the command: MOVED (the map takes the new node
  * at once and a refresh is asked for) or ASK (for this command only); the
- * node it names into *node. REDIRECT_NONE for any other reply, and for a
- * redirect to a node the map has no room for. */
+ * node it names into *node. TRYAGAIN: the command's keys are split by a
+ * slot's migration, nothing ran, the same command will run once the keys
+ * are together again (*node untouched). REDIRECT_NONE for any other reply,
+ * and for a redirect to a node the map has no room for. */
 enum redis_redirect redis_cluster_redirect(const redisReply *reply, int *node);
 
 /* A node's link broke or a slot had no primary: asks the thread to learn
@@ -78,7 +80,7 @@ void redis_cluster_suspect(void);
 
 /* Adds the cluster to the main Redis's /health entry: each primary and how
  * many slots it serves, the slots none serves, the redirects met so far
- * (moved, ask) and why the map could not be learnt, if it could not. */
+ * (moved, ask, tryagain) and why the map could not be learnt, if it could not. */
 void redis_cluster_describe(json_t *state);
 
 #endif
