@@ -1,7 +1,8 @@
 """stockd's lab: the runs behind `make compare`, `make demo`, `make bench`, `make chaos`,
-`make failover`, `make cluster`, `make probe`, `make soak`, `make admission`, the `make stream-*` targets,
-`make reconcile` and `make audit`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
-is the comparison's entry point in the JMeter image). Python standard library only.
+`make failover`, `make cluster`, `make probe`, `make soak`, `make admission`, the
+`make stream-*` targets, `make reconcile` and `make audit`, each `python3 -m lab NAME`
+(lab/__main__.py lists them; `jmeter/compare` is the comparison's entry point in the JMeter
+image). Python standard library only.
 Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
 files):
 
