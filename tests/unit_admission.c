@@ -2,7 +2,11 @@
  * unit_admission.c - the token bucket's arithmetic (admission_take): a full
  * bucket gives its burst at once and no more, refills one token per
  * interval and never beyond the burst, and a refusal's Retry-After is the
- * wait for the next token in whole seconds, rounded up.
+ * wait for the next token in whole seconds, rounded up. And the sold-out
+ * flag's bookkeeping (admission_check/answered/reset, no recheck due): it
+ * refuses only buyers of more than the refused sale found, a sale or a
+ * local reset lowers it, a sale admitted before that reset cannot raise it
+ * again, and a product past the table is never refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +15,8 @@
 #include <cmocka.h>
 
 #include "api/admission.h"
+#include "core/config.h"
+#include "store/store.h"
 
 #define SECOND 1000000000LL
 
@@ -90,6 +96,72 @@ static void test_a_refusal_changes_nothing(void **state)
     assert_int_equal(take_all(&tat, now + interval, interval, 2), 1);
 }
 
+/* The flag on, its recheck far away: every refusal here is from memory. */
+static int flag_on(void **state)
+{
+    (void)state;
+    config.sold_out_flag = 1;
+    config.sold_out_recheck_ms = 600000;
+    config.admit_rate = 0;
+    return 0;
+}
+
+static st_result check(int product, int qty, struct admission_ticket *t)
+{
+    long long retry = 0;
+    return admission_check(0, product, qty, t, &retry);
+}
+
+static void test_the_flag_refuses_only_what_the_store_refused(void **state)
+{
+    (void)state;
+    struct admission_ticket t, u;
+    assert_int_equal(check(101, 2, &t), ST_OK);
+    admission_answered(&t, ST_SOLD_OUT, 2, 1); /* 1 unit was left */
+    assert_int_equal(check(101, 2, &u), ST_SOLD_OUT);
+    assert_int_equal(check(101, 5, &u), ST_SOLD_OUT);
+    assert_int_equal(check(101, 1, &u), ST_OK); /* the last unit may still sell */
+    admission_answered(&u, ST_OK, 1, 0);
+    assert_int_equal(check(101, 5, &u), ST_OK); /* a sale lowers the flag */
+    /* A strategy that never saw the count: the refused qty itself. */
+    assert_int_equal(check(102, 3, &t), ST_OK);
+    admission_answered(&t, ST_SOLD_OUT, 3, REMAINING_UNKNOWN);
+    assert_int_equal(check(102, 3, &u), ST_SOLD_OUT);
+    assert_int_equal(check(102, 2, &u), ST_OK);
+}
+
+static void test_a_reset_here_lowers_it_for_good(void **state)
+{
+    (void)state;
+    struct admission_ticket before, t;
+    assert_int_equal(check(201, 1, &before), ST_OK); /* admitted before the reset */
+    assert_int_equal(check(201, 1, &t), ST_OK);
+    admission_answered(&t, ST_SOLD_OUT, 1, 0);
+    assert_int_equal(check(201, 1, &t), ST_SOLD_OUT);
+    admission_reset(201);
+    assert_int_equal(check(201, 1, &t), ST_OK);
+    /* The sale from before the reset answers the old epoch's sold_out late. */
+    admission_answered(&before, ST_SOLD_OUT, 1, 0);
+    assert_int_equal(check(201, 1, &t), ST_OK);
+}
+
+static void test_past_the_table_nothing_is_refused(void **state)
+{
+    (void)state;
+    struct admission_ticket t;
+    /* Claim every slot; products 1000000.. then find none. */
+    for (int p = 1000000; p < 1000000 + 2 * ADMISSION_PRODUCTS; p++)
+        assert_int_equal(check(p, 1, &t), ST_OK);
+    int untracked = 0;
+    for (int p = 3000000; p < 3000100; p++) {
+        assert_int_equal(check(p, 1, &t), ST_OK);
+        untracked += t.slot < 0;
+        admission_answered(&t, ST_SOLD_OUT, 1, 0);
+        assert_int_equal(check(p, 1, &t), t.slot < 0 ? ST_OK : ST_SOLD_OUT);
+    }
+    assert_true(untracked > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -98,6 +170,9 @@ int main(void)
         cmocka_unit_test(test_refill_stops_at_the_burst),
         cmocka_unit_test(test_retry_after_is_whole_seconds_rounded_up),
         cmocka_unit_test(test_a_refusal_changes_nothing),
+        cmocka_unit_test_setup(test_the_flag_refuses_only_what_the_store_refused, flag_on),
+        cmocka_unit_test_setup(test_a_reset_here_lowers_it_for_good, flag_on),
+        cmocka_unit_test_setup(test_past_the_table_nothing_is_refused, flag_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
