@@ -38,8 +38,8 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test unit integration gate run demo compare compose-test bench fuzz chaos \
-        failover partition probe soak stream-chaos stream-bench reconcile cluster cluster-short \
-        cluster-up audit audit-stockd redis-cluster-up redis-cluster \
+        failover partition probe soak admission stream-chaos stream-bench reconcile cluster \
+        cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -291,6 +291,17 @@ probe: build
 soak: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab soak
+
+# make admission: the token bucket (--admit-rate) and the sold-out flag
+# (--sold-out-flag) in front of lua and sql, each mode on a stockd of its own
+# at PORT (nothing may answer there, nor at PORT+1, where a second, plain
+# stockd restocks): backend calls per request, 429s, sold_outs from memory,
+# oversold, undersell, the buyers refused until a restock is seen. Writes
+# results/admission-<timestamp>/ (docs/admission.md). Knobs: STRATEGIES=lua,sql
+# ADMISSION_RATE=200 ADMISSION_RECHECK_MS=100 ADMISSION_S=3
+admission: build
+	@$(DEPS) stack
+	@python3 -B -m lab admission
 
 # make audit TARGET=file: a foreign service audited through its target file
 # (lab/audit.py, docs/audit.md): JMeter drives its purchase request, the run judges

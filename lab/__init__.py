@@ -1,7 +1,8 @@
 """stockd's lab: the runs behind `make compare`, `make demo`, `make bench`, `make chaos`,
-`make failover`, `make cluster`, `make redis-cluster`, `make probe`, `make soak`, the `make stream-*` targets,
-`make reconcile` and `make audit`, each `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare`
-is the comparison's entry point in the JMeter image). Python standard library only.
+`make failover`, `make cluster`, `make redis-cluster`, `make probe`, `make soak`,
+`make admission`, the `make stream-*` targets, `make reconcile` and `make audit`, each
+`python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare` is the comparison's
+entry point in the JMeter image). Python standard library only.
 Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
 files):
 
@@ -71,6 +72,9 @@ files):
   the runs (each a RUNNER of lab.runner)
     compare, bench  the comparison (`make compare`) and the bench (`make bench`)
     chaos, soak   faults under load (`make chaos`), a long steady load (`make soak`)
+    admission     the token bucket and the sold-out flag, each mode its own rows: backend
+                  calls per request, 429s, sold_outs from memory, undersell, a restock
+                  through another instance (`make admission`)
     failover      a Redis primary failover under every strategy that touches Redis
                   (`make failover`)
     cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)

@@ -14,6 +14,8 @@ lists a command's flags, each of which also reads an environment variable):
                                Redis locks, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
     soak [FLAGS]               the soak (make soak)
+    admission [FLAGS]          the token bucket and the sold-out flag, measured
+                               (make admission)
     stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
                                order id by order id, its fault rows, its costs
                                (make reconcile, make stream-chaos, make stream-bench)
@@ -35,8 +37,9 @@ import json
 import os
 import sys
 
-from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
-               failover, partition, probe, readme, redis_cluster, selfaudit, soak, stream)
+from . import (admission, audit, bench, bench_report, browser, chaos, cluster, compare,
+               compare_report, failover, partition, probe, readme, redis_cluster, selfaudit,
+               soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -91,8 +94,8 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, partition, probe, soak, stream, readme, audit,
-        selfaudit, redis_cluster)
+RUNS = (compare, bench, chaos, failover, cluster, partition, probe, soak, admission, stream, readme,
+        audit, selfaudit, redis_cluster)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

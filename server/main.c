@@ -17,6 +17,8 @@
  *     params.c         every parameter checked against its declared bounds
  *     race.c           the race driver: a run of buyers stockd fires at itself
  *     exposition.c     /metrics and the lab page's JSON
+ *     admission.c      the token bucket and the sold-out flag, per product,
+ *                      in front of every strategy
  *     products.c       the watched products, sampled
  *     assets.c         the lab page's files, compiled in
  *   sale/              selling, whatever the store

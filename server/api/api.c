@@ -3,6 +3,7 @@
  */
 #include "api/api.h"
 
+#include "api/admission.h"
 #include "api/assets.h"
 #include "api/exposition.h"
 #include "api/products.h"
@@ -60,11 +61,14 @@ void page_json(struct page *out, unsigned status, json_t *doc)
 
 static json_t *settings_json(void)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "optimistic_attempts",
-                     config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms, "lock_wait_ms",
-                     config.lock_wait_ms, "threads", config.threads, "workers", config.workers,
-                     "queue_max", config.queue_max, "request_timeout_ms", config.request_timeout_ms,
-                     "batch_max", config.batch_max);
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}",
+                     "optimistic_attempts", config.optimistic_attempts, "lock_ttl_ms",
+                     config.lock_ttl_ms, "lock_wait_ms", config.lock_wait_ms, "threads",
+                     config.threads, "workers", config.workers, "queue_max", config.queue_max,
+                     "request_timeout_ms", config.request_timeout_ms, "batch_max", config.batch_max,
+                     "admit_rate", config.admit_rate, "admit_burst",
+                     config.admit_burst ? config.admit_burst : config.admit_rate, "sold_out_flag",
+                     config.sold_out_flag, "sold_out_recheck_ms", config.sold_out_recheck_ms);
 }
 
 int api_prepare(void)
@@ -169,8 +173,10 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
     json_object_set_new(reply, "count", json_integer(v[1]));
     products_watch((int)v[0]);
     r = stock_reset(w, (int)v[0], v[1]);
-    if (r == ST_OK)
+    if (r == ST_OK) {
+        admission_reset((int)v[0]);
         log_info("reset product %lld to %lld", v[0], v[1]);
+    }
     return r;
 }
 
@@ -303,10 +309,12 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
 
 /* What every answered sale gets: what it saw in the reply, and counted. */
 static void sale_answered(const struct deduct_request *rq, const struct deduct_reply *out,
-                          st_result r, json_t *reply, long long arrived_us)
+                          const struct admission_ticket *ticket, st_result r, json_t *reply,
+                          long long arrived_us)
 {
     const struct strategy *s = rq->strategy;
     size_t i = strategy_index(s);
+    admission_answered(ticket, r, rq->qty, out->remaining);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         sale_json(reply, rq, out);
     if (rq->trace) {
@@ -326,6 +334,7 @@ struct later_sale {
     struct later base; /* what the strategy answers */
     struct deduct_request rq;
     struct deduct_reply out;
+    struct admission_ticket ticket;
     struct sale_trace trace; /* rq.trace points here when one was asked for */
     json_t *reply;
     struct later *http; /* the request's, which sends the reply */
@@ -335,7 +344,7 @@ struct later_sale {
 static void answer_later_sale(struct later *later, st_result r, const char *message)
 {
     struct later_sale *ls = CONTAINER_OF(later, struct later_sale, base);
-    sale_answered(&ls->rq, &ls->out, r, ls->reply, ls->arrived_us);
+    sale_answered(&ls->rq, &ls->out, &ls->ticket, r, ls->reply, ls->arrived_us);
     ls->http->answer(ls->http, r, message);
     free(ls);
 }
@@ -349,7 +358,8 @@ static void hand_off_later_sale(struct later *later)
 /* Hands the sale to a strategy that answers later, with everything its
  * answer will need: the request is then answered through req->later. */
 static st_result sell_later(struct worker *w, const struct deduct_request *rq,
-                            const struct http_request *req, json_t *reply)
+                            const struct admission_ticket *ticket, const struct http_request *req,
+                            json_t *reply)
 {
     struct later_sale *ls = calloc(1, sizeof *ls);
     if (!ls)
@@ -358,6 +368,7 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
         (struct later_sale){.base = {.answer = answer_later_sale, .hand_off = hand_off_later_sale},
                             .rq = *rq,
                             .out = {.remaining = REMAINING_UNKNOWN},
+                            .ticket = *ticket,
                             .reply = reply,
                             .http = req->later,
                             .arrived_us = req->arrived_us};
@@ -371,6 +382,27 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
     return ST_OK;
 }
 
+/* Admission (admission.h), before any backend: ST_OK, or its refusal
+ * with what the reply says of it. */
+static st_result admitted(struct worker *w, const struct strategy *s,
+                          const struct deduct_request *rq, json_t *reply,
+                          struct admission_ticket *ticket)
+{
+    long long retry_after_s = 0;
+    st_result r = admission_check(strategy_index(s), rq->product, rq->qty, ticket, &retry_after_s);
+    if (r == ST_THROTTLED) {
+        json_object_set_new(reply, "retry_after", json_integer(retry_after_s));
+        return worker_fail(w, r, "over --admit-rate for product %d; retry in %lld s", rq->product,
+                           retry_after_s);
+    }
+    if (r == ST_SOLD_OUT) {
+        json_object_set_new(reply, "sold_out_flag", json_true());
+        return worker_fail(w, r, "product %d was seen sold out here, and not reset since",
+                           rq->product);
+    }
+    return r;
+}
+
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const char *name = strategy_name(req->path);
@@ -382,23 +414,26 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct deduct_request rq;
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     struct sale_trace trace;
+    struct admission_ticket ticket;
     st_result r = sale_asked(w, s, req, reply, &rq, &trace);
+    if (r == ST_OK)
+        r = admitted(w, s, &rq, reply, &ticket);
     if (r != ST_OK) {
         count_answer(s, r, req->arrived_us);
         return r;
     }
     if (s->answers_later)
-        return sell_later(w, &rq, req, reply);
+        return sell_later(w, &rq, &ticket, req, reply);
     r = strategy_run(s, w, &rq, &out);
-    sale_answered(&rq, &out, r, reply, req->arrived_us);
+    sale_answered(&rq, &out, &ticket, r, reply, req->arrived_us);
     return r;
 }
 
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const struct strategy *s = strategy_find(strategy_name(req->path));
-    if (!s || !s->answers_later)
-        return 0;
+    if (!s || !s->answers_later || admission_on())
+        return 0; /* admission runs on the worker, in api_deduct() */
     json_object_set_new(reply, "strategy", json_string(s->name));
     struct deduct_request rq;
     struct sale_trace trace;
@@ -406,5 +441,6 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
         return 0; /* the worker answers the error, and counts it */
     if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
         return 0; /* the sale itself waits: not on this thread */
-    return sell_later(w, &rq, req, reply) == ST_OK;
+    struct admission_ticket none = {.slot = -1};
+    return sell_later(w, &rq, &none, req, reply) == ST_OK;
 }

@@ -7,6 +7,7 @@
  */
 #include "api/exposition.h"
 
+#include "api/admission.h"
 #include "api/products.h"
 #include "backend/backend.h"
 #include "backend/health.h"
@@ -212,6 +213,7 @@ char *exposition_metrics(size_t *len)
     render_per_strategy(out, "stockd_batch_size",
                         "Sales per batch: per sql-batch transaction, per lua pipeline.", &in_sales,
                         metrics_batches, combines);
+    admission_render(out);
     render_load(out);
     render_http(out);
     render_backends(out);

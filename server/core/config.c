@@ -128,6 +128,17 @@ static const struct option_spec options[] = {
     INT(batch_max, "batch-max", "128", 1, 4096,
         "sql-batch, and lua sales that wait on a worker: the most sales one transaction or "
         "one shared pipeline carries"),
+    INT(admit_rate, "admit-rate", "0", 0, 1000000,
+        "admission: deducts per second per product this instance lets reach a strategy, "
+        "past the burst; more are answered 429 throttled with Retry-After (0 = no limit)"),
+    INT(admit_burst, "admit-burst", "0", 0, 1000000,
+        "admission: deducts per product admitted at once from a full bucket (0 = --admit-rate)"),
+    INT(sold_out_flag, "sold-out-flag", "0", 0, 1,
+        "1: once this instance has seen a product sold out, answer sold_out from memory, "
+        "without a backend call, until a reset"),
+    INT(sold_out_recheck_ms, "sold-out-recheck-ms", "100", 1, 600000,
+        "the sold-out flag: one deduct per product goes to the store this often, to see a reset "
+        "made through another instance"),
     INT(stream_consumers, "stream-consumers", "1", 0, 64,
         "lua-stream: consumer threads settling the order stream into MySQL (0: another process "
         "settles it)"),

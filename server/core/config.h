@@ -83,6 +83,11 @@ struct config {
     int lock_wait_ms;        /* lock strategies: wait before answering busy */
     int batch_max;           /* sql-batch: sales in one transaction, at most */
 
+    int admit_rate;          /* admission: tokens/s per product, 0 = no bucket  */
+    int admit_burst;         /* admission: the bucket's size, 0 = admit_rate    */
+    int sold_out_flag;       /* 1: answer sold_out from memory once seen        */
+    int sold_out_recheck_ms; /* the flag: one sale per product goes by this often */
+
     int stream_consumers;              /* lua-stream: consumer threads in this process */
     int consume;                       /* 1: only the consumers, no HTTP               */
     int stream_batch;                  /* orders one consumer transaction settles      */

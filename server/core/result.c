@@ -25,6 +25,7 @@ static const struct {
     [ST_OUTCOME_UNKNOWN] = {503, "outcome_unknown"},
     [ST_UNAUTHORIZED] = {401, "unauthorized"},
     [ST_FORBIDDEN] = {403, "forbidden"},
+    [ST_THROTTLED] = {429, "throttled"},
 };
 
 _Static_assert(sizeof outcomes / sizeof outcomes[0] == ST_RESULT_COUNT, "one row per outcome");

@@ -36,10 +36,12 @@ typedef enum {
                                sale may have happened; the ledger knows  */
     ST_UNAUTHORIZED,        /* an admin endpoint without the admin token */
     ST_FORBIDDEN,           /* a cross-site request that changes state   */
+    ST_THROTTLED,           /* admission's bucket for the product is
+                               empty; nothing changed, no backend call   */
 } st_result;
 
 /* How many outcomes there are, for tables indexed by result. */
-#define ST_RESULT_COUNT (ST_FORBIDDEN + 1)
+#define ST_RESULT_COUNT (ST_THROTTLED + 1)
 
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);

@@ -210,6 +210,7 @@ struct pending {
     /* the reply */
     struct page page;
     st_result result;
+    long long retry_after_s; /* a throttled answer's Retry-After, from its reply */
 };
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -254,6 +255,8 @@ static void finish_reply(struct pending *p, st_result r, json_t *doc, const char
             json_object_set_new(doc, "message", json_string(message));
     }
     p->result = r;
+    if (r == ST_THROTTLED)
+        p->retry_after_s = json_integer_value(json_object_get(doc, "retry_after"));
     page_json(&p->page, result_status(r), doc);
     p->phase = REPLIED;
     log_debug("%s %s -> %u", p->method, p->path, p->page.status);
@@ -268,6 +271,11 @@ static void add_headers(struct MHD_Response *response, const struct pending *p)
         MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, p->route.allow);
     if (p->result == ST_OVERLOADED)
         MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (p->result == ST_THROTTLED) {
+        char seconds[24];
+        snprintf(seconds, sizeof seconds, "%lld", p->retry_after_s > 0 ? p->retry_after_s : 1);
+        MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
+    }
     if (p->result == ST_SHUTTING_DOWN || p->bad_framing)
         MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
 }
