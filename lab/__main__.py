@@ -34,7 +34,7 @@ import os
 import sys
 
 from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
-               failover, partition, probe, readme, selfaudit, soak, stream)
+               failover, partition, partition_sentinel, probe, readme, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -89,7 +89,7 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, partition, probe, soak, stream, readme, audit,
+RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, probe, soak, stream, readme, audit,
         selfaudit)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
