@@ -423,7 +423,7 @@ def report(run, done):
                             lambda r: f"{r['strategy']} (min-replicas {r['lag']})")
 
 
-RUNNER = Runner("sentinel-partition", __doc__, options=options, work=work, report=report,
+RUNNER = Runner("partition_sentinel", __doc__, options=options, work=work, report=report,
                 results="sentinel-partition-")
 parse_args = RUNNER.parse
 
