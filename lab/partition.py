@@ -450,17 +450,23 @@ def start_all(args, out_dir, say):
     return redis, proxies, a, b
 
 
-def work(run):
-    args, say = run.args, run.say
+def in_namespace(run, name):
+    """A run's start inside the namespace: checked (netns.verify), the environment its
+    own (its stack in run/NAME, MariaDB only), the nftables table made. Returns the
+    routes seen, the cuts and the results directory."""
     routes = netns.verify()
-    say(f"network namespace: only lo, routes {', '.join(routes)}")
+    run.say(f"network namespace: only lo, routes {', '.join(routes)}")
     for k in [k for k in os.environ if k.startswith("STOCKD_") and k != "STOCKD_BIN"]:
         if k != "STOCKD_RUN_DIR":
             del os.environ[k]  # the stockds here are configured by this run alone
-    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), "partition"),
+    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), name),
                       STACK_SERVICES="mysql", STACK_SKIP_DEPS="1")
-    cuts = netns.Cuts()
-    out_dir = run.out_dir()
+    return routes, netns.Cuts(), run.out_dir()
+
+
+def work(run):
+    args, say = run.args, run.say
+    routes, cuts, out_dir = in_namespace(run, "partition")
     redis, proxies, a, b = start_all(args, out_dir, say)
     rows = []
     try:

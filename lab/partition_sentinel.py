@@ -52,7 +52,8 @@ import time
 from . import facts as facts_mod, junit, netns, tables
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from .failover import Failover, Sale, answer_word, deduct, kind_of
-from .partition import ADDRESS, Node, Partition, RedisServer, mysql_env, redis_cli
+from .partition import (ADDRESS, Node, Partition, RedisServer, in_namespace, mysql_env,
+                        redis_cli)
 from .runner import Runner, report_fact_rows
 from .service import run_dir, stack_script
 
@@ -72,14 +73,15 @@ SENTINEL_QUIET_S = 2.5  # no new failover within 2 x failover-timeout (1 s) of t
 ACK_PERIOD_S = 1.0      # a replica's REPLCONF ACK period: the lag's resolution
 
 ROW_FIELDS = ["strategy", "kind", "min_replicas", "lag", "fact", "old_primary", "new_primary",
-              "a_acked", "b_acked", "acked", "store_sold", "acked_lost", "oversold",
-              "lost_updates", "first_holder", "second_holder", "promote_s", "window_s",
-              "rejoin_s", "seconds", "verdict", "reason"]
+              "a_acked", "b_acked", "acked", "store_sold", "acked_lost", "two_holders",
+              "oversold", "lost_updates", "settled_sold", "first_holder", "second_holder",
+              "promote_s", "window_s", "rejoin_s", "seconds", "verdict", "reason"]
 TABLE = [
     ("strategy", "strategy", "<"), ("min-replicas", "lag", "<"),
     ("fact", "fact", "<"), ("A", "first_holder", "<"), ("B", "second_holder", "<"),
     ("A 200s", "a_acked", ">"), ("B 200s", "b_acked", ">"), ("ledger", "store_sold", ">"),
-    ("acked lost", "acked_lost", ">"), ("oversold", "oversold", ">"),
+    ("acked lost", "acked_lost", ">"), ("two holders", "two_holders", "<"),
+    ("oversold", "oversold", ">"), ("in MySQL", "settled_sold", ">"),
     ("promote s", "promote_s", ">"), ("A's last 200 s", "window_s", ">"),
     ("rejoin s", "rejoin_s", ">"), ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
@@ -351,8 +353,13 @@ class SentinelPartition:
         if rejoined is None:
             row["problems"].append("the old primary did not rejoin as the new one's replica "
                                    "within 30 s of the heal")
-        account = self.b.api.account(row["product"], row.pop("s").store) or {}
+        s = row.pop("s")
+        account = self.b.api.account(row["product"], s.store) or {}
         a_acked, b_acked = row["a_acked"] or 0, row["b_acked"] or 0
+        if row["kind"] == "holder":  # the one unit sold by both
+            row["two_holders"] = a_acked == 1 and b_acked == 1
+        if s.settles:  # what its orders became in MySQL (the drain's, not judged)
+            row["settled_sold"] = (self.b.api.account(row["product"], "mysql") or {}).get("sold")
         row.update(acked=a_acked + b_acked, store_sold=account.get("sold"),
                    oversold=account.get("oversold"), lost_updates=account.get("lost_updates"),
                    acked_lost=acked_lost(a_acked, b_acked, account.get("sold")))
@@ -369,15 +376,7 @@ def words(answers):
 
 def work(run):
     args, say = run.args, run.say
-    routes = netns.verify()
-    say(f"network namespace: only lo, routes {', '.join(routes)}")
-    for k in [k for k in os.environ if k.startswith("STOCKD_") and k != "STOCKD_BIN"]:
-        if k != "STOCKD_RUN_DIR":
-            del os.environ[k]  # the stockds here are configured by this run alone
-    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), "sentinel-partition"),
-                      STACK_SERVICES="mysql", STACK_SKIP_DEPS="1")
-    cuts = netns.Cuts()
-    out_dir = run.out_dir()
+    routes, cuts, out_dir = in_namespace(run, "sentinel-partition")
     group = Group(os.path.join(run_dir(), "sentinel-group"))
     rows = []
     a = b = None
