@@ -24,11 +24,15 @@ A row, on the group as it stands (the primary of the last row's end):
           replica, which discards what it took alone; the run waits for that.
 
 Measured per row: A's and B's 200s, the ledger, "acknowledged lost" (200s whose sale
-the final ledger does not hold), two holders, oversold. Judged against the row's
-`failover` fact (GET /strategies, strategy_failover()): what a promotion that the
-replica did not see coming does to the row is what a partition does to it -
-loses_sales rows must lose some of A's 200s, two_holders rows must oversell, safe
-rows must do neither (lab.failover.Failover.judge).
+the final ledger does not hold), two holders, oversold, and for a row that settles
+later the orders MySQL holds. Judged against the row's partition fact (GET
+/strategies: `partition` where it has one, else `failover`; strategy_partition()):
+what a promotion that the replica did not see coming does to the row is what a
+partition does to it - loses_sales rows must lose some of A's 200s, two_holders rows
+must oversell, safe rows must do neither (lab.failover.Failover.judge) - except for a
+row that settles later (lua-stream): A's consumer settles the old primary's orders
+into MySQL while they are lost from Redis, so MySQL ends with more orders than the
+stock counted ("oversells").
 
 Then the sales rows again with min-replicas-to-write 1 and min-replicas-max-lag
 (--max-lag-s) on the primary: it refuses writes once its replica has been silent
@@ -40,8 +44,9 @@ Writes results/sentinel-partition-<timestamp>/ (sentinel-partition.json, .csv, .
 junit.xml) and points results/sentinel-partition-latest at it. Exit status 1 when a
 row contradicts its fact, 2 when the run cannot be made (not root: it says so).
 
---quick (the test gate): lua, lua-wait, redis-lock and fenced, and lua with
-min-replicas."""
+--quick (the test gate): the first row of each kind, partition fact and frozen-holder
+lease (today watch, redis-lock, redis-lock-wait, lua-wait, lua-stream, fenced), and the
+first sales row that loses sales again with min-replicas (watch)."""
 
 import os
 import subprocess
@@ -61,8 +66,6 @@ GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
 MASTER = "stockd"
 PORT = 6379
-QUICK = ("lua", "lua-wait", "redis-lock", "fenced")
-QUICK_MIN_REPLICAS = ("lua",)
 SELL_EVERY_S = 0.05
 SELL_S = 4.0         # A's selling through the old primary: past the promotion
 HOLD_MS = 1000       # a holder's stay between its read and its write: frozen there
@@ -95,20 +98,29 @@ def options(o):
     o.add("--margin-ms", ["PARTITION_MARGIN_MS"], 500, int,
           "how far past the lag and the ACK period A's last 200 may come", 0)
     o.add("--product", ["PARTITION_PRODUCT"], 8701, int, "first product id (two per row)", 1)
-    o.flag("--quick", "the test gate's version: lua, lua-wait, redis-lock, fenced, and "
-           "lua with min-replicas")
+    o.flag("--quick", "the test gate's version: the first row of each kind, partition fact "
+           "and frozen-holder lease; one sales row with min-replicas")
 
 
 def plan(facts, args):
     """The rows of the two partitions: the strategies with a failover fact on the main
     Redis (not Redlock's servers, which are no replicated group), and the sales rows
-    again, with min-replicas."""
-    names = args.strategies or (QUICK if args.quick else [])
-    chosen = [s for s in facts.select(names) if s.failover and kind_of(s) != "quorum"]
+    again, with min-replicas. --quick: the first row of each kind, partition fact and
+    frozen-holder lease (a fenced lock's differs), and the first sales row that loses
+    sales again."""
+    chosen = [s for s in facts.select(args.strategies)
+              if s.failover and kind_of(s) != "quorum"]
     if not chosen:
         raise SetupError("no strategy with a failover fact on the main Redis was chosen")
-    again = [s for s in chosen if kind_of(s) == "sales" and
-             (not args.quick or s.name in QUICK_MIN_REPLICAS)]
+    again = [s for s in chosen if kind_of(s) == "sales"]
+    if args.quick:
+        seen, quick = set(), []
+        for s in chosen:
+            key = (kind_of(s), s.partition, (s.lease or {}).get("paused_holder"))
+            if key not in seen:
+                seen.add(key)
+                quick.append(s)
+        chosen, again = quick, [s for s in again if s.partition == "loses_sales"][:1]
     return chosen, again
 
 
@@ -119,13 +131,23 @@ def window_bound_s(args):
 
 
 def judge(row, args):
-    """The row against its failover fact (Failover.judge); a min-replicas row also
-    against its window."""
+    """The row against its partition fact: its failover fact (Failover.judge), or
+    "oversells" for a row that settles later, judged by MySQL's orders against what
+    the stock counted; a min-replicas row also against its window."""
     if row["min_replicas"] and row["window_s"] is not None and \
             row["window_s"] > window_bound_s(args):
         row["problems"].append(f"A's last 200 came {row['window_s']} s after the cut: "
                                f"min-replicas should stop it within {window_bound_s(args)} s")
-    Failover.judge(row)
+    if row["fact"] != "oversells":
+        Failover.judge(row)
+        return
+    if row["store_sold"] is None or row["settled_sold"] is None:
+        row["problems"].append("the store's or MySQL's accounting could not be read")
+    elif row["settled_sold"] <= row["store_sold"]:
+        row["problems"].append(f"claims oversells, but MySQL holds {row['settled_sold']} "
+                               f"orders, no more than the {row['store_sold']} the stock counted")
+    row["verdict"] = "fail" if row["problems"] else "pass"
+    row["reason"] = "; ".join(row.pop("problems"))
 
 
 def acked_lost(a_acked, b_acked, sold):
@@ -300,7 +322,7 @@ class SentinelPartition:
 
     def new_row(self, s, min_replicas, product):
         row = {f: None for f in ROW_FIELDS}
-        row.update(strategy=s.name, kind=kind_of(s), fact=s.failover, problems=[], s=s,
+        row.update(strategy=s.name, kind=kind_of(s), fact=s.partition, problems=[], s=s,
                    product=product, min_replicas=min_replicas,
                    lag=f"1, lag {self.args.max_lag_s} s" if min_replicas else "off")
         return row
@@ -344,6 +366,16 @@ class SentinelPartition:
             r["seconds"] = round(time.monotonic() - t0, 2)
         return rows
 
+    def settled(self, product, acked, seconds=10):
+        """MySQL's count of the product's orders once it holds at least `acked` (the
+        stream drained), or what it holds after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            sold = (self.b.api.account(product, "mysql") or {}).get("sold")
+            if (sold is not None and sold >= acked) or time.monotonic() > deadline:
+                return sold
+            time.sleep(0.1)
+
     def settle_row(self, row, cut, promoted, healed, rejoined):
         """The row's figures from the final ledger, and its verdict."""
         row["promote_s"] = round(promoted - cut, 2) if promoted else None
@@ -358,8 +390,8 @@ class SentinelPartition:
         a_acked, b_acked = row["a_acked"] or 0, row["b_acked"] or 0
         if row["kind"] == "holder":  # the one unit sold by both
             row["two_holders"] = a_acked == 1 and b_acked == 1
-        if s.settles:  # what its orders became in MySQL (the drain's, not judged)
-            row["settled_sold"] = (self.b.api.account(row["product"], "mysql") or {}).get("sold")
+        if s.settles:  # what its orders became in MySQL, once every 200's order is there
+            row["settled_sold"] = self.settled(row["product"], a_acked + b_acked)
         row.update(acked=a_acked + b_acked, store_sold=account.get("sold"),
                    oversold=account.get("oversold"), lost_updates=account.get("lost_updates"),
                    acked_lost=acked_lost(a_acked, b_acked, account.get("sold")))
@@ -418,7 +450,7 @@ def work(run):
 
 
 def report(run, done):
-    return report_fact_rows(run, done, TABLE, "failover fact",
+    return report_fact_rows(run, done, TABLE, "partition fact",
                             lambda r: f"{r['strategy']} (min-replicas {r['lag']})")
 
 

@@ -5,8 +5,11 @@ which rows each partition runs."""
 import types
 import unittest
 
-from lab import facts as facts_mod, tables
+from lab import facts as facts_mod, sources, tables
 from lab import partition_sentinel as ps
+
+
+QUORUM = sources.backend_name("redlock.c")  # the Redlock servers: no replicated group
 
 
 def args(**kw):
@@ -50,6 +53,19 @@ class Judge(unittest.TestCase):
         self.assertEqual(judged(row("holder", "safe", 0, 1, 1))[0], "pass")
         self.assertEqual(judged(row("holder", "safe", 1, 1, 2, oversold=1))[0], "fail")
 
+    def test_oversells_is_judged_by_mysql_against_the_stock(self):
+        settled = row("sales", "oversells", 13, 5, 5)
+        settled["settled_sold"] = 18  # A's 13 settled by A's consumer, B's 5
+        self.assertEqual(judged(settled)[0], "pass")
+        same = row("sales", "oversells", 13, 5, 5)
+        same["settled_sold"] = 5
+        verdict, reason = judged(same)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("no more than the 5", reason)
+        unread = row("sales", "oversells", 13, 5, 5)
+        unread["settled_sold"] = None
+        self.assertEqual(judged(unread)[0], "fail")
+
     def test_an_unread_ledger_fails(self):
         self.assertEqual(judged(row("sales", "safe", 0, 0, None))[0], "fail")
 
@@ -66,34 +82,49 @@ class Judge(unittest.TestCase):
         self.assertEqual(judged(plain)[0], "pass")
 
 
-def strategy(name, store, needs, lock=None, failover=None):
+def strategy(name, store, needs, lock=None, failover=None, **more):
     return {"name": name, "store": store, "safe_single": True, "safe_multi": True,
             "contention": "x", "lease": None, "exposed_by": [], "needs": needs,
-            "lock": lock, "failover": failover}
+            "lock": lock, "failover": failover, **more}
 
 
 class Plan(unittest.TestCase):
     def setUp(self):
-        docs = [strategy("sql", "mysql", ["mysql"]),
-                strategy("lua", "redis", ["redis"], failover="loses_sales"),
-                strategy("lua-wait", "redis", ["redis"], failover="safe"),
-                strategy("redis-lock", "mysql", ["mysql", "redis"], "redis", "two_holders"),
-                strategy("redlock", "mysql", ["mysql", "redlock"], "redlock", "safe"),
-                strategy("fenced", "mysql", ["mysql", "redis"], "redis", "safe")]
+        lease = {"busy_holder": "oversells", "paused_holder": "oversells"}
+        docs = [strategy("in-mysql", "mysql", ["mysql"]),
+                strategy("in-redis", "redis", ["redis"], failover="loses_sales"),
+                strategy("in-redis-too", "redis", ["redis"], failover="loses_sales"),
+                strategy("waits", "redis", ["redis"], failover="safe"),
+                strategy("streams", "redis", ["redis", "mysql"], failover="loses_sales",
+                         settles="async", partition="oversells"),
+                strategy("lock", "mysql", ["mysql", "redis"], "redis", "two_holders",
+                         lease=lease),
+                strategy("lock-waits", "mysql", ["mysql", "redis"], "redis", "safe",
+                         lease=lease),
+                strategy("quorum", "mysql", ["mysql", QUORUM], QUORUM, "safe"),
+                strategy("fencing", "mysql", ["mysql", "redis"], "redis", "safe",
+                         lease={"busy_holder": "safe", "paused_holder": "safe"})]
         self.facts = facts_mod.Facts([facts_mod.Strategy(d) for d in docs], {})
 
-    def names(self, rows):
+    @staticmethod
+    def names(rows):
         return [s.name for s in rows]
 
     def test_every_main_redis_row_and_the_sales_rows_again(self):
         plain, again = ps.plan(self.facts, args())
-        self.assertEqual(self.names(plain), ["lua", "lua-wait", "redis-lock", "fenced"])
-        self.assertEqual(self.names(again), ["lua", "lua-wait"])
+        self.assertEqual(self.names(plain), ["in-redis", "in-redis-too", "waits", "streams",
+                                             "lock", "lock-waits", "fencing"])
+        self.assertEqual(self.names(again), ["in-redis", "in-redis-too", "waits", "streams"])
+
+    def test_the_partition_fact_is_failover_s_unless_stated(self):
+        self.assertEqual(self.facts.by_name["in-redis"].partition, "loses_sales")
+        self.assertEqual(self.facts.by_name["streams"].partition, "oversells")
 
     def test_quick(self):
         plain, again = ps.plan(self.facts, args(quick=True))
-        self.assertEqual(self.names(plain), ["lua", "lua-wait", "redis-lock", "fenced"])
-        self.assertEqual(self.names(again), ["lua"])
+        self.assertEqual(self.names(plain),
+                         ["in-redis", "waits", "streams", "lock", "lock-waits", "fencing"])
+        self.assertEqual(self.names(again), ["in-redis"])
 
 
 class Tables(unittest.TestCase):
