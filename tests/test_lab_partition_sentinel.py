@@ -70,10 +70,10 @@ class Judge(unittest.TestCase):
         self.assertEqual(judged(row("sales", "safe", 0, 0, None))[0], "fail")
 
     def test_min_replicas_window(self):
-        self.assertEqual(ps.window_bound_s(args()), 3.5)
+        self.assertEqual(ps.window_bound_s(args()), 4.5)
         inside = row("sales", "loses_sales", 45, 5, 5, min_replicas=True, window_s=2.43)
         self.assertEqual(judged(inside)[0], "pass")
-        late = row("sales", "loses_sales", 80, 5, 5, min_replicas=True, window_s=3.95)
+        late = row("sales", "loses_sales", 80, 5, 5, min_replicas=True, window_s=4.9)
         verdict, reason = judged(late)
         self.assertEqual(verdict, "fail")
         self.assertIn("min-replicas should stop it", reason)
