@@ -214,10 +214,15 @@ failover: build
 # docs/failover.md): a Redis server's clock jumps past the TTL (build/clockshim.so), a
 # server restarts empty, a lock's grant is answered late, each while a lock is held,
 # in a network namespace of its own (root only; only loopback). Each row is judged
-# against its strategy's lease fact. PARTITION_QUICK=1: the gate's short version.
+# against its strategy's lease fact. Then Jepsen 2013's Sentinel partition
+# (lab/partition_sentinel.py): a primary and one stockd cut from the replica, the
+# Sentinels and the other stockd, healed; each Redis row's acknowledged sales lost and
+# oversold judged against its failover fact, and the sales rows again with
+# min-replicas-to-write. PARTITION_QUICK=1: the gate's short versions.
 partition: build build/clockshim.so
 	@$(DEPS) stack partition
 	@python3 -B -m lab partition $(if $(PARTITION_QUICK),--quick)
+	@python3 -B -m lab partition_sentinel $(if $(PARTITION_QUICK),--quick)
 
 # The wall clock that can be moved per process (tests/clockshim.c): LD_PRELOAD'ed into
 # one Redis server at a time; no sanitizers (it runs inside redis-server).

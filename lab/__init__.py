@@ -82,6 +82,8 @@ files):
                    Redis Cluster, each Redis row judged (`make redis-cluster`)
     partition     the Redlock debate's faults in a namespace of their own: a clock that
                   jumps, a server restarted empty, a grant answered late (`make partition`)
+    partition_sentinel  Jepsen 2013's partition: a Sentinel-watched primary and one stockd
+                  cut from the majority, with and without min-replicas (`make partition`)
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies

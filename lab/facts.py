@@ -19,6 +19,12 @@ it plans and expects from these fields, never from a strategy's name:
                   "two_holders" (its lock vanishes: a second holder oversells);
                   published by every row that keeps anything in Redis (stockd
                   refuses to start with a row that does not), absent from the others
+    partition     what a partition of the Redis group does to it (the primary and one
+                  stockd cut from the rest, the replica promoted, healed) where that
+                  is not its failover fact: "oversells" (a row that settles later:
+                  each side's consumer settles its side's orders into MySQL, more
+                  than the stock counted); absent elsewhere, where .partition is
+                  the failover fact
     settles       "async": a 200 is accepted in Redis and reaches MySQL later, once
                   (lua-stream); absent from the rows whose 200 is settled at once.
                   Such a row is judged by its MySQL ledger after the stream drains
@@ -59,6 +65,7 @@ class Strategy:
         self.lock = doc.get("lock")  # the lock it takes, or None
         self.failover = doc.get("failover")  # None: it keeps nothing in Redis
         self.settles = doc.get("settles")  # "async", or None: settled at once
+        self.partition = doc.get("partition", self.failover)  # a partition of the group
         self.cluster = doc.get("cluster")  # None: its stock is not in MySQL
 
     def safe_for(self, instances):
@@ -122,6 +129,8 @@ def _problem(doc, i):
             return f"strategy '{name}' has an unusable {field}: {doc[field]!r}"
     if "failover" in doc and doc["failover"] not in FAILOVER_VALUES:
         return f"strategy '{name}' has an unusable failover: {doc['failover']!r}"
+    if "partition" in doc and doc["partition"] != "oversells":
+        return f"strategy '{name}' has an unusable partition: {doc['partition']!r}"
     if "settles" in doc and doc["settles"] != "async":
         return f"strategy '{name}' has an unusable settles: {doc['settles']!r}"
     if "cluster" in doc and doc["cluster"] not in CLUSTER_VALUES:

@@ -43,6 +43,18 @@ def enter(argv, module):
     return subprocess.run(cmd, env={**os.environ, INSIDE: "1"}).returncode
 
 
+def main(runner, argv):
+    """A runner's main for a run that needs the namespace: outside it, checks root and
+    runs again inside a fresh one."""
+    if inside():
+        return runner.main(argv)
+    why = not_root_reason()
+    if why:
+        print(f"{runner.name}: {why}", file=sys.stderr)
+        return 2
+    return enter(argv, runner.name)
+
+
 def ip_json(*args):
     out = subprocess.run(["ip", "-j", *args], check=True, stdout=subprocess.PIPE,
                          universal_newlines=True).stdout

@@ -120,8 +120,10 @@ class RedisServer:
     """One redis-server of the run: its own address, its own clock, no persistence
     (a restart is a restart without its data)."""
 
-    def __init__(self, name, work_dir):
-        self.name, self.host = name, ADDRESS[name]
+    def __init__(self, name, work_dir, host=None, extra=(), conf=None):
+        """`extra`: more redis-server options; `conf`: a config file's text to start
+        from (a Sentinel's: it rewrites its file as the group changes)."""
+        self.name, self.host, self.extra, self.conf = name, host or ADDRESS[name], extra, conf
         self.dir = os.path.join(work_dir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.clock_file = os.path.join(self.dir, "clock-offset-ms")
@@ -137,9 +139,14 @@ class RedisServer:
     def start(self):
         env = {**os.environ, "LD_PRELOAD": clockshim(), "CLOCKSHIM_FILE": self.clock_file}
         log = open(os.path.join(self.dir, "redis.log"), "ab")
+        head = ["redis-server"]
+        if self.conf is not None:
+            head.append(os.path.join(self.dir, "redis.conf"))
+            write_text(head[-1], self.conf)
         self.proc = subprocess.Popen(
-            ["redis-server", "--bind", self.host, "--port", str(REDIS_PORT),
-             "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", self.dir],
+            head + ["--bind", self.host, "--port", str(REDIS_PORT),
+             "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", self.dir,
+                    *self.extra],
             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()
@@ -443,17 +450,23 @@ def start_all(args, out_dir, say):
     return redis, proxies, a, b
 
 
-def work(run):
-    args, say = run.args, run.say
+def in_namespace(run, name):
+    """A run's start inside the namespace: checked (netns.verify), the environment its
+    own (its stack in run/NAME, MariaDB only), the nftables table made. Returns the
+    routes seen, the cuts and the results directory."""
     routes = netns.verify()
-    say(f"network namespace: only lo, routes {', '.join(routes)}")
+    run.say(f"network namespace: only lo, routes {', '.join(routes)}")
     for k in [k for k in os.environ if k.startswith("STOCKD_") and k != "STOCKD_BIN"]:
         if k != "STOCKD_RUN_DIR":
             del os.environ[k]  # the stockds here are configured by this run alone
-    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), "partition"),
+    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), name),
                       STACK_SERVICES="mysql", STACK_SKIP_DEPS="1")
-    cuts = netns.Cuts()
-    out_dir = run.out_dir()
+    return routes, netns.Cuts(), run.out_dir()
+
+
+def work(run):
+    args, say = run.args, run.say
+    routes, cuts, out_dir = in_namespace(run, "partition")
     redis, proxies, a, b = start_all(args, out_dir, say)
     rows = []
     try:
@@ -513,11 +526,4 @@ parse_args = RUNNER.parse
 
 
 def main(argv):
-    """Outside the namespace: checks root, then runs again inside a fresh one."""
-    if netns.inside():
-        return RUNNER.main(argv)
-    why = netns.not_root_reason()
-    if why:
-        print(f"partition: {why}", file=sys.stderr)
-        return 2
-    return netns.enter(argv, RUNNER.name)
+    return netns.main(RUNNER, argv)

@@ -54,8 +54,17 @@ FAILOVER = {"safe": "safe", "loses_sales": "loses acknowledged sales",
             "two_holders": "two holders: oversells"}
 
 
+# A partition of the Redis group, where it does other than a failover (its own fact).
+PARTITION = {"oversells": "both sides' orders settled: oversells"}
+
+
 def failover(s):
-    return FAILOVER[s.failover] if s.failover else ""
+    """What a failover does, and a partition where that differs."""
+    if not s.failover:
+        return ""
+    if s.partition != s.failover:
+        return f"{FAILOVER[s.failover]}; cut off from the Sentinels: {PARTITION[s.partition]}"
+    return FAILOVER[s.failover]
 
 
 def store(s):

@@ -1,4 +1,4 @@
-"""Rows (dicts) as a text table, as JSON and as CSV."""
+"""Rows (dicts) as a text table, a Markdown table, JSON and CSV."""
 
 import csv
 import io
@@ -20,12 +20,13 @@ def cell(v, grouped=False, missing="-"):
     return str(v)
 
 
+def _value(r, f):
+    return f(r) if callable(f) else r.get(f)
+
+
 def text_table(rows, columns):
     """columns: [(heading, field, "<" or ">")]; a field may be a function of the row."""
-    def value(r, f):
-        return f(r) if callable(f) else r.get(f)
-
-    cells = [[h for h, _, _ in columns]] + [[cell(value(r, f)) for _, f, _ in columns]
+    cells = [[h for h, _, _ in columns]] + [[cell(_value(r, f)) for _, f, _ in columns]
                                              for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = []
@@ -34,6 +35,14 @@ def text_table(rows, columns):
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def markdown_table(rows, columns):
+    """The same rows and columns as a Markdown table."""
+    lines = ["| " + " | ".join(h for h, _, _ in columns) + " |",
+             "|" + "|".join(" --- " if a == "<" else " ---: " for _, _, a in columns) + "|"]
+    lines += ["| " + " | ".join(cell(_value(r, f)) for _, f, _ in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def json_text(value):

@@ -53,6 +53,15 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("| redis, settled into mysql after the 200 |", rows[0])
         self.assertIn("| mysql |", rows[1])
 
+    def test_a_partition_fact_is_shown_where_it_differs(self):
+        streamed = strategy("epsilon", store="redis", failover="loses_sales")
+        streamed.update(settles="async", partition="oversells")
+        rows = table_of(streamed, strategy("gamma", store="redis", failover="loses_sales"))
+        rows = rows.splitlines()[2:]
+        self.assertIn("| loses acknowledged sales; cut off from the Sentinels: both sides' "
+                      "orders settled: oversells |", rows[0])
+        self.assertIn("| loses acknowledged sales |", rows[1])
+
     def test_the_block_between_the_markers(self):
         text = f"intro\n{readme.BEGIN}\nold table\n{readme.END}\nafter\n"
         self.assertEqual(readme.block(text), "old table")

@@ -125,6 +125,23 @@ static void test_failover_fact(void **state)
     assert_int_equal(strategy_find("lua")->failover, FAILOVER_DEFAULT);
 }
 
+/* A partition does what a failover does, except to a row that settles
+ * later: only there /strategies states a partition fact. */
+static void test_partition_fact(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct strategy *s = strategy_at(i);
+        json_t *o = strategy_json(s);
+        int own = s->settles == SETTLES_LATER && strategy_failover(s) == FAILOVER_LOSES_SALES;
+        assert_int_equal(strategy_partition(s), own ? PARTITION_OVERSELLS : PARTITION_AS_FAILOVER);
+        assert_int_equal(json_object_get(o, "partition") != NULL, own);
+        json_decref(o);
+    }
+    expect_fact("lua-stream", "partition", "oversells"); /* follows: it settles later */
+    assert_int_equal(strategy_partition(strategy_find("lua")), PARTITION_AS_FAILOVER);
+}
+
 /* Every row whose stock is in MySQL has a cluster fact, and /strategies
  * says it; a MySQL row with no lock, or a lock inside MySQL, must state
  * its own, and a row whose stock is elsewhere states none. */
@@ -161,7 +178,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formulas),      cmocka_unit_test(test_json),
         cmocka_unit_test(test_result_table),  cmocka_unit_test(test_strategy_table),
-        cmocka_unit_test(test_failover_fact), cmocka_unit_test(test_cluster_fact),
+        cmocka_unit_test(test_failover_fact), cmocka_unit_test(test_partition_fact),
+        cmocka_unit_test(test_cluster_fact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,13 @@ enum failover_outcome strategy_failover(const struct strategy *s)
     return s->lock->backend == BACKEND_REDIS ? FAILOVER_TWO_HOLDERS : FAILOVER_SAFE;
 }
 
+enum partition_outcome strategy_partition(const struct strategy *s)
+{
+    return s->settles == SETTLES_LATER && strategy_failover(s) == FAILOVER_LOSES_SALES
+               ? PARTITION_OVERSELLS
+               : PARTITION_AS_FAILOVER;
+}
+
 enum cluster_outcome strategy_cluster(const struct strategy *s)
 {
     if (s->store->backend != BACKEND_MYSQL)
@@ -201,6 +208,8 @@ json_t *strategy_json(const struct strategy *s)
         json_object_set_new(o, "failover", json_string(failover_names[strategy_failover(s)]));
     if (s->settles == SETTLES_LATER)
         json_object_set_new(o, "settles", json_string("async"));
+    if (strategy_partition(s) == PARTITION_OVERSELLS) /* only where it is not failover's */
+        json_object_set_new(o, "partition", json_string("oversells"));
     if (strategy_cluster(s) != CLUSTER_NONE)
         json_object_set_new(o, "cluster", json_string(cluster_names[strategy_cluster(s)]));
     return o;

@@ -67,6 +67,17 @@ enum failover_outcome {
     FAILOVER_TWO_HOLDERS, /* the lock vanishes: a second holder oversells */
 };
 
+/* What a partition of the main Redis's group does to a row (Jepsen 2013:
+ * the primary and one stockd cut from the replica, the Sentinels and the
+ * other stockd; the replica promoted; healed): what a failover does, and
+ * then some for a row whose orders leave Redis on their own. Derived only
+ * (strategy_partition()): no row states it. */
+enum partition_outcome {
+    PARTITION_AS_FAILOVER, /* what strategy_failover() says: no fact of its own */
+    PARTITION_OVERSELLS,   /* each side's consumer settles its side's orders
+                              into MySQL: more orders than the stock counted */
+};
+
 /* Where a sale is settled when its 200 goes out. */
 enum settles {
     SETTLES_AT_ONCE, /* in its store, ledger included: no fact */
@@ -136,6 +147,12 @@ backend_set strategy_needs(const struct strategy *s);
  * Redis: the lock vanishes and a second holder takes it (two_holders); its
  * lock on the Redlock servers, which do not fail over: safe. */
 enum failover_outcome strategy_failover(const struct strategy *s);
+
+/* What a partition of the main Redis does to `s`: what a failover does,
+ * except for a row that settles later and loses sales in a failover: there
+ * the old primary's orders, lost from Redis at the heal, were settled into
+ * MySQL by the cut-off side's consumer meanwhile (oversells). */
+enum partition_outcome strategy_partition(const struct strategy *s);
 
 /* What a multi-primary MySQL cluster does to `s`: its stated fact, or
  * what follows - stock not in MySQL: none; a lock outside MySQL (Redis,
