@@ -76,6 +76,8 @@ files):
     cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)
     partition     the Redlock debate's faults in a namespace of their own: a clock that
                   jumps, a server restarted empty, a grant answered late (`make partition`)
+    partition_galera  MySQL's half: a Galera node and its stockd cut from the other two
+                  under load, in a namespace of their own (`make partition`)
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies

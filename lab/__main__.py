@@ -10,6 +10,8 @@ lists a command's flags, each of which also reads an environment variable):
                                (make cluster, make cluster-short: --quick)
     partition [FLAGS]          clock jumps, empty restarts and late grants under the
                                Redis locks, in a network namespace (make partition; root)
+    partition_galera [FLAGS]   a Galera node and its stockd cut from the other two under
+                               load, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
     soak [FLAGS]               the soak (make soak)
     stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
@@ -34,7 +36,7 @@ import os
 import sys
 
 from . import (audit, bench, bench_report, browser, chaos, cluster, compare, compare_report,
-               failover, partition, probe, readme, selfaudit, soak, stream)
+               failover, partition, partition_galera, probe, readme, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -89,8 +91,8 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, partition, probe, soak, stream, readme, audit,
-        selfaudit)
+RUNS = (compare, bench, chaos, failover, cluster, partition, partition_galera, probe, soak,
+        stream, readme, audit, selfaudit)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

@@ -174,8 +174,8 @@ class RedisServer:
 class Node(Instance):
     """A stockd of the run: listening on its own address and connecting from it."""
 
-    def __init__(self, name, port, env, options, out_dir):
-        addr = ADDRESS[name]
+    def __init__(self, name, port, env, options, out_dir, addr=None):
+        addr = addr or ADDRESS[name]
         super().__init__(name, port, env, options + [f"--listen={addr}",
                                                      f"--bind-source={addr}"], out_dir)
         self.api = Api(addr, port)
@@ -445,13 +445,7 @@ def start_all(args, out_dir, say):
 
 def work(run):
     args, say = run.args, run.say
-    routes = netns.verify()
-    say(f"network namespace: only lo, routes {', '.join(routes)}")
-    for k in [k for k in os.environ if k.startswith("STOCKD_") and k != "STOCKD_BIN"]:
-        if k != "STOCKD_RUN_DIR":
-            del os.environ[k]  # the stockds here are configured by this run alone
-    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), "partition"),
-                      STACK_SERVICES="mysql", STACK_SKIP_DEPS="1")
+    routes = netns.prepare(say, "partition", STACK_SERVICES="mysql")
     cuts = netns.Cuts()
     out_dir = run.out_dir()
     redis, proxies, a, b = start_all(args, out_dir, say)
@@ -514,10 +508,4 @@ parse_args = RUNNER.parse
 
 def main(argv):
     """Outside the namespace: checks root, then runs again inside a fresh one."""
-    if netns.inside():
-        return RUNNER.main(argv)
-    why = netns.not_root_reason()
-    if why:
-        print(f"partition: {why}", file=sys.stderr)
-        return 2
-    return netns.enter(argv, RUNNER.name)
+    return netns.main(RUNNER, argv)
