@@ -33,7 +33,8 @@ rejoins (IST: only what it missed) and the load goes on until A has sold again. 
              row's cluster fact), and the clients' history linearizable
 
 Writes results/partition_galera-<timestamp>/ (galera.json, galera.csv, galera.md: the
-table for docs/cluster.md, junit.xml) and points results/partition_galera-latest at it.
+table for docs/cluster.md, timeline.svg: the first row along its real clock, junit.xml)
+and points results/partition_galera-latest at it.
 Exit status 1 when a row breaks the rule or its fact, 2 when the run cannot be made
 (not root: it says so).
 
@@ -44,7 +45,7 @@ import subprocess
 import sys
 import time
 
-from . import facts as facts_mod, junit, netns, sources, tables
+from . import facts as facts_mod, failover_report, junit, netns, sources, tables
 from .cluster import SAFE_FACTS, Buyers, deduct_path, judge_history, node_names, stack
 from .common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from .partition import ADDRESS, Node, RedisServer
@@ -179,6 +180,57 @@ def judge(row):
     return row
 
 
+def timeline_marks(answers, t0, marks, row, seconds):
+    """The row's moments, seconds from the load's start: the cut, A's first 503 after
+    it (N1 out of the primary component), B's and C's first 200 after it, the heal, N1
+    back, A's first 200 after it, the end."""
+    cut, heal = marks["cut"], marks["heal"]
+    out = [a.end for i, a in answers if i == 0 and a.start >= cut and a.status == 503]
+
+    def since(base, delta):
+        return None if delta is None else round(base - t0 + delta, 3)
+
+    return {"cut": round(cut - t0, 3), "out": round(min(out) - t0, 3) if out else None,
+            "majority_again": since(cut, row["majority_first_ok_s"]),
+            "heal": round(heal - t0, 3), "rejoined": since(heal, row["rejoin_s"]),
+            "a_again": since(heal, row["a_first_ok_s"]), "end": round(seconds, 3)}
+
+
+def timeline_svg(row):
+    """One row along its real clock: N1 cut and out, the majority's stall and its sales
+    on, the heal, N1's return, A's 503s and its sales again (lab.failover_report's
+    primitives)."""
+    m = row["timeline"]
+    lanes = ("N1", "N2, N3", "stockd A", "stockd B, C")
+    axis = failover_report.Axis(0, m["end"], lanes)
+    bar, mark = failover_report.bar, failover_report.mark
+    out = m["out"] or m["heal"]
+    back = m["rejoined"] or m["end"]
+    again = m["a_again"] or m["end"]
+    majority = m["majority_again"] or m["heal"]
+    parts = [
+        bar(axis, "N1", 0, m["cut"], "alive", "primary component"),
+        bar(axis, "N1", m["cut"], out, "gap", "cut: suspects N2, N3"),
+        bar(axis, "N1", out, m["heal"], "held", "non-primary: wsrep_ready=OFF"),
+        bar(axis, "N1", m["heal"], back, "new", "IST"),
+        bar(axis, "N1", back, m["end"], "alive", "back"),
+        mark(axis, "N1", m["cut"], "cut"), mark(axis, "N2, N3", m["heal"], "heal"),
+        bar(axis, "N2, N3", 0, m["cut"], "alive", "primary component"),
+        bar(axis, "N2, N3", m["cut"], majority, "gap", "commits wait: N1 evicted"),
+        bar(axis, "N2, N3", majority, m["end"], "alive", "primary component of two"),
+        bar(axis, "stockd A", 0, m["cut"], "sold", "sells"),
+        bar(axis, "stockd A", out, m["heal"], "held",
+            f"503 backend_unavailable x{row['minority_503']}, 200 x{row['ok_minority']}"),
+        bar(axis, "stockd A", again, m["end"], "sold", "sells"),
+        bar(axis, "stockd B, C", 0, m["cut"], "sold", "sell"),
+        bar(axis, "stockd B, C", majority, m["end"], "sold",
+            f"sell on: 200 x{row['ok_majority']} while N1 is out"),
+    ]
+    title = (f"{row['strategy']}: one Galera node and its stockd cut from the other two "
+             f"for {row['cut_s']:g} s - the minority sells nothing, the majority sells on")
+    return failover_report.picture(axis, 0, title, parts)
+
+
 def transfer_kind(log_text):
     """How a rejoining node caught up, from the lines its log gained: IST, SST or none."""
     if "IST received" in log_text or "Receiving IST" in log_text:
@@ -263,6 +315,7 @@ class Galera:
                    rejoin_s=marks.get("rejoin_s"), a_first_ok_s=marks.get("a_first_ok_s"),
                    n1_ready_while_out=marks["out_ready"])
         row.update(phase_counts(buyers.answers, marks["cut"], marks["heal"]))
+        row["timeline"] = timeline_marks(buyers.answers, t0, marks, row, seconds)
         row["ok"] = sum(a.status == 200 for _, a in buyers.answers)
         row["unknown"] = sum(a.word == "outcome_unknown" for _, a in buyers.answers)
         account = api.account(product, s.store) or {}
@@ -370,6 +423,8 @@ def work(run):
     write_text(os.path.join(out_dir, "galera.json"), tables.json_text(doc))
     write_text(os.path.join(out_dir, "galera.csv"), tables.csv_text(rows, ROW_FIELDS))
     write_text(os.path.join(out_dir, "galera.md"), table_md(rows))
+    if rows:
+        write_text(os.path.join(out_dir, "timeline.svg"), timeline_svg(rows[0]))
     junit.write(os.path.join(out_dir, "junit.xml"), "partition_galera", rows,
                 lambda r: f"{r['strategy']} N1 cut {r['cut_s']} s", lambda r: r["seconds"],
                 {"cut_s": args.cut_s, "hold_ms": args.hold_ms})

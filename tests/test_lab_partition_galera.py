@@ -82,6 +82,22 @@ class Facts(unittest.TestCase):
         self.assertEqual(pg.transfer_kind("WSREP: State transfer required"), "SST")
         self.assertEqual(pg.transfer_kind("WSREP: Member 1.0 synced with group."), "none")
 
+    def test_timeline(self):
+        row = pg.judge(good_row(cut_s=8.0, majority_first_ok_s=2.5, rejoin_s=1.2,
+                                a_first_ok_s=0.1))
+        answers = [(0, answer(10.5, 11.0, 503, "backend_unavailable")),
+                   (0, answer(10.1, 14.0, 503, "backend_unavailable"))]
+        m = pg.timeline_marks(answers, 2.0, {"cut": CUT, "heal": HEAL}, row, 22.0)
+        self.assertEqual(m, {"cut": 8.0, "out": 9.0, "majority_again": 10.5, "heal": 18.0,
+                             "rejoined": 19.2, "a_again": 18.1, "end": 22.0})
+        row["timeline"] = m
+        svg = pg.timeline_svg(row)
+        for text in ("non-primary: wsrep_ready=OFF", "503 backend_unavailable x5, 200 x0",
+                     "200 x40 while N1 is out", ">cut<", ">heal<", ">stockd B, C<"):
+            self.assertIn(text, svg)
+        m.update(out=None, rejoined=None, a_again=None, majority_again=None)
+        self.assertIn("</svg>", pg.timeline_svg(row))  # nothing came back: still drawn
+
     def test_table(self):
         md = pg.table_md([pg.judge(good_row())])
         self.assertIn("| `sql` | conflicts_at_commit | 0 / 5 / 0 / 0 |", md)
