@@ -37,7 +37,8 @@ history (lab.history: linearizable exactly when nothing was oversold):
                  lock; fencing refuses the write).
 
 Writes results/partition-<timestamp>/ (partition.json, partition.csv, partition.md:
-the debate table's new columns, junit.xml) and points results/partition-latest at it.
+the debate table's new columns, clock-jump.svg: the first Redlock clock-jump row along
+its real clock, junit.xml) and points results/partition-latest at it.
 Exit status 1 when a row contradicts its fact, 2 when the run cannot be made (not
 root: it says so).
 
@@ -50,7 +51,7 @@ import sys
 import threading
 import time
 
-from . import facts as facts_mod, history, junit, netns, sources, tables
+from . import facts as facts_mod, failover_report, history, junit, netns, sources, tables
 from .api import Api
 from .common import REPO, SetupError, comma_list, now_iso, write_text
 from .delay_proxy import DelayProxy
@@ -285,6 +286,7 @@ class Partition:
         first = TimedSale(self.a.api, s, product, HOLD_MS)
         first.start()
         holding = self.wait_holding(self.a, first)
+        moments = {"held": time.monotonic()}
         if not holding:
             row["problems"].append(f"A answered before it held the lock: {first.answer}")
         restarter = None
@@ -293,6 +295,7 @@ class Partition:
         try:
             if row["case"] == "clock_jump" and fault:
                 victim.set_clock(jump)
+                moments["jump"] = time.monotonic()
             elif row["case"] == "empty_restart":
                 victim.kill()
                 if fault:
@@ -304,7 +307,10 @@ class Partition:
         finally:
             if holding:
                 self.a.freeze(False)
+            moments["thawed"] = time.monotonic()
         first.join(60)
+        if row["case"] == "clock_jump" and fault and kind == "quorum" and first.answer:
+            row["timeline"] = clock_jump_marks(first.answer, second, moments)
         if restarter:
             restarter.join()
         if not fault:
@@ -403,6 +409,41 @@ class Partition:
         row["reason"] = "; ".join(row.pop("problems"))
 
 
+def clock_jump_marks(first, second, moments):
+    """A Redlock clock-jump row's moments, seconds from A's sale's start: A holding
+    (frozen), R2's jump, B's sale, A thawed, A's answer; and both answers."""
+    t0 = first[1]
+    at = {k: round(v - t0, 3) for k, v in moments.items()}
+    at.update(b_start=round(second[1] - t0, 3), b_end=round(second[2] - t0, 3),
+              a_end=round(first[2] - t0, 3), a_answer=answer_word(first[0][:2]),
+              b_answer=answer_word(second[0][:2]))
+    return at
+
+
+def clock_jump_svg(name, m):
+    """Kleppmann's scenario along its real clock (lab.failover_report's primitives): A
+    holds R1 and R2, R2's clock jumps past the TTL, B takes R2 and R3, A writes."""
+    lanes = ("R1", "R2", "R3", "client A", "client B")
+    end = max(m["a_end"], m["b_end"]) + 0.1
+    axis = failover_report.Axis(0, end, lanes)
+    bar, mark = failover_report.bar, failover_report.mark
+    thawed = m.get("thawed", m["a_end"])
+    parts = [
+        bar(axis, "R1", 0, end, "lock", "A's key (B is cut from R1)"),
+        bar(axis, "R2", 0, m["jump"], "lock", "A's key"),
+        mark(axis, "R2", m["jump"], "clock +TTL+2 s: A's key expires, B's is written"),
+        bar(axis, "R2", m["b_start"], end, "new", ""),  # the jump's label says it
+        bar(axis, "R3", m["b_start"], end, "new", "B's key (A is cut from R3)"),
+        bar(axis, "client A", 0, m["held"], "lock", "takes R1, R2; reads the last unit"),
+        bar(axis, "client A", m["held"], thawed, "frozen", "frozen between read and write"),
+        mark(axis, "client A", m["a_end"], f"writes: {m['a_answer']}"),
+        bar(axis, "client B", m["b_start"], m["b_end"], "new",
+            f"takes R2, R3 (a majority): {m['b_answer']}"),
+    ]
+    title = f"{name}: one Redlock server's clock jumps - a second majority, two holders"
+    return failover_report.picture(axis, 0, title, parts)
+
+
 def a_way(name):
     """The address A reaches server `name` at: its proxy's, or its own."""
     return PROXIED.get(name, ADDRESS[name])
@@ -475,6 +516,10 @@ def work(run):
     write_text(os.path.join(out_dir, "partition.json"), tables.json_text(doc))
     write_text(os.path.join(out_dir, "partition.csv"), tables.csv_text(rows, ROW_FIELDS))
     write_text(os.path.join(out_dir, "partition.md"), debate_columns(rows))
+    drawn = [r for r in rows if r.get("timeline")]
+    if drawn:
+        write_text(os.path.join(out_dir, "clock-jump.svg"),
+                   clock_jump_svg(drawn[0]["strategy"], drawn[0]["timeline"]))
     junit.write(os.path.join(out_dir, "junit.xml"), "partition", rows,
                 lambda r: f"{r['strategy']} {r['case']} {r['fault']}", lambda r: r["seconds"],
                 {"ttl_ms": args.ttl_ms, "hold_ms": HOLD_MS, "wait_ms": args.wait_ms})

@@ -297,8 +297,10 @@ class Galera:
             marks["cut"] = time.monotonic()
             time.sleep(self.args.cut_s)
             marks["out_ready"] = self.ready(self.n1)
-            self.cuts.heal()
+            # the mark before the rules go: an answer the healed link carried while nft
+            # was still exiting must not count as sold while out
             marks["heal"] = time.monotonic()
+            self.cuts.heal()
             marks.update(self.wait_back(buyers, marks["heal"]))
             time.sleep(1.0)
         finally:
@@ -315,6 +317,10 @@ class Galera:
                    rejoin_s=marks.get("rejoin_s"), a_first_ok_s=marks.get("a_first_ok_s"),
                    n1_ready_while_out=marks["out_ready"])
         row.update(phase_counts(buyers.answers, marks["cut"], marks["heal"]))
+        # the evidence of a failing row: each sale A answered while out (seconds from the cut)
+        row["minority_sales"] = [[round(a.start - marks["cut"], 3), round(a.end - marks["cut"], 3)]
+                                 for i, a in buyers.answers if i == 0 and a.status == 200
+                                 and marks["cut"] <= a.start < a.end < marks["heal"]]
         row["timeline"] = timeline_marks(buyers.answers, t0, marks, row, seconds)
         row["ok"] = sum(a.status == 200 for _, a in buyers.answers)
         row["unknown"] = sum(a.word == "outcome_unknown" for _, a in buyers.answers)
