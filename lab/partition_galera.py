@@ -58,10 +58,11 @@ STOCKD_PORT = 8080
 HEAL_GOAL_S = 30.0
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
-              "minority_busy", "minority_unknown", "minority_other", "minority_held", "ok_majority", "majority_first_ok_s",
-              "rejoin_s", "a_first_ok_s", "state_transfer", "ok", "unknown", "sold",
-              "acked_missing", "extra_in_ledger", "oversold", "lost_updates", "history", "history_ops",
-              "seconds", "verdict", "reason"]
+              "minority_busy", "minority_unknown", "minority_other", "minority_held",
+              "ok_majority", "majority_first_ok_s", "rejoin_s", "a_first_ok_s",
+              "state_transfer", "ok", "unknown", "sold", "acked_missing", "extra_in_ledger",
+              "oversold", "lost_updates", "history", "history_ops", "seconds", "verdict",
+              "reason"]
 TABLE = [
     ("strategy", "strategy", "<"), ("fact", "fact", "<"), ("cut s", "cut_s", ">"),
     ("A 200 out", "ok_minority", ">"), ("A 503", "minority_503", ">"),
@@ -117,7 +118,8 @@ def phase_counts(answers, cut, heal):
     answered after the heal apart: its COMMIT waited out the cut): `answers`
     are (instance index, lab.load.Answer), instance 0 being A (the minority)."""
     out = {"ok_before": 0, "ok_minority": 0, "minority_503": 0, "minority_busy": 0,
-           "minority_unknown": 0, "minority_other": 0, "minority_held": 0, "ok_majority": 0, "majority_first_ok_s": None}
+           "minority_unknown": 0, "minority_other": 0, "minority_held": 0, "ok_majority": 0,
+           "majority_first_ok_s": None}
     others = set()
     for i, a in answers:
         if a.start < cut:
