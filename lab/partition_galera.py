@@ -216,15 +216,17 @@ def timeline_svg(row):
         bar(axis, "N1", out, m["heal"], "held", "non-primary: wsrep_ready=OFF"),
         bar(axis, "N1", m["heal"], back, "new", "IST"),
         bar(axis, "N1", back, m["end"], "alive", "back"),
-        mark(axis, "N1", m["cut"], "cut"), mark(axis, "N2, N3", m["heal"], "heal"),
+        mark(axis, "N2, N3", m["heal"], "heal"),
         bar(axis, "N2, N3", 0, m["cut"], "alive", "primary component"),
-        bar(axis, "N2, N3", m["cut"], majority, "gap", "commits wait: N1 evicted"),
+        bar(axis, "N2, N3", m["cut"], majority, "gap", "evicting N1"),
         bar(axis, "N2, N3", majority, m["end"], "alive", "primary component of two"),
         bar(axis, "stockd A", 0, m["cut"], "sold", "sells"),
+        bar(axis, "stockd A", m["cut"], out, "gap", "its commits wait"),
         bar(axis, "stockd A", out, m["heal"], "held",
             f"503 backend_unavailable x{row['minority_503']}, 200 x{row['ok_minority']}"),
         bar(axis, "stockd A", again, m["end"], "sold", "sells"),
         bar(axis, "stockd B, C", 0, m["cut"], "sold", "sell"),
+        bar(axis, "stockd B, C", m["cut"], majority, "gap", "their commits wait"),
         bar(axis, "stockd B, C", majority, m["end"], "sold",
             f"sell on: 200 x{row['ok_majority']} while N1 is out"),
     ]
@@ -244,13 +246,14 @@ def transfer_kind(log_text):
 
 def table_md(rows):
     """The table of docs/cluster.md's partition section."""
-    cols = [("strategy", "strategy"), ("fact", "fact"), ("A: 200 / 503 / busy / other while out",
-            lambda r: f"{r['ok_minority']} / {r['minority_503']} / {r['minority_busy']} / "
-                      f"{r['minority_other']}"),
+    cols = [("strategy", "strategy"), ("fact", "fact"),
+            ("A while out: 200 / 503 / busy / unknown / other",
+             lambda r: f"{r['ok_minority']} / {r['minority_503']} / {r['minority_busy']} / "
+                       f"{r['minority_unknown']} / {r['minority_other']}"),
             ("B+C: 200 while out", "ok_majority"), ("B+C first 200 s", "majority_first_ok_s"),
             ("N1 rejoined s", "rejoin_s"), ("A sells again s", "a_first_ok_s"),
-            ("transfer", "state_transfer"), ("200s / ledger", lambda r: f"{r['ok']} / "
-                                                                       f"{r['sold']}"),
+            ("transfer", "state_transfer"),
+            ("200s / unknown / ledger", lambda r: f"{r['ok']} / {r['unknown']} / {r['sold']}"),
             ("oversold", "oversold"), ("lost", "lost_updates"), ("verdict", "verdict")]
     lines = ["| " + " | ".join(c for c, _ in cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:

@@ -93,15 +93,15 @@ class Facts(unittest.TestCase):
         row["timeline"] = m
         svg = pg.timeline_svg(row)
         for text in ("non-primary: wsrep_ready=OFF", "503 backend_unavailable x5, 200 x0",
-                     "200 x40 while N1 is out", ">cut<", ">heal<", ">stockd B, C<"):
+                     "200 x40 while N1 is out", "cut: suspects", ">heal<", ">stockd B, C<"):
             self.assertIn(text, svg)
         m.update(out=None, rejoined=None, a_again=None, majority_again=None)
         self.assertIn("</svg>", pg.timeline_svg(row))  # nothing came back: still drawn
 
     def test_table(self):
         md = pg.table_md([pg.judge(good_row())])
-        self.assertIn("| `sql` | conflicts_at_commit | 0 / 5 / 0 / 0 |", md)
-        self.assertIn("100 / 101", md)
+        self.assertIn("| `sql` | conflicts_at_commit | 0 / 5 / 0 / 0 / 0 |", md)
+        self.assertIn("| 100 / 1 / 101 |", md)
 
 
 if __name__ == "__main__":
