@@ -434,8 +434,9 @@ def clock_jump_svg(name, m):
         mark(axis, "R2", m["jump"], "clock +TTL+2 s: A's key expires, B's is written"),
         bar(axis, "R2", m["b_start"], end, "new", ""),  # the jump's label says it
         bar(axis, "R3", m["b_start"], end, "new", "B's key (A is cut from R3)"),
-        bar(axis, "client A", 0, m["held"], "lock", "takes R1, R2; reads the last unit"),
-        bar(axis, "client A", m["held"], thawed, "frozen", "frozen between read and write"),
+        bar(axis, "client A", 0, thawed, "frozen", "holds R1, R2; read the last unit; frozen"),
+        bar(axis, "client A", thawed, m["a_end"], "lock",
+            "thawed: the rest of its stay between read and write (hold_ms)"),
         mark(axis, "client A", m["a_end"], f"writes: {m['a_answer']}"),
         bar(axis, "client B", m["b_start"], m["b_end"], "new",
             f"takes R2, R3 (a majority): {m['b_answer']}"),
