@@ -33,7 +33,7 @@ class ClockJumpPicture(unittest.TestCase):
         self.assertEqual(m, {"held": 0.2, "jump": 0.4, "thawed": 0.7, "b_start": 0.5,
                              "b_end": 0.6, "a_end": 2.0, "a_answer": "200",
                              "b_answer": "200"})
-        svg = partition.clock_jump_svg("redlock", m)
+        svg = partition.clock_jump_svg("quorumlock", m)
         for text in ("clock +TTL+2 s", "takes R2, R3 (a majority): 200",
                      "writes: 200", ">R3<", "two holders"):
             self.assertIn(text, svg)

@@ -21,7 +21,7 @@ def counted(answers):
 
 def good_row(**over):
     row = {f: None for f in pg.ROW_FIELDS}
-    row.update(strategy="sql", fact="conflicts_at_commit", ok_minority=0, minority_503=5,
+    row.update(strategy="rowsale", fact="conflicts_at_commit", ok_minority=0, minority_503=5,
                minority_busy=0, minority_unknown=0, minority_other=0, minority_held=0,
                ok_majority=40, rejoin_s=1.2, a_first_ok_s=0.1, ok=100, unknown=1, sold=101,
                acked_missing=0, extra_in_ledger=1, oversold=0, lost_updates=0)
@@ -100,7 +100,7 @@ class Facts(unittest.TestCase):
 
     def test_table(self):
         md = pg.table_md([pg.judge(good_row())])
-        self.assertIn("| `sql` | conflicts_at_commit | 0 / 5 / 0 / 0 / 0 |", md)
+        self.assertIn("| `rowsale` | conflicts_at_commit | 0 / 5 / 0 / 0 / 0 |", md)
         self.assertIn("| 100 / 1 / 101 |", md)
 
 
