@@ -366,9 +366,11 @@ def node_log(node):
     return os.path.join(run_dir(), "stack", f"{node}.log")
 
 
-def start_instances(nodes, out_dir, say):
-    """A, B, C: instance i on node i first, then the others in turn (--mysql-nodes), as
-    the cluster run configures them; the stockd user allowed from every 127.0.0.N."""
+def start_instances(nodes, out_dir, say, instances):
+    """A, B, C, added to `instances` as each starts (so that the caller stops those that
+    did when one does not): instance i on node i first, then the others in turn
+    (--mysql-nodes), as the cluster run configures them; the stockd user allowed from
+    every 127.0.0.N."""
     env = stack_env()
     pw = secret(env, "STOCKD_MYSQL_PASSWORD_FILE").replace("\\", "\\\\").replace("'", "\\'")
     grant = (f"CREATE USER IF NOT EXISTS 'stockd'@'127.0.0.%' IDENTIFIED BY '{pw}'; "
@@ -378,7 +380,6 @@ def start_instances(nodes, out_dir, say):
         raise SetupError("granting the stockd user 127.0.0.% failed")
     base = {k: v for k, v in env.items() if k.startswith("STOCKD_MYSQL_")}
     ports = [int(n.split("-")[1]) for n in nodes]
-    instances = []
     for i, name in enumerate(STOCKD_HOSTS):
         order = [(i + k) % len(nodes) for k in range(len(nodes))]
         listed = ",".join(f"{NODE_HOSTS[j]}:{ports[j]}" for j in order)
@@ -390,7 +391,6 @@ def start_instances(nodes, out_dir, say):
                     STOCKD_HOSTS[name])
         instances.append(inst)
         inst.start()
-    return instances
 
 
 def work(run):
@@ -409,7 +409,7 @@ def work(run):
         nodes = node_names()
         if len(nodes) != len(NODE_HOSTS):
             raise SetupError(f"the cluster has {len(nodes)} nodes, the run wants 3")
-        instances = start_instances(nodes, out_dir, say)
+        start_instances(nodes, out_dir, say, instances)
         facts = facts_mod.parse(instances[1].api.strategies().body)
         g = Galera(args, nodes, instances, cuts, say)
         for i, s in enumerate(chosen(facts, args)):
@@ -422,11 +422,17 @@ def work(run):
                 f"({row['state_transfer']}); 200s {row['ok']}, ledger {row['sold']}: "
                 f"{row['verdict']} {row['reason']}")
     finally:
+        unclean = []
         for inst in instances:
-            inst.stop()
+            try:
+                inst.stop()
+            except SetupError as e:  # a stockd that did not exit 0: said once all is down
+                unclean.append(str(e))
         redis.kill()
         # the namespace's stack goes with it: the next run starts from nothing
         subprocess.run([stack_script(), "clean"], stdout=sys.stderr, stderr=sys.stderr)
+    if unclean:
+        raise SetupError("; ".join(unclean))
     doc = {"started": run.started, "seconds": round(run.elapsed(), 1), "rows": rows,
            "quick": args.quick, "routes": routes, "cut_s": args.cut_s,
            "hold_ms": args.hold_ms, "conns": args.conns, "nodes": list(NODE_HOSTS),
