@@ -14,7 +14,7 @@ A row is a strategy whose cluster fact claims it sells safely on the cluster (sa
 conflicts_at_commit: the rows the cluster run kills a node under) and that needs MySQL
 alone. On endless stock, buyers on A, B and C (lab.cluster.Buyers); a moment in, N1
 and A are cut from N2 and N3 (nftables "reject": a link that fails at once, so A's
-attempt to move to the next node fails fast and A stays on N1): N1 leaves the primary
+attempts at the other nodes fail fast and only N1 is left to it): N1 leaves the primary
 component (wsrep_ready=OFF) and refuses every query. After --cut-s the cut heals; N1
 rejoins (IST: only what it missed) and the load goes on until A has sold again. Rule:
 
@@ -23,7 +23,8 @@ rejoins (IST: only what it missed) and the load goes on until A has sold again. 
              and was answered after the heal is counted apart), and answers only
              what the contract allows for a backend it cannot use: 503
              backend_unavailable (busy, 409, for a transaction the node aborted as it
-             left; 503 outcome_unknown for a COMMIT whose reply never came); never 500
+             left; 503 outcome_unknown for a COMMIT whose outcome the node cannot know); never
+             500
   majority   B and C sell on while N1 is out
   heal       N1 back in the primary component, A selling again, within HEAL_GOAL_S;
              every acknowledged sale in the ledger (ledger >= the 200s), and nothing
