@@ -126,7 +126,7 @@ fuzz: deps
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
 test: deps
-	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus compose nginx partition
+	@$(DEPS) stack zk jmeter chromium lint bench fuzz prometheus compose nginx partition cluster
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
 	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
@@ -218,11 +218,15 @@ failover: build
 # (lab/partition_sentinel.py): a primary and one stockd cut from the replica, the
 # Sentinels and the other stockd, healed; each Redis row's acknowledged sales lost and
 # oversold judged against its failover fact, and the sales rows again with
-# min-replicas-to-write. PARTITION_QUICK=1: the gate's short versions.
+# min-replicas-to-write. Then MySQL's half (lab/partition_galera.py, docs/cluster.md):
+# one Galera node and its stockd cut from the other two under load, the node's stockd
+# answering 503 while the majority sells on, the heal's IST, the ledger against the
+# 200s. PARTITION_QUICK=1: the gate's short versions.
 partition: build build/clockshim.so
-	@$(DEPS) stack partition
+	@$(DEPS) stack partition cluster
 	@python3 -B -m lab partition $(if $(PARTITION_QUICK),--quick)
 	@python3 -B -m lab partition_sentinel $(if $(PARTITION_QUICK),--quick)
+	@python3 -B -m lab partition_galera $(if $(PARTITION_QUICK),--quick)
 
 # The wall clock that can be moved per process (tests/clockshim.c): LD_PRELOAD'ed into
 # one Redis server at a time; no sanitizers (it runs inside redis-server).

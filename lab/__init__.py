@@ -84,6 +84,8 @@ files):
                   jumps, a server restarted empty, a grant answered late (`make partition`)
     partition_sentinel  Jepsen 2013's partition: a Sentinel-watched primary and one stockd
                   cut from the majority, with and without min-replicas (`make partition`)
+    partition_galera  MySQL's half: a Galera node and its stockd cut from the other two
+                  under load, in a namespace of their own (`make partition`)
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies

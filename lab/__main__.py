@@ -14,6 +14,8 @@ lists a command's flags, each of which also reads an environment variable):
                                Redis locks, in a network namespace (make partition; root)
     partition_sentinel [FLAGS] a Sentinel-watched primary cut from the majority under
                                each Redis row (make partition, after partition; root)
+    partition_galera [FLAGS]   a Galera node and its stockd cut from the other two under
+                               load, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
     soak [FLAGS]               the soak (make soak)
     admission [FLAGS]          the token bucket and the sold-out flag, measured
@@ -40,8 +42,8 @@ import os
 import sys
 
 from . import (admission, audit, bench, bench_report, browser, chaos, cluster, compare,
-               compare_report, failover, partition, partition_sentinel, probe, readme,
-               redis_cluster, selfaudit, soak, stream)
+               compare_report, failover, partition, partition_galera, partition_sentinel, probe,
+               readme, redis_cluster, selfaudit, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -96,8 +98,8 @@ def render(argv):
 
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
-RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, probe, soak,
-        admission, stream, readme, audit, selfaudit, redis_cluster)
+RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
+        probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

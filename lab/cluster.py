@@ -166,11 +166,13 @@ class Instances:
 
 
 class Buyers:
-    """conns connections per instance, each bound to its instance, buying until `count`
+    """conns connections per instance (at hosts[i], 127.0.0.1 by default), each bound to
+    its instance, buying until `count`
     tickets are used up or stop() is called; every answer kept, with its instance."""
 
-    def __init__(self, ports, path, conns, count=None, timeout_s=30):
+    def __init__(self, ports, path, conns, count=None, timeout_s=30, hosts=None):
         self.ports, self.path, self.conns = ports, path, conns
+        self.hosts = hosts or ["127.0.0.1"] * len(ports)
         self.count, self.timeout_s = count, timeout_s
         self.answers = []  # (instance index, lab.load.Answer)
         self.lock = threading.Lock()
@@ -192,7 +194,7 @@ class Buyers:
         conn = None
         while self.ticket():
             if conn is None:
-                conn = http.client.HTTPConnection("127.0.0.1", self.ports[i],
+                conn = http.client.HTTPConnection(self.hosts[i], self.ports[i],
                                                   timeout=self.timeout_s)
             start = time.monotonic()
             try:

@@ -55,15 +55,18 @@ def debate_table(rows, facts):
 
 
 class Axis:
-    def __init__(self, start, end):
-        self.start, self.span = start, max(end - start, 0.001)
+    """A picture's clock (seconds, left to right) and its lanes (top to bottom)."""
+
+    def __init__(self, start, end, lanes=LANES):
+        self.start, self.end, self.span = start, end, max(end - start, 0.001)
+        self.lanes = lanes
 
     def x(self, t):
         return LEFT + (t - self.start) / self.span * (WIDTH - LEFT - RIGHT)
 
 
-def lane_y(lane):
-    return TOP + LANES.index(lane) * LANE_H
+def lane_y(axis, lane):
+    return TOP + axis.lanes.index(lane) * LANE_H
 
 
 def label(x, y, text, colour="#000"):
@@ -79,7 +82,7 @@ def bar(axis, lane, t0, t1, colour, text):
     """A segment of a lane; its label inside when it fits, else under its start.
     Returns (shape, label): labels are drawn over every shape."""
     x0, x1 = axis.x(t0), axis.x(t1)
-    y = lane_y(lane)
+    y = lane_y(axis, lane)
     shape = (f'<rect x="{x0:.1f}" y="{y + 8}" width="{max(x1 - x0, 2):.1f}" height="22" '
              f'fill="{COLOURS[colour]}"><title>{escape(text)}</title></rect>')
     inside = len(text) * CHAR_W + 8 <= x1 - x0
@@ -87,7 +90,7 @@ def bar(axis, lane, t0, t1, colour, text):
 
 
 def mark(axis, lane, t, text):
-    x, y = axis.x(t), lane_y(lane)
+    x, y = axis.x(t), lane_y(axis, lane)
     return (f'<line x1="{x:.1f}" y1="{y + 2}" x2="{x:.1f}" y2="{y + 36}" stroke="#b22" '
             f'stroke-width="2"/>', label(x + 4, y + 24, text, "#b22"))
 
@@ -122,15 +125,22 @@ def timeline_svg(name, m):
     first = m["first"]
     parts.append(mark(axis, "client A", m["thawed"],
                       f"writes: {first[0] if first else 'no answer'}"))
-    labels = "".join(f'<text x="8" y="{lane_y(lane) + 24}" font-size="12" '
-                     f'font-weight="bold">{escape(lane)}</text>' for lane in LANES)
-    ticks = "".join(
-        f'<text x="{axis.x(start + t):.1f}" y="{TOP + len(LANES) * LANE_H + 14}" '
-        f'font-size="10">{t:.0f} s</text>'
-        for t in range(0, int(end - start) + 1))
-    height = TOP + len(LANES) * LANE_H + 24
     title = (f"{name}: a lock taken on the primary, lost in the failover, taken again "
              "- two holders")
+    return picture(axis, start, title, parts)
+
+
+def picture(axis, start, title, parts):
+    """The SVG of a timeline: its title, the lanes' names, the bars and marks `parts`
+    ((shape, label) pairs: every label over every shape), a tick a second from `start`."""
+    lanes = axis.lanes
+    labels = "".join(f'<text x="8" y="{lane_y(axis, lane) + 24}" font-size="12" '
+                     f'font-weight="bold">{escape(lane)}</text>' for lane in lanes)
+    ticks = "".join(
+        f'<text x="{axis.x(start + t):.1f}" y="{TOP + len(lanes) * LANE_H + 14}" '
+        f'font-size="10">{t:.0f} s</text>'
+        for t in range(0, int(axis.end - start) + 1))
+    height = TOP + len(lanes) * LANE_H + 24
     shapes = "".join(shape for shape, _ in parts)
     texts = "".join(text for _, text in parts)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '

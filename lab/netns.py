@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from .common import SetupError
+from .service import run_dir
 
 INSIDE = "LAB_PARTITION_NETNS"  # set in the namespace's environment by enter()
 TABLE = "stockd_partition"
@@ -36,16 +37,10 @@ def not_root_reason():
     return None
 
 
-def enter(argv, module):
-    """Runs `python3 -m lab MODULE argv` again inside a fresh network namespace and
-    returns its exit status."""
-    cmd = ["unshare", "--net", "--", sys.executable, "-B", "-m", "lab", module] + list(argv)
-    return subprocess.run(cmd, env={**os.environ, INSIDE: "1"}).returncode
-
-
 def main(runner, argv):
-    """A runner's main for a run that needs the namespace: outside it, checks root and
-    runs again inside a fresh one."""
+    """A namespace run's entry (`python3 -m lab NAME`): inside the namespace, the run
+    itself; outside, root checked (2 and why, if not), then the run again inside a
+    fresh namespace."""
     if inside():
         return runner.main(argv)
     why = not_root_reason()
@@ -53,6 +48,13 @@ def main(runner, argv):
         print(f"{runner.name}: {why}", file=sys.stderr)
         return 2
     return enter(argv, runner.name)
+
+
+def enter(argv, module):
+    """Runs `python3 -m lab MODULE argv` again inside a fresh network namespace and
+    returns its exit status."""
+    cmd = ["unshare", "--net", "--", sys.executable, "-B", "-m", "lab", module] + list(argv)
+    return subprocess.run(cmd, env={**os.environ, INSIDE: "1"}).returncode
 
 
 def ip_json(*args):
@@ -88,6 +90,22 @@ def verify():
                                  "refusing to start")
             seen.append(route.get("dst"))
     return seen
+
+
+def prepare(say, stack_dir, **stack):
+    """The start of a run inside the namespace: verify()'d (its routes said and
+    returned), and this process's environment the run's own: no STOCKD_* setting from
+    outside (the stockds here are configured by the run alone), the stack's state in
+    run/STACK_DIR, and the STACK_* settings given (the stack's dependencies not
+    checked: the run's make target did)."""
+    routes = verify()
+    say(f"network namespace: only lo, routes {', '.join(routes)}")
+    for k in [k for k in os.environ if k.startswith("STOCKD_")]:
+        if k not in ("STOCKD_BIN", "STOCKD_RUN_DIR"):
+            del os.environ[k]
+    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), stack_dir), STACK_SKIP_DEPS="1",
+                      **stack)
+    return routes
 
 
 def nft(script):

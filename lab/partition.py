@@ -37,7 +37,8 @@ history (lab.history: linearizable exactly when nothing was oversold):
                  lock; fencing refuses the write).
 
 Writes results/partition-<timestamp>/ (partition.json, partition.csv, partition.md:
-the debate table's new columns, junit.xml) and points results/partition-latest at it.
+the debate table's new columns, clock-jump.svg: the first Redlock clock-jump row along
+its real clock, junit.xml) and points results/partition-latest at it.
 Exit status 1 when a row contradicts its fact, 2 when the run cannot be made (not
 root: it says so).
 
@@ -50,7 +51,7 @@ import sys
 import threading
 import time
 
-from . import facts as facts_mod, history, junit, netns, sources, tables
+from . import facts as facts_mod, failover_report, history, junit, netns, sources, tables
 from .api import Api
 from .common import REPO, SetupError, comma_list, now_iso, write_text
 from .delay_proxy import DelayProxy
@@ -181,8 +182,8 @@ class RedisServer:
 class Node(Instance):
     """A stockd of the run: listening on its own address and connecting from it."""
 
-    def __init__(self, name, port, env, options, out_dir):
-        addr = ADDRESS[name]
+    def __init__(self, name, port, env, options, out_dir, addr=None):
+        addr = addr or ADDRESS[name]
         super().__init__(name, port, env, options + [f"--listen={addr}",
                                                      f"--bind-source={addr}"], out_dir)
         self.api = Api(addr, port)
@@ -292,6 +293,7 @@ class Partition:
         first = TimedSale(self.a.api, s, product, HOLD_MS)
         first.start()
         holding = self.wait_holding(self.a, first)
+        moments = {"held": time.monotonic()}
         if not holding:
             row["problems"].append(f"A answered before it held the lock: {first.answer}")
         restarter = None
@@ -300,6 +302,7 @@ class Partition:
         try:
             if row["case"] == "clock_jump" and fault:
                 victim.set_clock(jump)
+                moments["jump"] = time.monotonic()
             elif row["case"] == "empty_restart":
                 victim.kill()
                 if fault:
@@ -311,7 +314,10 @@ class Partition:
         finally:
             if holding:
                 self.a.freeze(False)
+            moments["thawed"] = time.monotonic()
         first.join(60)
+        if row["case"] == "clock_jump" and fault and kind == "quorum" and first.answer:
+            row["timeline"] = clock_jump_marks(first.answer, second, moments)
         if restarter:
             restarter.join()
         if not fault:
@@ -410,6 +416,42 @@ class Partition:
         row["reason"] = "; ".join(row.pop("problems"))
 
 
+def clock_jump_marks(first, second, moments):
+    """A Redlock clock-jump row's moments, seconds from A's sale's start: A holding
+    (frozen), R2's jump, B's sale, A thawed, A's answer; and both answers."""
+    t0 = first[1]
+    at = {k: round(v - t0, 3) for k, v in moments.items()}
+    at.update(b_start=round(second[1] - t0, 3), b_end=round(second[2] - t0, 3),
+              a_end=round(first[2] - t0, 3), a_answer=answer_word(first[0][:2]),
+              b_answer=answer_word(second[0][:2]))
+    return at
+
+
+def clock_jump_svg(name, m):
+    """Kleppmann's scenario along its real clock (lab.failover_report's primitives): A
+    holds R1 and R2, R2's clock jumps past the TTL, B takes R2 and R3, A writes."""
+    lanes = ("R1", "R2", "R3", "client A", "client B")
+    end = max(m["a_end"], m["b_end"]) + 0.1
+    axis = failover_report.Axis(0, end, lanes)
+    bar, mark = failover_report.bar, failover_report.mark
+    thawed = m.get("thawed", m["a_end"])
+    parts = [
+        bar(axis, "R1", 0, end, "lock", "A's key (B is cut from R1)"),
+        bar(axis, "R2", 0, m["jump"], "lock", "A's key"),
+        mark(axis, "R2", m["jump"], "clock +TTL+2 s: A's key expires, B's is written"),
+        bar(axis, "R2", m["b_start"], end, "new", ""),  # the jump's label says it
+        bar(axis, "R3", m["b_start"], end, "new", "B's key (A is cut from R3)"),
+        bar(axis, "client A", 0, thawed, "frozen", "holds R1, R2; read the last unit; frozen"),
+        bar(axis, "client A", thawed, m["a_end"], "lock",
+            "thawed: the rest of its stay between read and write (hold_ms)"),
+        mark(axis, "client A", m["a_end"], f"writes: {m['a_answer']}"),
+        bar(axis, "client B", m["b_start"], m["b_end"], "new",
+            f"takes R2, R3 (a majority): {m['b_answer']}"),
+    ]
+    title = f"{name}: one Redlock server's clock jumps - a second majority, two holders"
+    return failover_report.picture(axis, 0, title, parts)
+
+
 def a_way(name):
     """The address A reaches server `name` at: its proxy's, or its own."""
     return PROXIED.get(name, ADDRESS[name])
@@ -450,23 +492,11 @@ def start_all(args, out_dir, say):
     return redis, proxies, a, b
 
 
-def in_namespace(run, name):
-    """A run's start inside the namespace: checked (netns.verify), the environment its
-    own (its stack in run/NAME, MariaDB only), the nftables table made. Returns the
-    routes seen, the cuts and the results directory."""
-    routes = netns.verify()
-    run.say(f"network namespace: only lo, routes {', '.join(routes)}")
-    for k in [k for k in os.environ if k.startswith("STOCKD_") and k != "STOCKD_BIN"]:
-        if k != "STOCKD_RUN_DIR":
-            del os.environ[k]  # the stockds here are configured by this run alone
-    os.environ.update(STOCKD_RUN_DIR=os.path.join(run_dir(), name),
-                      STACK_SERVICES="mysql", STACK_SKIP_DEPS="1")
-    return routes, netns.Cuts(), run.out_dir()
-
-
 def work(run):
     args, say = run.args, run.say
-    routes, cuts, out_dir = in_namespace(run, "partition")
+    routes = netns.prepare(say, "partition", STACK_SERVICES="mysql")
+    cuts = netns.Cuts()
+    out_dir = run.out_dir()
     redis, proxies, a, b = start_all(args, out_dir, say)
     rows = []
     try:
@@ -494,6 +524,10 @@ def work(run):
     write_text(os.path.join(out_dir, "partition.json"), tables.json_text(doc))
     write_text(os.path.join(out_dir, "partition.csv"), tables.csv_text(rows, ROW_FIELDS))
     write_text(os.path.join(out_dir, "partition.md"), debate_columns(rows))
+    drawn = [r for r in rows if r.get("timeline")]
+    if drawn:
+        write_text(os.path.join(out_dir, "clock-jump.svg"),
+                   clock_jump_svg(drawn[0]["strategy"], drawn[0]["timeline"]))
     junit.write(os.path.join(out_dir, "junit.xml"), "partition", rows,
                 lambda r: f"{r['strategy']} {r['case']} {r['fault']}", lambda r: r["seconds"],
                 {"ttl_ms": args.ttl_ms, "hold_ms": HOLD_MS, "wait_ms": args.wait_ms})

@@ -42,8 +42,8 @@ window from the cut to A's last 200 (bound: the lag plus 2 s - the replica's
 one-second REPLCONF ACK period, the lag counted in whole seconds, the primary's
 once-a-second recount - plus --margin-ms) and the loss inside it.
 
-Writes results/sentinel-partition-<timestamp>/ (sentinel-partition.json, .csv, .md,
-junit.xml) and points results/sentinel-partition-latest at it. Exit status 1 when a
+Writes results/partition_sentinel-<timestamp>/ (partition_sentinel.json, .csv, .md,
+junit.xml) and points results/partition_sentinel-latest at it. Exit status 1 when a
 row contradicts its fact, 2 when the run cannot be made (not root: it says so).
 
 --quick (the test gate): the first row of each kind, partition fact and frozen-holder
@@ -59,8 +59,7 @@ import time
 from . import facts as facts_mod, junit, netns, tables
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from .failover import Failover, Sale, answer_word, deduct, kind_of
-from .partition import (ADDRESS, Node, Partition, RedisServer, in_namespace, mysql_env,
-                        redis_cli)
+from .partition import ADDRESS, Node, Partition, RedisServer, mysql_env, redis_cli
 from .runner import Runner, report_fact_rows
 from .service import run_dir, stack_script
 
@@ -415,7 +414,8 @@ def words(answers):
 
 def work(run):
     args, say = run.args, run.say
-    routes, cuts, out_dir = in_namespace(run, "sentinel-partition")
+    routes = netns.prepare(run.say, "partition_sentinel", STACK_SERVICES="mysql")
+    cuts, out_dir = netns.Cuts(), run.out_dir()
     group = Group(os.path.join(run_dir(), "sentinel-group"))
     rows = []
     a = b = None
@@ -446,7 +446,7 @@ def work(run):
     doc = {"started": now_iso(), "seconds": round(run.elapsed(), 1), "rows": rows,
            "quick": args.quick, "routes": routes, "max_lag_s": args.max_lag_s,
            "sell_s": SELL_S, "hold_ms": HOLD_MS}
-    name = "sentinel-partition"
+    name = "partition_sentinel"
     write_text(os.path.join(out_dir, f"{name}.json"), tables.json_text(doc))
     write_text(os.path.join(out_dir, f"{name}.csv"), tables.csv_text(rows, ROW_FIELDS))
     write_text(os.path.join(out_dir, f"{name}.md"), tables.markdown_table(rows, TABLE))
@@ -462,7 +462,7 @@ def report(run, done):
 
 
 RUNNER = Runner("partition_sentinel", __doc__, options=options, work=work, report=report,
-                results="sentinel-partition-")
+                results="partition_sentinel-")
 parse_args = RUNNER.parse
 
 

@@ -159,7 +159,10 @@ SQL
 provision_mysql() {
     local deadline pw
     deadline=$(( SECONDS + TIMEOUT ))
-    until socket_auth_mysql >/dev/null 2>&1 && mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
+    # A cluster node's root is the socket's user from its install on
+    # (--auth-root-socket-user): only the stack's MariaDB has a root to lock.
+    until { [[ -n "${MYSQL_ROOT_SOCKET:-}" ]] || socket_auth_mysql >/dev/null 2>&1; } &&
+        mysql_root -e 'SELECT 1' >/dev/null 2>&1; do
         if (( SECONDS >= deadline )); then
             echo "${0##*/}: mysql: root cannot connect on ${MYSQL_ROOT_SOCKET:-$(mysql_socket)}" >&2
             log_tail mysql
@@ -469,12 +472,27 @@ sentinel_names() { local p; for p in "${SENTINEL_LIST[@]+"${SENTINEL_LIST[@]}"}"
 
 # ------------------------------------------------------ the Galera cluster
 
+# cluster_host I: node I's address (STACK_CLUSTER_HOSTS), 127.0.0.1 by default.
+cluster_host() {
+    echo "${CLUSTER_HOST_LIST[$1]:-127.0.0.1}"
+}
+
+# cluster_host_of NAME: the address of the node cluster-PORT.
+cluster_host_of() {
+    local i
+    for i in "${!CLUSTER_LIST[@]}"; do
+        if [[ "cluster-${CLUSTER_LIST[$i]}" == "$1" ]]; then cluster_host "$i"; return; fi
+    done
+    echo 127.0.0.1
+}
+
 # cluster_nodes_from I: the nodes' host:port list, from node I (modulo the
 # nodes) round to the one before it: what stockd's --mysql-nodes takes.
 cluster_nodes_from() {
-    local n=${#CLUSTER_LIST[@]} k list=""
+    local n=${#CLUSTER_LIST[@]} k i list=""
     for (( k = 0; k < n; k++ )); do
-        list+="${list:+,}127.0.0.1:${CLUSTER_LIST[(($1 + k) % n)]}"
+        i=$(( ($1 + k) % n ))
+        list+="${list:+,}$(cluster_host "$i"):${CLUSTER_LIST[$i]}"
     done
     echo "$list"
 }
@@ -528,7 +546,7 @@ cluster_running_peers() {
     local other list=""
     for other in $(cluster_names); do
         [[ "$other" != "$1" ]] && pid_of "$other" >/dev/null || continue
-        list+="${list:+,}127.0.0.1:$(( $(port_of "$other") + 1 ))"
+        list+="${list:+,}$(cluster_host_of "$other"):$(( $(port_of "$other") + 1 ))"
     done
     echo "$list"
 }
@@ -565,10 +583,11 @@ cluster_install() {
 # start_cluster_node NAME: join the running nodes, or bootstrap the cluster
 # from the node with the newest data (started first when that is not NAME).
 start_cluster_node() {
-    local name="$1" port data peers newest bootstrap=() pid as_user=() position start_at=()
+    local name="$1" port host data peers newest bootstrap=() pid as_user=() position start_at=()
     # A joiner's full state transfer takes longer than most backends' start.
     local TIMEOUT=$(( TIMEOUT > 120 ? TIMEOUT : 120 ))
     port="$(port_of "$name")"
+    host="$(cluster_host_of "$name")"
     data="$(workdir_of "$name")"
     command -v mariadbd >/dev/null || die "mariadbd not found (scripts/deps.sh stack)"
     [[ -r /usr/lib/galera/libgalera_smm.so ]] || die "galera-4 not installed (scripts/deps.sh cluster)"
@@ -607,7 +626,7 @@ start_cluster_node() {
     rm -f "$(cluster_socket "$name")"
     launch "$name" mariadbd --no-defaults "${as_user[@]+"${as_user[@]}"}" \
         --datadir="$data" --socket="$(cluster_socket "$name")" --port="$port" \
-        --bind-address=127.0.0.1 --pid-file="$NODES/$name/node.pid" \
+        --bind-address="$host" --pid-file="$NODES/$name/node.pid" \
         --secure-file-priv="$NODES/$name/files" \
         --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
         --innodb-buffer-pool-size=64M --innodb-log-file-size=32M \
@@ -617,9 +636,9 @@ start_cluster_node() {
         --wsrep-on=ON --wsrep-provider=/usr/lib/galera/libgalera_smm.so \
         --wsrep-cluster-name=stockd --wsrep-node-name="$name" \
         --wsrep-cluster-address="gcomm://$peers" \
-        --wsrep-node-address="127.0.0.1:$(( port + 1 ))" \
-        --wsrep-sst-receive-address="127.0.0.1:$(( port + 3 ))" --wsrep-sst-method=rsync \
-        --wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$(( port + 1 ));ist.recv_addr=127.0.0.1:$(( port + 2 ));gcache.size=32M;evs.keepalive_period=PT0.3S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT1.5S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S" \
+        --wsrep-node-address="$host:$(( port + 1 ))" \
+        --wsrep-sst-receive-address="$host:$(( port + 3 ))" --wsrep-sst-method=rsync \
+        --wsrep-provider-options="gmcast.listen_addr=tcp://$host:$(( port + 1 ));ist.recv_addr=$host:$(( port + 2 ));gcache.size=32M;evs.keepalive_period=PT0.3S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT1.5S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S" \
         "${bootstrap[@]+"${bootstrap[@]}"}" "${start_at[@]+"${start_at[@]}"}"
     pid="$(launched "$name")"
     wait_ready "$name" "$pid" || return 1

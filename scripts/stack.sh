@@ -106,6 +106,9 @@
 #   STACK_ZK_PORT        23181
 #   STACK_CLUSTER_PORTS  "23320 23324 23328"  the Galera nodes' client ports (+1..+3 taken)
 #   STACK_CLUSTER_FLUSH  2                 the nodes' innodb_flush_log_at_trx_commit (1 or 2)
+#   STACK_CLUSTER_HOSTS  unset             the nodes' own loopback addresses, one per port
+#                                      (client, gcomm, IST and SST all there; a network
+#                                      partition cuts between them): else 127.0.0.1
 #   STACK_RCLUSTER_PORTS "23340 23342 23344 23346 23348 23350"  the Redis Cluster's nodes
 #                                      (+1 each: the cluster bus)
 #   STACK_RCLUSTER_NODE_TIMEOUT 2000   its cluster-node-timeout, milliseconds
@@ -137,6 +140,7 @@ REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
 CLUSTER_PORTS="${STACK_CLUSTER_PORTS-23320 23324 23328}"
 CLUSTER_FLUSH="${STACK_CLUSTER_FLUSH:-2}"
+CLUSTER_HOSTS="${STACK_CLUSTER_HOSTS:-}"
 RCLUSTER_PORTS="${STACK_RCLUSTER_PORTS-23340 23342 23344 23346 23348 23350}"
 RCLUSTER_NODE_TIMEOUT="${STACK_RCLUSTER_NODE_TIMEOUT:-2000}"
 PROMETHEUS_PORT="${STACK_PROMETHEUS_PORT:-23909}"
@@ -149,6 +153,7 @@ read -ra REDLOCK_LIST <<<"$REDLOCK_PORTS"
 read -ra HA_LIST <<<"$HA_PORTS"
 read -ra SENTINEL_LIST <<<"$SENTINEL_PORTS"
 read -ra CLUSTER_LIST <<<"$CLUSTER_PORTS"
+read -ra CLUSTER_HOST_LIST <<<"$CLUSTER_HOSTS"
 read -ra RCLUSTER_LIST <<<"$RCLUSTER_PORTS"
 
 # ------------------------------------------------------------ the backends
@@ -237,6 +242,12 @@ for p in "${RCLUSTER_LIST[@]+"${RCLUSTER_LIST[@]}"}"; do
     is_port $(( p + 1 )) || die "STACK_RCLUSTER_PORTS: $p + 1 is not a port number"
 done
 [[ "$RCLUSTER_NODE_TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_RCLUSTER_NODE_TIMEOUT must be milliseconds"
+if (( ${#CLUSTER_HOST_LIST[@]} && ${#CLUSTER_HOST_LIST[@]} != ${#CLUSTER_LIST[@]} )); then
+    die "STACK_CLUSTER_HOSTS names ${#CLUSTER_HOST_LIST[@]} addresses for ${#CLUSTER_LIST[@]} nodes"
+fi
+for h in "${CLUSTER_HOST_LIST[@]+"${CLUSTER_HOST_LIST[@]}"}"; do
+    [[ "$h" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "STACK_CLUSTER_HOSTS: $h is not a 127/8 address"
+done
 [[ "$CLUSTER_FLUSH" == 1 || "$CLUSTER_FLUSH" == 2 ]] || die "STACK_CLUSTER_FLUSH must be 1 or 2"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 KNOWN_SERVICES="$(printf '%s\n' "${B_SERVICE[@]}" | grep -vx -- - | awk '!seen[$0]++' | tr '\n' ' ')"

@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from lab import netns
+from lab import netns, partition
 from lab.delay_proxy import DelayProxy
 
 BASE = int(os.environ.get("TEST_PORT_BASE", "38000"))
@@ -22,6 +22,21 @@ class Routes(unittest.TestCase):
         for dst, family in (("default", "4"), ("10.0.0.0/8", "4"), ("0.0.0.0/0", "4"),
                             ("fe80::/64", "6"), ("default", "6")):
             self.assertFalse(netns.route_inside({"dst": dst}, family), dst)
+
+
+class ClockJumpPicture(unittest.TestCase):
+    def test_marks_and_picture(self):
+        first = ((200, None, {}, 2.0), 100.0, 102.0)
+        second = ((200, None, {}, 0.1), 100.5, 100.6)
+        m = partition.clock_jump_marks(first, second, {"held": 100.2, "jump": 100.4,
+                                                       "thawed": 100.7})
+        self.assertEqual(m, {"held": 0.2, "jump": 0.4, "thawed": 0.7, "b_start": 0.5,
+                             "b_end": 0.6, "a_end": 2.0, "a_answer": "200",
+                             "b_answer": "200"})
+        svg = partition.clock_jump_svg("quorumlock", m)
+        for text in ("clock +TTL+2 s", "takes R2, R3 (a majority): 200",
+                     "writes: 200", ">R3<", "two holders"):
+            self.assertIn(text, svg)
 
 
 class Echo(threading.Thread):

@@ -357,6 +357,26 @@ st_result sql_begin(struct worker *w)
     return plain_query(w, "START TRANSACTION");
 }
 
+st_result sql_commit_failure(unsigned err)
+{
+    /* A lost certification (or a deadlock): rolled back, nothing written. */
+    if (contended(err))
+        return ST_BUSY;
+    /* Sent, and the reply lost (or late): the server may have committed. */
+    if (err == CR_SERVER_LOST)
+        return ST_OUTCOME_UNKNOWN;
+    /* A Galera node that leaves the primary component while its write set is
+     * being replicated fails the COMMIT with ER_ERROR_DURING_COMMIT ("Not
+     * connected to Primary Component"): the write set may have reached the
+     * nodes that stay primary, and be certified and applied there: a node
+     * cut from the other two under load (`make partition`, docs/cluster.md)
+     * answered a COMMIT so whose sale was then in the majority's ledger. So
+     * it is an unknown outcome, never "nothing changed". */
+    if (err == ER_ERROR_DURING_COMMIT)
+        return ST_OUTCOME_UNKNOWN;
+    return ST_BACKEND_UNAVAILABLE;
+}
+
 st_result sql_commit(struct worker *w)
 {
     MYSQL *conn = link_of(w)->conn;
@@ -364,13 +384,10 @@ st_result sql_commit(struct worker *w)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: connection lost before commit");
     if (mysql_commit(conn) == 0)
         return ST_OK;
-    /* A lost certification (or a deadlock): rolled back, nothing written. */
-    if (contended(mysql_errno(conn)))
+    st_result r = sql_commit_failure(mysql_errno(conn));
+    if (r == ST_BUSY)
         return worker_fail(w, ST_BUSY, "mysql: commit: %s", mysql_error(conn));
-    /* Sent, and the reply lost (or late): the server may have committed. */
-    if (mysql_errno(conn) == CR_SERVER_LOST)
-        return connection_failed_as(w, ST_OUTCOME_UNKNOWN, "commit", mysql_error(conn));
-    return connection_failed(w, "commit", mysql_error(conn));
+    return connection_failed_as(w, r, "commit", mysql_error(conn));
 }
 
 void sql_rollback(struct worker *w)

@@ -51,8 +51,13 @@ st_result sql_insert_unique(struct worker *w, enum sql_statement s, const struct
                             unsigned nargs, int *inserted);
 
 st_result sql_begin(struct worker *w);
-/* ST_OUTCOME_UNKNOWN when the COMMIT was sent and its reply lost. */
+/* ST_OUTCOME_UNKNOWN when the COMMIT was sent and its reply lost, or its
+ * node left the cluster's primary component while replicating it. */
 st_result sql_commit(struct worker *w);
+/* What a COMMIT that failed with server or client error `err` answers:
+ * ST_BUSY (contention: rolled back), ST_OUTCOME_UNKNOWN (it may have
+ * committed) or ST_BACKEND_UNAVAILABLE (it did not). */
+st_result sql_commit_failure(unsigned err);
 /* Rolls back, dropping the connection if even that fails (the server then
  * rolls back for us). Never fails from the caller's point of view. */
 void sql_rollback(struct worker *w);
