@@ -233,12 +233,11 @@ static st_result write_if(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
-static st_result account(struct worker *w, int product, struct store_account *out)
+st_result redis_stock_account(struct worker *w, const char *stock, const char *initial,
+                              const char *ledger, struct store_account *out)
 {
-    struct redis_stock k;
-    redis_stock_keys(&k, product);
-    const char *argv[] = {"MGET", k.stock, k.initial};
-    const char *hargv[] = {"HMGET", k.ledger, "sold", "orders"};
+    const char *argv[] = {"MGET", stock, initial};
+    const char *hargv[] = {"HMGET", ledger, "sold", "orders"};
     const char *const *argvs[] = {argv, hargv};
     const int argcs[] = {3, 4};
     redisReply *replies[2];
@@ -260,6 +259,13 @@ static st_result account(struct worker *w, int product, struct store_account *ou
     }
     redis_free_replies(replies, 2);
     return ST_OK;
+}
+
+static st_result account(struct worker *w, int product, struct store_account *out)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    return redis_stock_account(w, k.stock, k.initial, k.ledger, out);
 }
 
 /* The count, the initial count (which moves the epoch: it aborts every
