@@ -108,53 +108,56 @@ st_result segments_sell(struct worker *w, const struct deduct_request *rq, struc
 
 /* ------------------------------------------------------------ the store */
 
-/* One segment's figures, read in one round trip to its slot. */
-static st_result segment_account(struct worker *w, const struct segment_keys *k,
-                                 struct store_account *out)
+/* Every segment's keys and figures, one round trip to each one's slot. */
+static st_result read_segments(struct worker *w, int product, struct segment_keys *keys,
+                               struct store_account *figures)
 {
-    return redis_stock_account(w, k->stock, k->initial, k->ledger, out);
+    for (int i = 0; i < segment_count(); i++) {
+        segment_keys(&keys[i], product, i);
+        st_result r =
+            redis_stock_account(w, keys[i].stock, keys[i].initial, keys[i].ledger, &figures[i]);
+        if (r != ST_OK)
+            return r;
+    }
+    return ST_OK;
 }
 
 /* The product is in the store when every segment is. */
 static st_result account(struct worker *w, int product, struct store_account *out)
 {
+    struct segment_keys keys[SEGMENTS_MAX];
+    struct store_account s[SEGMENTS_MAX];
+    st_result r = read_segments(w, product, keys, s);
     *out = (struct store_account){.present = 1};
-    for (int i = 0; i < segment_count(); i++) {
-        struct segment_keys k;
-        struct store_account s;
-        segment_keys(&k, product, i);
-        st_result r = segment_account(w, &k, &s);
-        if (r != ST_OK)
-            return r;
-        out->present &= s.present;
-        out->initial += s.initial;
-        out->remaining += s.remaining;
-        out->sold += s.sold;
-        out->orders += s.orders;
+    for (int i = 0; r == ST_OK && i < segment_count(); i++) {
+        out->present &= s[i].present;
+        out->initial += s[i].initial;
+        out->remaining += s[i].remaining;
+        out->sold += s[i].sold;
+        out->orders += s[i].orders;
     }
-    if (!out->present)
+    if (r != ST_OK || !out->present)
         *out = (struct store_account){0};
-    return ST_OK;
+    return r;
 }
 
 /* Each segment: its key, slot, the node serving it on a cluster, and its
  * figures. */
 static st_result describe(struct worker *w, int product, json_t *into)
 {
+    struct segment_keys keys[SEGMENTS_MAX];
+    struct store_account s[SEGMENTS_MAX];
+    st_result r = read_segments(w, product, keys, s);
+    if (r != ST_OK)
+        return r;
     json_t *list = json_array();
     json_object_set_new(into, "segments", list);
     for (int i = 0; i < segment_count(); i++) {
-        struct segment_keys k;
-        struct store_account s;
-        segment_keys(&k, product, i);
-        st_result r = segment_account(w, &k, &s);
-        if (r != ST_OK)
-            return r;
         json_t *o =
-            json_pack("{s:s, s:i, s:I, s:I, s:I, s:I}", "key", k.stock, "slot", k.slot, "initial",
-                      (json_int_t)s.initial, "remaining", (json_int_t)s.remaining, "sold",
-                      (json_int_t)s.sold, "orders", (json_int_t)s.orders);
-        int node = redis_cluster_enabled() ? redis_cluster_node_of(k.slot) : -1;
+            json_pack("{s:s, s:i, s:I, s:I, s:I, s:I}", "key", keys[i].stock, "slot", keys[i].slot,
+                      "initial", (json_int_t)s[i].initial, "remaining", (json_int_t)s[i].remaining,
+                      "sold", (json_int_t)s[i].sold, "orders", (json_int_t)s[i].orders);
+        int node = redis_cluster_enabled() ? redis_cluster_node_of(keys[i].slot) : -1;
         if (node >= 0) {
             char at[CONFIG_TEXT_MAX + 8];
             const struct server_addr *a = redis_cluster_node(node);
@@ -176,28 +179,13 @@ static st_result reset(struct worker *w, int product, long long count, long long
 {
     (void)epoch; /* nothing it sells is streamed */
     int n = segment_count();
-    for (int i = 0; i < n; i++) {
+    st_result r = ST_OK;
+    for (int i = 0; r == ST_OK && i < n; i++) {
         struct segment_keys k;
         segment_keys(&k, product, i);
-        char text[24];
-        snprintf(text, sizeof text, "%lld", share_of(count, i, n));
-        const char *multi[] = {"MULTI"};
-        const char *set[] = {"MSET", k.stock, text, k.initial, text};
-        const char *del[] = {"DEL", k.ledger};
-        const char *exec[] = {"EXEC"};
-        const char *const *argvs[] = {multi, set, del, exec};
-        const int argcs[] = {1, 5, 2, 1};
-        redisReply *replies[4];
-        st_result r = redis_pipeline(w, 4, argcs, argvs, replies);
-        if (r != ST_OK)
-            return r;
-        if (replies[3]->type != REDIS_REPLY_ARRAY)
-            r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: a segment's reset EXEC failed");
-        redis_free_replies(replies, 4);
-        if (r != ST_OK)
-            return r;
+        r = redis_stock_reset_keys(w, k.stock, k.initial, k.ledger, share_of(count, i, n), NULL, 0);
     }
-    return ST_OK;
+    return r;
 }
 
 const struct store store_segments = {
