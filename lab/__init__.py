@@ -93,4 +93,6 @@ files):
                   the history, against a baseline (`make audit TARGET=file`)
     selfaudit     stockd audited as a foreign service, strategy by strategy, each
                   verdict checked against its ledger (`make audit-stockd`)
+    shards        one product sold on the Redis Cluster: each primary's sales, script
+                  usec_per_call and CPU per sale, and stockd's CPU per sale
 """

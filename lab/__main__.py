@@ -27,6 +27,8 @@ lists a command's flags, each of which also reads an environment variable):
                                oversell? (make audit TARGET=file)
     selfaudit [FLAGS]          every strategy audited as a foreign service, each verdict
                                checked against the ledger (make audit-stockd)
+    shards [FLAGS]             one product sold on the Redis Cluster: each primary's
+                               sales, script usec and CPU per sale, stockd's CPU per sale
     readme [--check|--write F] the strategy table of docs/strategies.md, from
                                GET /strategies
     check-report [PATH]        check a comparison's report.html or a bench's bench.html
@@ -43,7 +45,7 @@ import sys
 
 from . import (admission, audit, bench, bench_report, browser, chaos, cluster, compare,
                compare_report, failover, partition, partition_galera, partition_sentinel, probe,
-               readme, redis_cluster, selfaudit, soak, stream)
+               readme, redis_cluster, selfaudit, shards, soak, stream)
 from .common import REPO, SetupError, write_text
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
@@ -99,7 +101,7 @@ def render(argv):
 
 # The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
-        probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster)
+        probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster, shards)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

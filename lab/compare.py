@@ -172,6 +172,8 @@ class Comparison:
             return history.not_judged("no requests")
         path = os.path.join(self.out_dir, "history-" + slug(row.label) + ".jsonl")
         ops = history.from_jtl(run.jtl, path, self.args.qty)
+        facts = self.facts.by_name.get(row.strategy)
+        ops = history.for_undersells(ops, facts and facts.undersells, self.args.qty)
         hist = history.judge_final(row.stock, ops, (acct or {}).get("remaining"), path)
         self.say(f"{row.label}: history ({hist['history_ops']} ops, {hist['history_s']} s): "
                  f"{hist['history']}")

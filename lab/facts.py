@@ -1,7 +1,7 @@
 """The strategies' facts, as GET /strategies publishes them. The lab learns everything
 it plans and expects from these fields, never from a strategy's name:
 
-    store         where the stock and the ledger live ("mysql", "redis")
+    store         where the stock and the ledger live ("mysql", "redis", "segments")
     safe_single   claims oversold = lost = 0 with one instance
     safe_multi    ... with several instances
     contention    "waits" (a contended request waits its turn: busy only past
@@ -33,6 +33,11 @@ it plans and expects from these fields, never from a strategy's name:
                   another node fails the commit: busy while stock remains),
                   "two_holders" (its lock is one node's: oversells) or "loses_updates";
                   published by every row whose stock is in MySQL, absent from the others
+    undersells    "split_qty" (a qty no one segment of its stock holds is refused,
+                  though together they hold it) or "any_qty" (even qty 1: the one
+                  segment it asks is empty); absent: refused only when the product
+                  lacks the units. A "waits" row with split_qty is not held to sell
+                  every unit when qty > 1
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -46,6 +51,7 @@ PARTITION_CASES = ("clock_jump", "empty_restart", "late_grant")
 LEASE_VALUES = ("safe", "oversells")
 FAILOVER_VALUES = ("safe", "loses_sales", "two_holders")
 CLUSTER_VALUES = ("safe", "conflicts_at_commit", "two_holders", "loses_updates")
+UNDERSELLS_VALUES = ("split_qty", "any_qty")
 REQUEST_PARAMS = ("hold_ms", "ttl_ms", "pause_ms")
 SETTINGS = ("lock_wait_ms",)
 
@@ -67,6 +73,9 @@ class Strategy:
         self.settles = doc.get("settles")  # "async", or None: settled at once
         self.partition = doc.get("partition", self.failover)  # a partition of the group
         self.cluster = doc.get("cluster")  # None: its stock is not in MySQL
+        # None: refused only when the product lacks qty; "split_qty": a qty no
+        # one segment holds; "any_qty": even qty 1 (its one segment is empty)
+        self.undersells = doc.get("undersells")
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""
@@ -135,6 +144,8 @@ def _problem(doc, i):
         return f"strategy '{name}' has an unusable settles: {doc['settles']!r}"
     if "cluster" in doc and doc["cluster"] not in CLUSTER_VALUES:
         return f"strategy '{name}' has an unusable cluster: {doc['cluster']!r}"
+    if "undersells" in doc and doc["undersells"] not in UNDERSELLS_VALUES:
+        return f"strategy '{name}' has an unusable undersells: {doc['undersells']!r}"
     if not (doc["safe_single"] and doc["safe_multi"]) and not doc["exposed_by"]:
         return (f"strategy '{name}' is not safe everywhere but lists no exposed_by "
                 "parameters to show its race with")

@@ -9,7 +9,8 @@ Comparison rows:
     expected safe  fails on oversold or lost updates; a normal row of a strategy with
                  contention "waits" also on a busy answer sooner than lock_wait_ms, or
                  on units left unsold while demand exceeded stock and nothing was busy
-                 or failed (a lease row breaks the lease on purpose: a safe lease may
+                 or failed (unless it undersells split_qty and qty > 1: the units
+                 no one segment holds are left by design) (a lease row breaks the lease on purpose: a safe lease may
                  refuse a stale holder with busy)
     exposed, or a lease that oversells   fails unless the race shows
     normal row of an unsafe strategy     informational
@@ -46,7 +47,10 @@ def contention_problem(strategy, outcomes, fastest_busy_ms, acct, demand, stock,
                 f"{fastest_busy_ms} ms < lock_wait_ms {wait_ms}")
     quiet = not (outcomes["busy"] or outcomes["errors"] or outcomes["outcome_unknown"])
     left = acct.get("remaining")
-    if quiet and demand >= stock and isinstance(left, int) and left >= qty:
+    # a qty > 1 that no one segment holds is refused by a split_qty row: not
+    # every unit can sell, and the units left are its undersell, not a failure
+    split = strategy.undersells == "split_qty" and qty > 1
+    if quiet and not split and demand >= stock and isinstance(left, int) and left >= qty:
         return (f"contention 'waits' and demand {demand} >= stock {stock}, but {left} units "
                 "were left unsold with no busy or failed answer")
     return None

@@ -152,6 +152,19 @@ def from_race(race):
     return ops
 
 
+def for_undersells(ops, undersells, qty):
+    """ops as the checker may read them for a row whose stock is split (its
+    `undersells` fact): a sold_out that asked one segment ("any_qty"), or asked for
+    more than one segment need hold ("split_qty" with qty > 1), says that a segment
+    was short, not that the product was: it changed nothing and tells nothing of the
+    product's stock, so it goes in as "failed". A qty-1 sold_out of a split_qty row
+    stays: it found every segment empty in turn, and a segment, once empty, stays so
+    until a reset, so the product was empty when the last was asked."""
+    if not undersells or (undersells == "split_qty" and qty <= 1):
+        return ops
+    return [dict(o, outcome="failed") if o["outcome"] == "sold_out" else o for o in ops]
+
+
 def with_final_read(ops, remaining, path=None):
     """ops plus the store's counter read after every request had answered."""
     if not isinstance(remaining, int):

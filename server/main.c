@@ -31,7 +31,9 @@
  *                      script_sale.c a sale that is one Redis script, sent
  *     stock.c          accounting and reset across the stores and locks
  *   store/             where stock and ledger live (store.h)
- *     mysql_stock.c    the MySQL store; redis_stock.c the Redis store
+ *     mysql_stock.c    the MySQL store; redis_stock.c the Redis store;
+ *                      redis_segments.c the Redis store split into
+ *                      segments, one per shard (segmented)
  *     store.c          the steps every store shares: the knobs' wait, the
  *                      count check
  *     order_stream.c   lua-stream's orders, settled from a Redis stream into

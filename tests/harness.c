@@ -541,6 +541,7 @@ struct account account(int product)
         .initial = json_int_member(doc, "initial"),
         .mysql = store_figures_of(doc, "mysql"),
         .redis = store_figures_of(doc, "redis"),
+        .segments = store_figures_of(doc, "segments"),
     };
     json_decref(doc);
     return a;
@@ -552,6 +553,8 @@ const struct store_figures *account_store(const struct account *a, const char *s
         return &a->mysql;
     if (strcmp(store, "redis") == 0)
         return &a->redis;
+    if (strcmp(store, "segments") == 0)
+        return &a->segments;
     fail_msg("unknown store '%s'", store);
     return NULL;
 }
@@ -573,6 +576,7 @@ void expect_same_account(const struct account *before, const struct account *aft
     assert_int_equal(after->initial, before->initial);
     expect_same_figures(&before->mysql, &after->mysql);
     expect_same_figures(&before->redis, &after->redis);
+    expect_same_figures(&before->segments, &after->segments);
 }
 
 void reset(int product, long long count)

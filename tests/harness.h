@@ -176,13 +176,14 @@ struct store_figures {
 
 struct account {
     long long initial;
-    struct store_figures mysql, redis;
+    struct store_figures mysql, redis, segments;
 };
 
 /* GET /stock/{product}, which must answer 200 with every field. */
 struct account account(int product);
 
-/* The figures of `store` ("mysql" or "redis", as /strategies names it). */
+/* The figures of `store` ("mysql", "redis" or "segments", as /strategies
+ * names it). */
 const struct store_figures *account_store(const struct account *a, const char *store);
 
 /* Asserts that nothing changed between two readings. */

@@ -88,7 +88,8 @@ static void expect_described(const json_t *s, int index)
 {
     (void)index;
     const char *store = json_str_member(s, "store");
-    assert_true(strcmp(store, "mysql") == 0 || strcmp(store, "redis") == 0);
+    assert_true(strcmp(store, "mysql") == 0 || strcmp(store, "redis") == 0 ||
+                strcmp(store, "segments") == 0);
     assert_true(strlen(json_str_member(s, "name")) > 0);
     assert_true(strlen(json_str_member(s, "summary")) > 0);
     int single = json_bool_member(s, "safe_single");
@@ -145,6 +146,7 @@ static void expect_fresh(int product, long long count)
     assert_int_equal(a.initial, count);
     expect_fresh_store(&a.mysql, count);
     expect_fresh_store(&a.redis, count);
+    expect_fresh_store(&a.segments, count); /* the segments' sums */
 }
 
 static void test_reset_and_accounting(void **state)

@@ -22,6 +22,13 @@
  *   - a sale whose script meets its product's keys split by a migration
  *     (the ledger moved, the stock not yet: TRYAGAIN, nothing ran) waits
  *     for the rest of the keys and sells, once, on the new primary.
+ *   - segmented's segments (--segments 3) are on the three primaries, one
+ *     each, and sell exactly under concurrent sales: each segment's ledger
+ *     is its own sales, their sums the product's, every unit sold with qty 1
+ *     (no undersell); a segment drained by one large sale makes
+ *     segmented-strict refuse a unit the product still has (undersell),
+ *     and segmented sell it from the next segment; a qty no one segment
+ *     holds is refused by both while the product has it (segmented's price).
  */
 #include "harness.h"
 
@@ -38,6 +45,10 @@ enum {
     PRODUCTS_ROWS = 9400,
     PRODUCT_MOVED = 9450,
     PRODUCT_SPLIT = 9451,
+    PRODUCT_SEGMENTS = 9460,
+    PRODUCT_SEGMENTS_LOAD = 9461,
+    PRODUCT_UNDERSELL = 9462, /* and the next one */
+    PRODUCT_QTY = 9464,
 };
 
 #define PRIMARIES 3
@@ -334,6 +345,126 @@ static void test_a_split_script_waits_for_its_keys(void **state)
     assert_int_equal(a.redis.oversold + a.redis.lost_updates, 0);
 }
 
+/* ------------------------------------------------------------ segmented */
+
+/* The product's segments as GET /stock/{P} lists them (new reference). */
+static json_t *segments_of(int product)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/stock/%d", product);
+    json_t *doc = expect_ok("GET", path, NULL, 200);
+    json_t *list = json_object_get(json_object_get(doc, "segments"), "segments");
+    if (!json_is_array(list))
+        fail_msg("/stock/%d has no segments.segments", product);
+    json_incref(list);
+    json_decref(doc);
+    return list;
+}
+
+/* The primary whose slot `slot` holds keys (asserted: exactly one). */
+static int primary_with_keys_in(int slot)
+{
+    char args[64];
+    snprintf(args, sizeof args, "CLUSTER COUNTKEYSINSLOT %d", slot);
+    int holder = 0, holders = 0;
+    for (int i = 0; i < node_count; i++)
+        if (is_primary(node_ports[i]) && redis_int_at(node_ports[i], args) > 0) {
+            holder = node_ports[i];
+            holders++;
+        }
+    if (holders != 1)
+        fail_msg("slot %d: %d primaries hold keys in it, not one", slot, holders);
+    return holder;
+}
+
+static void test_segments_are_on_distinct_primaries(void **state)
+{
+    (void)state;
+    reset(PRODUCT_SEGMENTS, 30);
+    json_t *list = segments_of(PRODUCT_SEGMENTS);
+    assert_int_equal(json_array_size(list), PRIMARIES);
+    int holders[PRIMARIES];
+    for (int i = 0; i < PRIMARIES; i++) {
+        const json_t *seg = json_array_get(list, (size_t)i);
+        assert_int_equal(json_int_member(seg, "initial"), 10);
+        holders[i] = primary_with_keys_in((int)json_int_member(seg, "slot"));
+        char at[32]; /* stockd's map says the same */
+        snprintf(at, sizeof at, "127.0.0.1:%d", holders[i]);
+        assert_string_equal(json_str_member(seg, "node"), at);
+        for (int k = 0; k < i; k++)
+            assert_int_not_equal(holders[k], holders[i]);
+    }
+    json_decref(list);
+}
+
+static void test_segmented_sells_exactly_under_load(void **state)
+{
+    (void)state;
+    reset(PRODUCT_SEGMENTS_LOAD, 61); /* 21, 20, 20 */
+    struct tally t = drive("segmented", PRODUCT_SEGMENTS_LOAD, 150, THREADS, NULL);
+    print_tally("segmented", &t);
+    assert_int_equal(t.other + t.unanswered + t.outcome_unknown + t.busy, 0);
+    assert_int_equal(t.ok, 61); /* qty 1: nobody refused while a unit was left */
+    assert_int_equal(t.sold_out, 150 - 61);
+    struct account a = account(PRODUCT_SEGMENTS_LOAD);
+    assert_int_equal(a.segments.sold, 61);
+    assert_int_equal(a.segments.orders, 61);
+    assert_int_equal(a.segments.remaining, 0);
+    assert_int_equal(a.segments.oversold + a.segments.lost_updates, 0);
+    json_t *list = segments_of(PRODUCT_SEGMENTS_LOAD);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *seg = json_array_get(list, i);
+        assert_int_equal(json_int_member(seg, "remaining"), 0);
+        assert_int_equal(json_int_member(seg, "sold"), json_int_member(seg, "initial"));
+    }
+    json_decref(list);
+}
+
+/* Drains one segment of 10 + 10 + 10 with one sale of 10, then sends one
+ * sale of 1 to each segment in turn (the round robin): the units refused
+ * while the product still had 20. */
+static int refused_after_draining(const char *name, int product)
+{
+    reset(product, 30);
+    expect_deduct(name, product, "qty=10", 200, "");
+    int refused = 0;
+    for (int i = 0; i < PRIMARIES; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/stock/deduct/%s?product=%d", name, product);
+        struct http_reply r;
+        http_call("POST", path, NULL, &r);
+        if (r.status == 409 && strcmp(reply_word(&r), "sold_out") == 0)
+            refused++;
+        else
+            assert_int_equal(r.status, 200);
+        http_reply_free(&r);
+    }
+    struct account a = account(product);
+    assert_int_equal(a.segments.sold, 10 + PRIMARIES - refused);
+    assert_int_equal(a.segments.oversold + a.segments.lost_updates, 0);
+    return refused;
+}
+
+static void test_a_drained_segment_undersells_only_without_fall_through(void **state)
+{
+    (void)state;
+    assert_int_equal(refused_after_draining("segmented-strict", PRODUCT_UNDERSELL), 1);
+    assert_int_equal(refused_after_draining("segmented", PRODUCT_UNDERSELL + 1), 0);
+}
+
+static void test_a_qty_no_segment_holds_is_refused(void **state)
+{
+    (void)state;
+    static const char *const rows[] = {"segmented", "segmented-strict"};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        reset(PRODUCT_QTY, 6); /* 2 + 2 + 2 */
+        struct account before = account(PRODUCT_QTY);
+        expect_deduct(rows[i], PRODUCT_QTY, "qty=3", 409, "sold_out");
+        struct account after = account(PRODUCT_QTY);
+        expect_same_account(&before, &after);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +473,10 @@ int main(void)
         cmocka_unit_test(test_products_land_on_different_shards),
         cmocka_unit_test(test_a_moved_slot_is_followed),
         cmocka_unit_test(test_a_split_script_waits_for_its_keys),
+        cmocka_unit_test(test_segments_are_on_distinct_primaries),
+        cmocka_unit_test(test_segmented_sells_exactly_under_load),
+        cmocka_unit_test(test_a_drained_segment_undersells_only_without_fall_through),
+        cmocka_unit_test(test_a_qty_no_segment_holds_is_refused),
     };
     return cmocka_run_group_tests_name("redis cluster", tests, cluster_group_setup,
                                        stockd_group_teardown);

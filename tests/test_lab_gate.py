@@ -109,6 +109,14 @@ class CompareVerdictTest(unittest.TestCase):
         self.assertEqual(v[0], "fail")
         self.assertIn("left unsold", v[1])
 
+    def test_a_split_qty_row_may_leave_what_no_segment_holds_when_qty_is_above_1(self):
+        split = dict(strategy("s", store="segments", needs=["redis"]), undersells="split_qty")
+        row, s = row_of(split, "normal", 1)
+        left = results(sold=45, sold_out=155)
+        self.assertEqual(gate.compare_verdict(row, s, left, acct(90), 2, SETTINGS)[0], "pass")
+        v = gate.compare_verdict(row, s, results(sold=90, sold_out=110), acct(90), 1, SETTINGS)
+        self.assertIn("left unsold", v[1])  # qty 1: every unit must sell
+
     def test_exposed_row_must_race(self):
         entry = strategy("u", safe=False, contention="none")
         raced = self.verdict(entry, results(sold=120, sold_out=80), acct(120, initial=100,

@@ -30,6 +30,25 @@ def jtl_line(ts, ms, code, word, left):
     return f"{ts},{ms},deduct,{code},,t 1-1,text,true,,10,10,1,1,null,1,0,0,{word},i,{left}\n"
 
 
+class UndersellsTest(unittest.TestCase):
+    OPS = [{"id": 1, "invoke": 0, "complete": 1, "qty": 1, "outcome": "sold_out"},
+           {"id": 2, "invoke": 2, "complete": 3, "qty": 1, "outcome": "ok"}]
+
+    def test_a_segment_short_says_nothing_of_the_product(self):
+        # a refusal while 1 unit was left, then that unit sold: not linearizable for a
+        # counter, but a strict segmented row's refusal only says its segment was short
+        self.assertFalse(history.judge(1, self.OPS)["history_linearizable"])
+        ops = history.for_undersells(self.OPS, "any_qty", 1)
+        self.assertEqual([o["outcome"] for o in ops], ["failed", "ok"])
+        self.assertTrue(history.judge(1, ops)["history_linearizable"])
+
+    def test_a_qty_1_refusal_of_the_fall_through_row_stays(self):
+        self.assertIs(history.for_undersells(self.OPS, "split_qty", 1), self.OPS)
+        self.assertIs(history.for_undersells(self.OPS, None, 3), self.OPS)
+        ops = history.for_undersells(self.OPS, "split_qty", 2)
+        self.assertEqual(ops[0]["outcome"], "failed")
+
+
 class Histories(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()

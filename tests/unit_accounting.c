@@ -173,13 +173,37 @@ static void test_cluster_fact(void **state)
     expect_fact("sql", "cluster", "conflicts_at_commit");
 }
 
+/* A row that undersells says so, and only such a row; one that refuses
+ * even qty 1 with units left cannot claim that every unit sells. */
+static void test_undersells_fact(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < strategy_count(); i++) {
+        const struct strategy *s = strategy_at(i);
+        json_t *o = strategy_json(s);
+        assert_int_equal(json_object_get(o, "undersells") != NULL,
+                         s->undersells != UNDERSELLS_NEVER);
+        struct strategy row = *s;
+        row.undersells = UNDERSELLS_ANY_QTY;
+        row.contention = CONTENTION_WAITS;
+        assert_false(strategy_row_sound(&row));
+        json_decref(o);
+    }
+    expect_fact("segmented", "undersells", "split_qty");
+    expect_fact("segmented-strict", "undersells", "any_qty");
+    expect_fact("segmented", "failover", "loses_sales"); /* follows: its stock in Redis */
+    json_t *lua = strategy_json(strategy_find("lua"));
+    assert_null(json_object_get(lua, "undersells"));
+    json_decref(lua);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formulas),      cmocka_unit_test(test_json),
         cmocka_unit_test(test_result_table),  cmocka_unit_test(test_strategy_table),
         cmocka_unit_test(test_failover_fact), cmocka_unit_test(test_partition_fact),
-        cmocka_unit_test(test_cluster_fact),
+        cmocka_unit_test(test_cluster_fact),  cmocka_unit_test(test_undersells_fact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,9 @@ static const struct option_spec options[] = {
         "lua-wait, redis-lock-wait: replicas that must acknowledge a write (WAIT)"),
     INT(redis_wait_timeout_ms, "redis-wait-timeout-ms", "200", 1, 60000,
         "lua-wait, redis-lock-wait: how long WAIT waits for them, milliseconds"),
+    INT(segments, "segments", "3", 1, 16,
+        "segmented, segmented-strict: segments a product's stock is split into, each in its own "
+        "Redis Cluster slot range (so on a different primary of a cluster of that many)"),
     TEXT(redlock, "redlock", "", 0, "redlock: independent Redis servers, host:port,host:port,..."),
     TEXT(zk, "zk", "", 0, "zk-lock: ZooKeeper servers, host:port,host:port,..."),
     INT(zk_session_ms, "zk-session-ms", "10000", 1000, 600000,

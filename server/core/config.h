@@ -70,6 +70,7 @@ struct config {
     char redis_cluster[CONFIG_TEXT_MAX];       /* a Redis Cluster's nodes, "" = none        */
     int redis_wait_replicas;                   /* the WAIT rows: acknowledgements required   */
     int redis_wait_timeout_ms;                 /* the WAIT rows: how long WAIT may take      */
+    int segments;                              /* the segmented rows: segments per product   */
     char redlock[CONFIG_TEXT_MAX];             /* redlock servers: host:port,host:port */
     char zk[CONFIG_TEXT_MAX]; /* zk-lock: ZooKeeper host:port,host:port, "" = none */
     int zk_session_ms;        /* zk-lock: ZooKeeper session timeout    */

@@ -10,7 +10,8 @@
 #include <stdio.h>
 
 /* Every store, in the order /stock/{product} lists them. */
-static const struct store *const stores[STORE_COUNT] = {&store_mysql, &store_redis};
+static const struct store *const stores[STORE_COUNT] = {&store_mysql, &store_redis,
+                                                        &store_segments};
 
 const struct store *store_at(size_t i)
 {
@@ -54,8 +55,14 @@ st_result stock_accounting(struct worker *w, int product, json_t *reply)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is in no store", product);
     json_object_set_new(reply, "product", json_integer(product));
     json_object_set_new(reply, "initial", json_integer(first->initial));
-    for (size_t i = 0; i < STORE_COUNT; i++)
-        json_object_set_new(reply, stores[i]->name, account_json(&a[i]));
+    for (size_t i = 0; i < STORE_COUNT; i++) {
+        json_t *o = account_json(&a[i]);
+        json_object_set_new(reply, stores[i]->name, o);
+        st_result r =
+            a[i].present && stores[i]->describe ? stores[i]->describe(w, product, o) : ST_OK;
+        if (r != ST_OK)
+            return r;
+    }
     return ST_OK;
 }
 

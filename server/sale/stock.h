@@ -20,7 +20,7 @@
 struct worker;
 
 /* The stores, in the order /stock/{product} lists them. */
-#define STORE_COUNT 2
+#define STORE_COUNT 3
 const struct store *store_at(size_t i);
 
 long long account_oversold(const struct store_account *a);

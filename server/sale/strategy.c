@@ -73,7 +73,9 @@ int strategy_row_sound(const struct strategy *s)
            s->cluster != CLUSTER_NONE && /* derived only */
            strategy_failover(s) != FAILOVER_DEFAULT && strategy_cluster(s) != CLUSTER_DEFAULT &&
            (strategy_needs(s) & touches_redis || s->failover == FAILOVER_DEFAULT) &&
-           (s->store->backend == BACKEND_MYSQL || s->cluster == CLUSTER_DEFAULT);
+           (s->store->backend == BACKEND_MYSQL || s->cluster == CLUSTER_DEFAULT) &&
+           /* "waits" says every unit sells: never true of a row that refuses qty 1 */
+           (s->undersells != UNDERSELLS_ANY_QTY || s->contention != CONTENTION_WAITS);
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
@@ -212,5 +214,9 @@ json_t *strategy_json(const struct strategy *s)
         json_object_set_new(o, "partition", json_string("oversells"));
     if (strategy_cluster(s) != CLUSTER_NONE)
         json_object_set_new(o, "cluster", json_string(cluster_names[strategy_cluster(s)]));
+    if (s->undersells != UNDERSELLS_NEVER)
+        json_object_set_new(
+            o, "undersells",
+            json_string(s->undersells == UNDERSELLS_ANY_QTY ? "any_qty" : "split_qty"));
     return o;
 }

@@ -84,6 +84,15 @@ enum settles {
     SETTLES_LATER,   /* accepted in Redis; its order reaches MySQL later, once */
 };
 
+/* Whether a sale can be refused sold_out while the product still holds
+ * the units it asked for, split between places no one sale reads (the
+ * segmented rows' segments): undersell. */
+enum undersells {
+    UNDERSELLS_NEVER,     /* refused only when the product lacks qty: no fact */
+    UNDERSELLS_SPLIT_QTY, /* a qty no one place holds, though together they do */
+    UNDERSELLS_ANY_QTY,   /* even qty 1: the one place it asks is empty */
+};
+
 /* What a multi-primary (Galera) cluster does to a row that keeps its stock
  * in MySQL, with one stockd per node: each node takes its own locks and
  * checks a transaction against the others' only when it commits
@@ -122,6 +131,7 @@ struct strategy {
     enum failover_outcome failover; /* a primary failover of the main Redis  */
     enum settles settles;           /* a 200 is in MySQL now, or after the drain */
     enum cluster_outcome cluster;   /* a multi-primary MySQL cluster         */
+    enum undersells undersells;     /* refusals while the units are there    */
     unsigned exposed_by;            /* EXPOSED_BY_*: 0 when safe everywhere         */
     int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
     int answers_later;              /* it answers through rq->later: the result its

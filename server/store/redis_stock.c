@@ -233,12 +233,11 @@ static st_result write_if(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
-static st_result account(struct worker *w, int product, struct store_account *out)
+st_result redis_stock_account(struct worker *w, const char *stock, const char *initial,
+                              const char *ledger, struct store_account *out)
 {
-    struct redis_stock k;
-    redis_stock_keys(&k, product);
-    const char *argv[] = {"MGET", k.stock, k.initial};
-    const char *hargv[] = {"HMGET", k.ledger, "sold", "orders"};
+    const char *argv[] = {"MGET", stock, initial};
+    const char *hargv[] = {"HMGET", ledger, "sold", "orders"};
     const char *const *argvs[] = {argv, hargv};
     const int argcs[] = {3, 4};
     redisReply *replies[2];
@@ -262,30 +261,44 @@ static st_result account(struct worker *w, int product, struct store_account *ou
     return ST_OK;
 }
 
-/* The count, the initial count (which moves the epoch: it aborts every
- * WATCH on it), MySQL's epoch (what streamed orders carry) and an empty
- * ledger, in one atomic step. */
-static st_result reset(struct worker *w, int product, long long count, long long *epoch)
+static st_result account(struct worker *w, int product, struct store_account *out)
 {
     struct redis_stock k;
     redis_stock_keys(&k, product);
+    return redis_stock_account(w, k.stock, k.initial, k.ledger, out);
+}
+
+/* The count, the initial count (which moves the epoch: it aborts every
+ * WATCH on it), MySQL's epoch (what streamed orders carry) and an empty
+ * ledger, in one atomic step. */
+st_result redis_stock_reset_keys(struct worker *w, const char *stock, const char *initial,
+                                 const char *ledger, long long count, const char *epoch_key,
+                                 long long epoch)
+{
     char text[24], epoch_text[24];
     snprintf(text, sizeof text, "%lld", count);
-    snprintf(epoch_text, sizeof epoch_text, "%lld", *epoch);
+    snprintf(epoch_text, sizeof epoch_text, "%lld", epoch);
     const char *multi[] = {"MULTI"};
-    const char *set[] = {"MSET", k.stock, text, k.initial, text, k.epoch, epoch_text};
-    const char *del[] = {"DEL", k.ledger};
+    const char *set[] = {"MSET", stock, text, initial, text, epoch_key, epoch_text};
+    const char *del[] = {"DEL", ledger};
     const char *exec[] = {"EXEC"};
     const char *const *argvs[] = {multi, set, del, exec};
-    const int argcs[] = {1, 7, 2, 1};
+    const int argcs[] = {1, epoch_key ? 7 : 5, 2, 1};
     redisReply *replies[4];
     st_result r = redis_pipeline(w, 4, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
     if (replies[3]->type != REDIS_REPLY_ARRAY)
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: the reset's EXEC failed");
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: the reset's EXEC failed (%s)", stock);
     redis_free_replies(replies, 4);
     return r;
+}
+
+static st_result reset(struct worker *w, int product, long long count, long long *epoch)
+{
+    struct redis_stock k;
+    redis_stock_keys(&k, product);
+    return redis_stock_reset_keys(w, k.stock, k.initial, k.ledger, count, k.epoch, *epoch);
 }
 
 const struct store store_redis = {

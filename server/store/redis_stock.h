@@ -62,6 +62,19 @@ struct redis_script_args {
 void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
                           struct deduct_reply *out);
 
+/* One redis store's figures for a product whose count, initial and ledger
+ * are these keys (one slot), in one round trip. */
+st_result redis_stock_account(struct worker *w, const char *stock, const char *initial,
+                              const char *ledger, struct store_account *out);
+
+/* One redis store's reset, for a product whose count, initial and ledger
+ * are these keys: the count and the initial set to `count` and, unless
+ * `epoch_key` is NULL, `epoch` into it, and the ledger emptied, in one
+ * MULTI/EXEC. */
+st_result redis_stock_reset_keys(struct worker *w, const char *stock, const char *initial,
+                                 const char *ledger, long long count, const char *epoch_key,
+                                 long long epoch);
+
 /* What the script answered for one sale, sent in a write of `batch`
  * sales, into *out (no order id unless sold); the error in w. */
 st_result redis_script_result(struct worker *w, const struct deduct_request *rq,

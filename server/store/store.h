@@ -3,8 +3,9 @@
  *
  * A store keeps, per product, the count, what reset set it to, and a
  * ledger of acknowledged sales written in the same atomic step as the
- * deduction (contract: "Accounting"). There are two: MySQL
- * (store/mysql_stock.c) and Redis (store/redis_stock.c). The shared sale body
+ * deduction (contract: "Accounting"). There are three: MySQL
+ * (store/mysql_stock.c), Redis (store/redis_stock.c) and Redis split into
+ * segments (store/redis_segments.c), whose figures are its segments' sums. The shared sale body
  * (read_then_write in sale.c) and every lock wrapped around it see a store
  * only through this interface, so a lock row can name either store.
  *
@@ -19,6 +20,7 @@
 #include "core/later.h"
 #include "core/result.h"
 
+#include <jansson.h>
 #include <limits.h>
 
 struct worker;
@@ -106,6 +108,10 @@ struct store {
     st_result (*claim_fence)(struct worker *w, const struct deduct_request *rq, long long token,
                              long long *newest);
     st_result (*account)(struct worker *w, int product, struct store_account *out);
+    /* Adds what the store's figures are made of to `into`, the store's
+     * object in GET /stock/{P} (the segments store: each segment); NULL
+     * when they are one count and one ledger. */
+    st_result (*describe)(struct worker *w, int product, json_t *into);
     /* Creates the product if absent, sets its count and initial to `count`,
      * empties its ledger and moves its epoch on, in one atomic step. The
      * stores reset in table order: MySQL says where its epoch moved to in
@@ -116,5 +122,6 @@ struct store {
 
 extern const struct store store_mysql;
 extern const struct store store_redis;
+extern const struct store store_segments; /* store/redis_segments.h */
 
 #endif
