@@ -882,9 +882,25 @@ int stack_kill_one(const char *name)
     return stack_command("kill-one", name);
 }
 
+/* The main Redis's rows that WAIT (lua-wait, redis-lock-wait) need its
+ * replica: after a restart of the main Redis, back only once the replica
+ * has linked again and acknowledged (WAIT blocks until it has), so that a
+ * test never leaves the next one a Redis that answers but cannot replicate. */
+static int replica_linked(void)
+{
+    char out[64];
+    if (redis_cli("WAIT 1 10000", out, sizeof out) != 0 || atoi(out) < 1) {
+        print_error("the main Redis's replica did not link again within 10 s (WAIT: %s)\n", out);
+        return -1;
+    }
+    return 0;
+}
+
 int stack_start_one(const char *name)
 {
-    return stack_command("start-one", name);
+    if (stack_command("start-one", name) != 0)
+        return -1;
+    return strcmp(name, "redis") == 0 ? replica_linked() : 0;
 }
 
 int stack_freeze_one(const char *name)

@@ -281,7 +281,8 @@ int wait_metric(const char *series, double at_least, long timeout_ms);
 
 /* scripts/stack.sh stop-one / start-one NAME ("redis", "mysql", ...):
  * 0 on success, else -1 after printing why. start-one returns once the
- * backend answers, and leaves a running backend alone. */
+ * backend answers (the main Redis: once its replica has linked again), and
+ * leaves a running backend alone. */
 int stack_stop_one(const char *name);
 /* scripts/stack.sh kill-one NAME: kill -9, a crash (start-one brings it back). */
 int stack_kill_one(const char *name);
