@@ -149,7 +149,7 @@ demo compare: build
 # Debian's Podman and docker-compose: builds every image from a debian:12 base
 # made here (cached in run/podman/), runs `up --build --exit-code-from jmeter`,
 # checks the comparison as the gate does and the state across down / up, and
-# leaves nothing running. Ports: LAB_NGINX_PORT=40080 LAB_PROMETHEUS_PORT=40090.
+# leaves nothing running. Ports: LAB_NGINX_PORT=30080 LAB_PROMETHEUS_PORT=30090.
 compose-test:
 	@$(DEPS) containers
 	tests/compose-test
