@@ -189,10 +189,10 @@ class Node(Instance):
         self.api = Api(addr, port)
 
 
-def timed_sale(api, s, product, hold_ms=0):
+def timed_sale(api, s, product, hold_ms=0, timeout=60):
     """deduct() with the monotonic times of its start and answer."""
     t0 = time.monotonic()
-    answer = deduct(api, s, product, hold_ms)
+    answer = deduct(api, s, product, hold_ms, timeout)
     return answer, t0, time.monotonic()
 
 

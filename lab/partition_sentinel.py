@@ -56,10 +56,12 @@ import sys
 import threading
 import time
 
-from . import facts as facts_mod, junit, netns, tables
+from . import facts as facts_mod, failover_report, history, junit, netns, tables
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
-from .failover import Failover, Sale, answer_word, deduct, kind_of
-from .partition import ADDRESS, Node, Partition, RedisServer, mysql_env, redis_cli
+from .failover import Failover, answer_word, deduct, kind_of
+from .load import Answer
+from .partition import (ADDRESS, Node, Partition, RedisServer, TimedSale, mysql_env,
+                        redis_cli, timed_sale)
 from .runner import Runner, report_fact_rows
 from .service import run_dir, stack_script
 
@@ -82,7 +84,8 @@ LAG_SLACK_S = 2.0
 ROW_FIELDS = ["strategy", "kind", "min_replicas", "lag", "fact", "old_primary", "new_primary",
               "a_acked", "b_acked", "acked", "store_sold", "acked_lost", "two_holders",
               "oversold", "lost_updates", "settled_sold", "first_holder", "second_holder",
-              "promote_s", "window_s", "rejoin_s", "seconds", "verdict", "reason"]
+              "promote_s", "window_s", "heal_s", "rejoin_s", "history",
+              "history_linearizable", "history_ops", "seconds", "verdict", "reason"]
 TABLE = [
     ("strategy", "strategy", "<"), ("min-replicas", "lag", "<"),
     ("fact", "fact", "<"), ("A", "first_holder", "<"), ("B", "second_holder", "<"),
@@ -90,7 +93,8 @@ TABLE = [
     ("acked lost", "acked_lost", ">"), ("two holders", "two_holders", "<"),
     ("oversold", "oversold", ">"), ("in MySQL", "settled_sold", ">"),
     ("promote s", "promote_s", ">"), ("A's last 200 s", "window_s", ">"),
-    ("rejoin s", "rejoin_s", ">"), ("verdict", lambda r: r["verdict"].upper(), "<"),
+    ("rejoin s", "rejoin_s", ">"), ("history", history.short, "<"),
+    ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
 
 
@@ -137,7 +141,9 @@ def window_bound_s(args):
 def judge(row, args):
     """The row against its partition fact: its failover fact (Failover.judge), or
     "oversells" for a row that settles later, judged by MySQL's orders against what
-    the stock counted; a min-replicas row also against its window."""
+    the stock counted; a min-replicas row also against its window; and by the
+    clients' history (judge_history)."""
+    judge_history(row)
     if row["min_replicas"] and row["window_s"] is not None and \
             row["window_s"] > window_bound_s(args):
         row["problems"].append(f"A's last 200 came {row['window_s']} s after the cut: "
@@ -152,6 +158,33 @@ def judge(row, args):
                                f"orders, no more than the {row['store_sold']} the stock counted")
     row["verdict"] = "fail" if row["problems"] else "pass"
     row["reason"] = "; ".join(row.pop("problems"))
+
+
+def judge_history(row):
+    """The second witness: a safe row's history must be linearizable, any other's not
+    (an acknowledged sale the store lost, or a unit sold twice, has no order that
+    explains it), and the history must say what the ledger says."""
+    said = row.get("history_linearizable")
+    if row.get("history_ops") is None:
+        return
+    if said is None:
+        row["problems"].append(f"the history is undecided: {row['history']}")
+        return
+    if said != (row["fact"] == "safe"):
+        row["problems"].append(f"claims {row['fact']}, but the history is "
+                               f"{'' if said else 'not '}linearizable ({row['history']})")
+    if row["store_sold"] is not None and row["acked_lost"] is not None:
+        broke = row["acked_lost"] + (row["oversold"] or 0) + (row["lost_updates"] or 0)
+        if said != (not broke):
+            row["problems"].append("the history and the ledger disagree")
+
+
+def row_history(row, initial, remaining):
+    """The row's history fields from its clients' answers ((answer, sent, answered)
+    from timed_sale), with the store's counter read at the end."""
+    answers = [Answer(t0, t1, a[0], a[1] or "", (a[2] or {}).get("remaining"))
+               for a, t0, t1 in sorted(row.pop("answers"), key=lambda x: x[1])]
+    return history.judge_final(initial, history.from_answers(answers, None, 1), remaining)
 
 
 def acked_lost(a_acked, b_acked, sold):
@@ -288,7 +321,10 @@ class SentinelPartition:
         """B's sales on the row's product once it follows the new primary."""
         s, product, probe = row["s"], row["product"], row["product"] + 1
         self.follows(self.b, s, probe, B_FOLLOW_S)
-        answers = [deduct(self.b.api, s, product, timeout=5) for _ in range(count)]
+        timed = [timed_sale(self.b.api, s, product, timeout=5) for _ in range(count)]
+        row["answers"] += timed
+        row["b_marks"] = marks(timed)
+        answers = [a for a, _, _ in timed]
         row["b_acked"] = sum(a[0] == 200 for a in answers)
         row["second_holder"] = words(answers)
 
@@ -298,19 +334,21 @@ class SentinelPartition:
         while rows and time.monotonic() - cut < sell_s:
             sent = time.monotonic()
             for r in rows:
-                a = deduct(self.a.api, r["s"], r["product"], timeout=5)
+                a = timed_sale(self.a.api, r["s"], r["product"], timeout=5)
                 answers[id(r)].append(a)
-                if a[0] == 200:
-                    r["window_s"] = round(time.monotonic() - cut, 2)
+                if a[0][0] == 200:
+                    r["window_s"] = round(a[2] - cut, 2)
             time.sleep(max(0.0, SELL_EVERY_S - (time.monotonic() - sent)))
         for r in rows:
-            r.update(a_acked=sum(a[0] == 200 for a in answers[id(r)]),
-                     first_holder=words(answers[id(r)]), window_s=r["window_s"] or 0)
+            timed = answers[id(r)]
+            r["answers"] += timed
+            r.update(a_acked=sum(a[0] == 200 for a, _, _ in timed), a_marks=marks(timed),
+                     first_holder=words([a for a, _, _ in timed]), window_s=r["window_s"] or 0)
 
     def holder(self, row):
         """A holds the row's lock on the old primary, frozen; B sells through the new
         one; A is thawed and writes."""
-        first = Sale(self.a.api, row["s"], row["product"], HOLD_MS)
+        first = TimedSale(self.a.api, row["s"], row["product"], HOLD_MS)
         first.start()
         holding = Partition.wait_holding(self.a, first)
         if holding:
@@ -321,13 +359,16 @@ class SentinelPartition:
             if holding:
                 self.a.freeze(False)
         first.join(60)
-        row.update(a_acked=int(bool(first.answer and first.answer[0] == 200)),
-                   first_holder=answer_word(first.answer) if first.answer else "no answer")
+        if first.answer:
+            row["answers"].append(first.answer)
+        answer = first.answer[0] if first.answer else None
+        row.update(a_acked=int(bool(answer and answer[0] == 200)),
+                   first_holder=answer_word(answer) if answer else "no answer")
 
     def new_row(self, s, min_replicas, product):
         row = {f: None for f in ROW_FIELDS}
         row.update(strategy=s.name, kind=kind_of(s), fact=s.partition, problems=[], s=s,
-                   product=product, min_replicas=min_replicas,
+                   product=product, min_replicas=min_replicas, answers=[],
                    lag=f"1, lag {self.args.max_lag_s} s" if min_replicas else "off")
         return row
 
@@ -385,7 +426,12 @@ class SentinelPartition:
     def settle_row(self, row, cut, promoted, healed, rejoined):
         """The row's figures from the final ledger, and its verdict."""
         row["promote_s"] = round(promoted - cut, 2) if promoted else None
+        row["heal_s"] = round(healed - cut, 2)
         row["rejoin_s"] = round(rejoined - healed, 2) if rejoined else None
+        for k in ("a_marks", "b_marks"):  # the picture's moments: seconds from the cut
+            if row.get(k):
+                row[k] = {m: round(v - cut, 3) if isinstance(v, float) else v
+                          for m, v in row[k].items()}
         if promoted is None:
             row["problems"].append("the Sentinels promoted no replica within 20 s of the cut")
         if rejoined is None:
@@ -401,7 +447,18 @@ class SentinelPartition:
         row.update(acked=a_acked + b_acked, store_sold=account.get("sold"),
                    oversold=account.get("oversold"), lost_updates=account.get("lost_updates"),
                    acked_lost=acked_lost(a_acked, b_acked, account.get("sold")))
+        initial = 1 if row["kind"] == "holder" else ENDLESS_STOCK
+        row.update(row_history(row, initial, account.get("remaining")))
         judge(row, self.args)
+
+
+def marks(timed):
+    """A client's moments on a row ((answer, sent, answered) from timed_sale): its first
+    request sent, its last answered, its first and last 200 answered, its answers."""
+    ok = [t1 for a, _, t1 in timed if a[0] == 200]
+    return {"from": timed[0][1], "to": timed[-1][2], "ok_from": ok[0] if ok else None,
+            "ok_to": ok[-1] if ok else None,
+            "words": words([a for a, _, _ in timed])} if timed else None
 
 
 def words(answers):
@@ -410,6 +467,68 @@ def words(answers):
     for a in answers:
         counts[answer_word(a)] = counts.get(answer_word(a), 0) + 1
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
+def drawn_rows(rows):
+    """The picture's rows: the first loses_sales row without min-replicas (`lua` when
+    it ran) and, when it ran in the same partition, `lua-wait`."""
+    plain = [r for r in rows if not r["min_replicas"] and r.get("a_marks") and
+             r.get("b_marks") and r["promote_s"] is not None]
+    lost = [r for r in plain if r["fact"] == "loses_sales"]
+    if not lost:
+        return None, None
+    first = next((r for r in lost if r["strategy"] == "lua"), lost[0])
+    return first, next((r for r in plain if r["strategy"] == "lua-wait"), None)
+
+
+def client_bars(axis, lane, m, what):
+    """A client's sales on one row: its 200s in green, the rest of its requests grey."""
+    bar = failover_report.bar
+    if m["ok_from"] is None:
+        return [bar(axis, lane, m["from"], m["to"], "held", f"{what}: {m['words']}")]
+    parts = [bar(axis, lane, m["ok_from"], m["ok_to"], "sold", f"{what}: {m['words']}")]
+    if m["to"] - m["ok_to"] > 0.05:
+        parts.append(bar(axis, lane, m["ok_to"], m["to"], "held", ""))
+    return parts
+
+
+def timeline_svg(row, safe=None):
+    """The partition along its real clock, seconds from the cut (lab.failover_report's
+    primitives): A's sales through the old primary, the promotion, B's through the new
+    one, the heal, the old primary's rejoin that discards A's; `safe` (lua-wait), when
+    given, in two lanes of its own."""
+    a, b = row["a_marks"], row["b_marks"]
+    heal, promoted = row["heal_s"], row["promote_s"]
+    rejoin = heal + row["rejoin_s"] if row["rejoin_s"] is not None else None
+    end = (rejoin or heal) + 0.5
+    name = row["strategy"]
+    lanes = ["old primary", "replica", "Sentinels", f"A {name}", f"B {name}"]
+    if safe:
+        lanes += [f"A {safe['strategy']}", f"B {safe['strategy']}"]
+    axis = failover_report.Axis(-0.3, end, tuple(lanes))
+    bar, mark = failover_report.bar, failover_report.mark
+    parts = [  # the cut and the promotion said under the Sentinels' bar: no label over another
+        bar(axis, "old primary", 0, heal, "gap", "cut off with A: acknowledges A alone"),
+        bar(axis, "old primary", heal, rejoin or end, "held", "healed, still a primary"),
+        bar(axis, "Sentinels", 0, promoted, "gap",
+            f"the cut at 0 s; the replica promoted at {promoted} s"),
+        bar(axis, "replica", 0, promoted, "alive", ""),  # the Sentinels' label says it
+        bar(axis, "replica", promoted, end, "new", "the new primary: none of A's sales"),
+        mark(axis, "Sentinels", heal, f"heal ({heal} s)"),
+    ]
+    if rejoin:
+        parts += [mark(axis, "old primary", rejoin,
+                       f"rejoins: A's {row['a_acked']} sales discarded")]
+    parts += client_bars(axis, f"A {name}", a, "through the old primary")
+    parts += client_bars(axis, f"B {name}", b, "through the new primary")
+    if safe:
+        parts += client_bars(axis, f"A {safe['strategy']}", safe["a_marks"],
+                             "WAIT for the replica")
+        parts += client_bars(axis, f"B {safe['strategy']}", safe["b_marks"],
+                             "WAIT for a replica there is none of")
+    title = (f"{name}: a Sentinel-watched primary cut from the majority - "
+             f"{row['acked_lost']} of {row['acked']} acknowledged sales lost")
+    return failover_report.picture(axis, 0, title, parts)
 
 
 def work(run):
@@ -450,6 +569,9 @@ def work(run):
     write_text(os.path.join(out_dir, f"{name}.json"), tables.json_text(doc))
     write_text(os.path.join(out_dir, f"{name}.csv"), tables.csv_text(rows, ROW_FIELDS))
     write_text(os.path.join(out_dir, f"{name}.md"), tables.markdown_table(rows, TABLE))
+    lost, safe = drawn_rows(rows)
+    if lost:
+        write_text(os.path.join(out_dir, "timeline.svg"), timeline_svg(lost, safe))
     junit.write(os.path.join(out_dir, "junit.xml"), name, rows,
                 lambda r: f"{r['strategy']} min-replicas {r['lag']}",
                 lambda r: r["seconds"], {"max_lag_s": args.max_lag_s, "sell_s": SELL_S})

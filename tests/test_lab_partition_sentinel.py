@@ -2,6 +2,8 @@
 the ledger, each row against its failover fact, the min-replicas window's bound, and
 which rows each partition runs."""
 
+import html
+import re
 import types
 import unittest
 
@@ -80,6 +82,123 @@ class Judge(unittest.TestCase):
         # without min-replicas, A sells to the end: no window to hold
         plain = row("sales", "loses_sales", 80, 5, 5, window_s=3.95)
         self.assertEqual(judged(plain)[0], "pass")
+
+
+E = ps.ENDLESS_STOCK
+
+
+def sale(t, status, word=None, remaining=None):
+    """One client's answer as timed_sale gives it: (answer, sent, answered)."""
+    body = {"remaining": remaining} if remaining is not None else {}
+    return (status, word, body, 0.01), float(t), t + 0.01
+
+
+def with_history(r, answers, initial, remaining):
+    """A row judged by its ledger figures and by the history of `answers`."""
+    r["answers"] = answers
+    r.update(ps.row_history(r, initial, remaining))
+    return r
+
+
+class History(unittest.TestCase):
+    """Each row's second witness: lost 200s or a unit sold twice are not linearizable,
+    and the history must agree with the fact and with the ledger."""
+
+    A_LOST = [sale(t, 200, remaining=E - 1 - t) for t in range(3)]  # on the old primary
+    B_KEPT = [sale(10 + t, 200, remaining=E - 1 - t) for t in range(2)]
+
+    def test_lost_acknowledged_sales_are_not_linearizable(self):
+        r = with_history(row("sales", "loses_sales", 3, 2, 2), self.A_LOST + self.B_KEPT,
+                         E, E - 2)
+        self.assertFalse(r["history_linearizable"])
+        self.assertEqual(judged(r)[0], "pass")
+        self.assertEqual(history_short(r), "NOT lin")
+
+    def test_lost_sales_without_their_remaining_are_still_not_linearizable(self):
+        answers = [sale(t, 200) for t in range(3)] + [sale(10 + t, 200) for t in range(2)]
+        r = with_history(row("sales", "loses_sales", 3, 2, 2), answers, E, E - 2)
+        self.assertFalse(r["history_linearizable"])
+
+    def test_a_safe_row_is_linearizable(self):
+        waits = [sale(t, 503, "outcome_unknown") for t in range(3)] + \
+            [sale(10 + t, 503, "outcome_unknown") for t in range(2)]
+        r = with_history(row("sales", "safe", 0, 0, 2), waits, E, E - 2)
+        self.assertTrue(r["history_linearizable"])
+        self.assertEqual(judged(r)[0], "pass")
+
+    def test_holders(self):
+        twice = with_history(row("holder", "two_holders", 1, 1, 2, oversold=1),
+                             [sale(0, 200, remaining=0), sale(0.5, 200, remaining=0)], 1, -1)
+        self.assertFalse(twice["history_linearizable"])
+        self.assertEqual(judged(twice)[0], "pass")
+        fenced = with_history(row("holder", "safe", 0, 1, 1),
+                              [sale(0, 409, "busy"), sale(0.5, 200, remaining=0)], 1, 0)
+        self.assertTrue(fenced["history_linearizable"])
+        self.assertEqual(judged(fenced)[0], "pass")
+
+    def test_a_history_against_the_fact_fails(self):
+        # a loses_sales row whose 200s all held: linearizable, so the fact did not show
+        r = with_history(row("sales", "loses_sales", 0, 2, 2), self.B_KEPT, E, E - 2)
+        verdict, reason = judged(r)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("the history is linearizable", reason)
+
+    def test_a_history_against_the_ledger_fails(self):
+        # the ledger counts 3 lost, the history (its remaining) holds every 200
+        answers = [sale(t, 200, remaining=E - 1 - t) for t in range(5)]
+        r = with_history(row("sales", "safe", 3, 2, 2), answers, E, E - 5)
+        self.assertTrue(r["history_linearizable"])
+        self.assertIn("the history and the ledger disagree", judged(r)[1])
+
+
+def history_short(r):
+    return ps.history.short(r)
+
+
+class Timeline(unittest.TestCase):
+    def rows(self):
+        lost = row("sales", "loses_sales", 3, 2, 2)
+        safe = row("sales", "safe", 0, 0, 2)
+        for r, name, a in ((lost, "lua", [sale(t / 10, 200) for t in range(3)]),
+                           (safe, "lua-wait", [sale(t / 10, 503, "outcome_unknown")
+                                               for t in range(3)])):
+            r.update(strategy=name, promote_s=1.5, heal_s=4.2, rejoin_s=15.0, acked=5, a_acked=3,
+                     a_marks=ps.marks(a), b_marks=ps.marks([sale(2 + t, 200) for t in range(2)]))
+        return [lost, safe]
+
+    def test_marks(self):
+        m = ps.marks([sale(0, 503, "backend_unavailable"), sale(1, 200), sale(2, 200)])
+        self.assertEqual((m["from"], m["ok_from"], m["ok_to"], m["to"]), (0.0, 1.01, 2.01, 2.01))
+        self.assertEqual(m["words"], "200 x2, 503 backend_unavailable x1")
+        self.assertIsNone(ps.marks([sale(0, 409, "busy")])["ok_from"])
+
+    def test_the_loses_sales_row_and_lua_wait_are_drawn(self):
+        lost, safe = ps.drawn_rows(self.rows())
+        self.assertEqual((lost["strategy"], safe["strategy"]), ("lua", "lua-wait"))
+        svg = ps.timeline_svg(lost, safe)
+        self.assertTrue(svg.startswith("<svg") and svg.endswith("</svg>\n"))
+        for words in ("the cut at 0 s; the replica promoted at 1.5 s", "heal (4.2 s)",
+                      "rejoins: A&#x27;s 3 sales discarded", "A lua-wait"):
+            self.assertIn(words, svg)
+
+    def test_no_label_runs_over_another(self):
+        lost, safe = ps.drawn_rows(self.rows())
+        lost.update(promote_s=1.26, heal_s=17.49, rejoin_s=15.84)  # a real run's moments
+        svg = ps.timeline_svg(lost, safe)
+        spans = {}
+        for x, y, anchor, text in re.findall(
+                r'<text x="([\d.]+)" y="(\d+)" font-size="11" fill="[^"]+" '
+                r'text-anchor="(\w+)">([^<]*)</text>', svg):
+            width = len(html.unescape(text)) * ps.failover_report.CHAR_W
+            x0 = float(x) - (width if anchor == "end" else 0)
+            spans.setdefault(y, []).append((x0, x0 + width, text))
+        for y, row_spans in spans.items():
+            row_spans.sort()
+            for (_, end, left), (start, _, right) in zip(row_spans, row_spans[1:]):
+                self.assertLessEqual(end, start, f"{left!r} runs over {right!r} at y {y}")
+
+    def test_nothing_to_draw_without_a_loses_sales_row(self):
+        self.assertEqual(ps.drawn_rows(self.rows()[1:]), (None, None))
 
 
 def strategy(name, store, needs, lock=None, failover=None, **more):
