@@ -470,15 +470,19 @@ def words(answers):
 
 
 def drawn_rows(rows):
-    """The picture's rows: the first loses_sales row without min-replicas (`lua` when
-    it ran) and, when it ran in the same partition, `lua-wait`."""
+    """The picture's rows, from the partition without min-replicas: a loses_sales sales
+    row and the safe sales row beside it (or None), the one that waits for its
+    replica; the loses_sales row it is a variant of (its name's stem: `lua` for
+    `lua-wait`) when there is one, else the first."""
     plain = [r for r in rows if not r["min_replicas"] and r.get("a_marks") and
              r.get("b_marks") and r["promote_s"] is not None]
     lost = [r for r in plain if r["fact"] == "loses_sales"]
     if not lost:
         return None, None
-    first = next((r for r in lost if r["strategy"] == "lua"), lost[0])
-    return first, next((r for r in plain if r["strategy"] == "lua-wait"), None)
+    safe = next((r for r in plain if r["fact"] == "safe" and r["kind"] == "sales"), None)
+    stem = next((r for r in lost if safe and safe["strategy"].startswith(r["strategy"] + "-")),
+                lost[0])
+    return stem, safe
 
 
 def client_bars(axis, lane, m, what):

@@ -159,12 +159,19 @@ class Timeline(unittest.TestCase):
     def rows(self):
         lost = row("sales", "loses_sales", 3, 2, 2)
         safe = row("sales", "safe", 0, 0, 2)
-        for r, name, a in ((lost, "lua", [sale(t / 10, 200) for t in range(3)]),
-                           (safe, "lua-wait", [sale(t / 10, 503, "outcome_unknown")
+        for r, name, a in ((lost, "stem", [sale(t / 10, 200) for t in range(3)]),
+                           (safe, "stem-waits", [sale(t / 10, 503, "outcome_unknown")
                                                for t in range(3)])):
             r.update(strategy=name, promote_s=1.5, heal_s=4.2, rejoin_s=15.0, acked=5, a_acked=3,
                      a_marks=ps.marks(a), b_marks=ps.marks([sale(2 + t, 200) for t in range(2)]))
         return [lost, safe]
+
+    def test_the_loses_sales_row_the_safe_one_is_a_variant_of(self):
+        first, stem, safe = (row("sales", f, 3, 2, 2) for f in ("loses_sales",) * 2 + ("safe",))
+        for r, name in ((first, "other"), (stem, "stem"), (safe, "stem-waits")):
+            r.update(strategy=name, promote_s=1.5, a_marks={"from": 0}, b_marks={"from": 0})
+        self.assertEqual(ps.drawn_rows([first, stem, safe]), (stem, safe))
+        self.assertEqual(ps.drawn_rows([first, stem]), (first, None))
 
     def test_marks(self):
         m = ps.marks([sale(0, 503, "backend_unavailable"), sale(1, 200), sale(2, 200)])
@@ -174,11 +181,11 @@ class Timeline(unittest.TestCase):
 
     def test_the_loses_sales_row_and_lua_wait_are_drawn(self):
         lost, safe = ps.drawn_rows(self.rows())
-        self.assertEqual((lost["strategy"], safe["strategy"]), ("lua", "lua-wait"))
+        self.assertEqual((lost["strategy"], safe["strategy"]), ("stem", "stem-waits"))
         svg = ps.timeline_svg(lost, safe)
         self.assertTrue(svg.startswith("<svg") and svg.endswith("</svg>\n"))
         for words in ("the cut at 0 s; the replica promoted at 1.5 s", "heal (4.2 s)",
-                      "rejoins: A&#x27;s 3 sales discarded", "A lua-wait"):
+                      "rejoins: A&#x27;s 3 sales discarded", "A stem-waits"):
             self.assertIn(words, svg)
 
     def test_no_label_runs_over_another(self):
