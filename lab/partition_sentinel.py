@@ -42,8 +42,15 @@ window from the cut to A's last 200 (bound: the lag plus 2 s - the replica's
 one-second REPLCONF ACK period, the lag counted in whole seconds, the primary's
 once-a-second recount - plus --margin-ms) and the loss inside it.
 
+Each row is judged by the clients' history too (lab.history): every sale A and B sent
+on its product, timed, with the `remaining` its reply said, and the store's counter
+read at the end. A safe row's must be linearizable; any other's must not (A's 200s
+lost from the ledger, or the last unit sold twice, have no order that explains them);
+and the history must say what the ledger says, or the row fails.
+
 Writes results/partition_sentinel-<timestamp>/ (partition_sentinel.json, .csv, .md,
-junit.xml) and points results/partition_sentinel-latest at it. Exit status 1 when a
+timeline.svg: the first partition along its real clock, a loses_sales row and the safe
+sales row beside it; junit.xml) and points results/partition_sentinel-latest at it. Exit status 1 when a
 row contradicts its fact, 2 when the run cannot be made (not root: it says so).
 
 --quick (the test gate): the first row of each kind, partition fact and frozen-holder
