@@ -50,8 +50,9 @@ and the history must say what the ledger says, or the row fails.
 
 Writes results/partition_sentinel-<timestamp>/ (partition_sentinel.json, .csv, .md,
 timeline.svg: the first partition along its real clock, a loses_sales row and the safe
-sales row beside it; junit.xml) and points results/partition_sentinel-latest at it. Exit status 1 when a
-row contradicts its fact, 2 when the run cannot be made (not root: it says so).
+sales row beside it; junit.xml) and points results/partition_sentinel-latest at it.
+Exit status 1 when a row contradicts its fact, 2 when the run cannot be made (not
+root: it says so).
 
 --quick (the test gate): the first row of each kind, partition fact and frozen-holder
 lease (today watch, redis-lock, redis-lock-wait, lua-wait, lua-stream, fenced), and the
@@ -188,8 +189,10 @@ def judge_history(row):
 
 def row_history(row, initial, remaining):
     """The row's history fields from its clients' answers ((answer, sent, answered)
-    from timed_sale), with the store's counter read at the end."""
-    answers = [Answer(t0, t1, a[0], a[1] or "", (a[2] or {}).get("remaining"))
+    from timed_sale), with the store's counter read at the end. No HTTP answer (status
+    0) is a client timeout: it may take effect at any time after it was sent."""
+    answers = [Answer(t0, t1, a[0], "client timeout" if a[0] == 0 else a[1] or "",
+                      (a[2] or {}).get("remaining"))
                for a, t0, t1 in sorted(row.pop("answers"), key=lambda x: x[1])]
     return history.judge_final(initial, history.from_answers(answers, None, 1), remaining)
 

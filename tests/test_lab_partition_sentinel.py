@@ -136,6 +136,12 @@ class History(unittest.TestCase):
         self.assertTrue(fenced["history_linearizable"])
         self.assertEqual(judged(fenced)[0], "pass")
 
+    def test_no_answer_may_take_effect_after(self):
+        # A's request never answered (a client timeout), its sale made after B's read
+        answers = [sale(0, 0, "timed out"), sale(1, 200, remaining=E - 1)]
+        r = with_history(row("sales", "safe", 0, 1, 2), answers, E, E - 2)
+        self.assertTrue(r["history_linearizable"])
+
     def test_a_history_against_the_fact_fails(self):
         # a loses_sales row whose 200s all held: linearizable, so the fact did not show
         r = with_history(row("sales", "loses_sales", 0, 2, 2), self.B_KEPT, E, E - 2)
