@@ -12,9 +12,10 @@ first), C on 127.0.0.4 (N3 first), each listening there and connecting from ther
 
 A row is a strategy whose cluster fact claims it sells safely on the cluster (safe,
 conflicts_at_commit: the rows the cluster run kills a node under) and that needs MySQL
-alone; and the two_holders rows whose lock is a MySQL node's own (GET_LOCK): the lock
-the partition splits (the majority's two nodes each grant it), where a process's mutex
-has two holders with or without a cut. On endless stock, buyers on A, B and C (lab.cluster.Buyers); a moment in, N1
+alone; and the two_holders rows that are safe with several instances on one server
+(safe_multi): their lock is one node's (GET_LOCK), the lock the partition splits (the
+majority's two nodes each grant it), where a process's mutex (not safe_multi) has two
+holders with or without a cut. On endless stock, buyers on A, B and C (lab.cluster.Buyers); a moment in, N1
 and A are cut from N2 and N3 (nftables "reject": a link that fails at once, so A's
 attempts at the other nodes fail fast and only N1 is left to it): N1 leaves the primary
 component (wsrep_ready=OFF) and refuses every query. After --cut-s the cut heals; N1
@@ -70,9 +71,6 @@ NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
 STOCKD_PORT = 8080
 HEAL_GOAL_S = 30.0
-# The two_holders rows the partition asks about: a lock one MySQL node grants (the row's
-# published `lock`), which a cut splits in two; a process's mutex is split without one.
-NODE_LOCKS = ("GET_LOCK",)
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
               "minority_busy", "minority_unknown", "minority_other", "minority_held",
@@ -113,12 +111,13 @@ def after_parse(args, error):
 
 
 def chosen(facts, args):
-    """The rows: a safe cluster fact, or two_holders by a lock one node grants; MySQL the
-    only backend. --quick: the first safe row of each fact."""
+    """The rows: a safe cluster fact, or two_holders by a lock one node grants (safe
+    with several instances on one server); MySQL the only backend. --quick: the first
+    safe row of each fact."""
     mysql = sources.backend_name("mysql.c")
     rows, seen = [], set()
     for s in facts.select(args.strategies):
-        node_lock = s.cluster == "two_holders" and s.lock in NODE_LOCKS
+        node_lock = s.cluster == "two_holders" and s.safe_multi
         if not (s.cluster in SAFE_FACTS or node_lock) or s.needs != [mysql]:
             continue
         if args.quick and (s.cluster in seen or node_lock):

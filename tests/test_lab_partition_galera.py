@@ -82,10 +82,10 @@ class TwoHolders(unittest.TestCase):
 
     FACTS = facts.parse(document([
         strategy("race", safe=False, cluster="loses_updates"),
-        strategy("inprocess", safe_multi=False, cluster="two_holders", lock="process mutex"),
+        strategy("inprocess", safe_multi=False, cluster="two_holders", lock="in memory"),
         strategy("rowsale", cluster="conflicts_at_commit"),
-        strategy("nodelock", safe_multi=False, cluster="two_holders", lock="GET_LOCK"),
-        strategy("elsewhere", cluster="safe", needs=["mysql", "redis"], lock="SET NX"),
+        strategy("nodelock", cluster="two_holders", lock="named"),
+        strategy("elsewhere", cluster="safe", needs=["mysql", "redis"], lock="key"),
         strategy("optimistic", contention="retries", cluster="safe")]))
 
     def test_rows_safe_ones_and_a_node_lock_not_in_quick(self):
