@@ -15,11 +15,12 @@ conflicts_at_commit: the rows the cluster run kills a node under) and that needs
 alone; and the two_holders rows that are safe with several instances on one server
 (safe_multi): their lock is one node's (GET_LOCK), the lock the partition splits (the
 majority's two nodes each grant it), where a process's mutex (not safe_multi) has two
-holders with or without a cut. On endless stock, buyers on A, B and C (lab.cluster.Buyers); a moment in, N1
-and A are cut from N2 and N3 (nftables "reject": a link that fails at once, so A's
-attempts at the other nodes fail fast and only N1 is left to it): N1 leaves the primary
-component (wsrep_ready=OFF) and refuses every query. After --cut-s the cut heals; N1
-rejoins (IST: only what it missed) and the load goes on until A has sold again. Rule:
+holders with or without a cut. On endless stock, buyers on A, B and C
+(lab.cluster.Buyers); a moment in, N1 and A are cut from N2 and N3 (nftables "reject":
+a link that fails at once, so A's attempts at the other nodes fail fast and only N1 is
+left to it): N1 leaves the primary component (wsrep_ready=OFF) and refuses every
+query. After --cut-s the cut heals; N1 rejoins (IST: only what it missed) and the load
+goes on until A has sold again. Rule:
 
   minority   A sells nothing while it is out (no 200 answered between the cut and the
              heal to a sale started after the cut: one whose COMMIT waited out the cut
@@ -35,16 +36,15 @@ rejoins (IST: only what it missed) and the load goes on until A has sold again. 
              went out as the link broke may have been certified by the majority: the
              contract's "the ledger is the truth"), 0 oversold, 0 lost updates (the
              row's cluster fact), and the clients' history linearizable
-  two holders   (a two_holders row) the same minority and heal rules (but A's refusals
-             are mostly 409 busy: GET_LOCK on a non-primary node fails as a lock-wait
-             timeout, so 503 or busy shows the cut), and the fact
-             instead of the safety: B and C each take GET_LOCK on their own node, so
-             while N1 is out some count is answered by a 200 of B and a 200 of C
-             (two holders sold the same unit: hold_ms keeps every sale in its
-             critical section long enough for that to happen every run), and the
-             ledger shows it - on endless stock nothing can be oversold, so as a
-             lost update (lost > 0, the history not linearizable); the ledger
-             still holds every 200
+  two_holders (such a row) the same minority and heal rules, but A's refusals are
+             mostly 409 busy (GET_LOCK on a non-primary node fails as a lock-wait
+             timeout), so 503 or busy shows the cut; and the fact instead of safety:
+             B and C each take GET_LOCK on their own node, so while N1 is out some
+             count is answered by a 200 of B and a 200 of C (two holders sold the
+             same unit: hold_ms keeps every sale in its critical section long enough
+             for that to happen every run), and the ledger shows it - on endless
+             stock nothing can be oversold, so as a lost update (lost > 0, the
+             history not linearizable); the ledger still holds every 200
 
 Writes results/partition_galera-<timestamp>/ (galera.json, galera.csv, galera.md: the
 table for docs/cluster.md, timeline.svg: the first row along its real clock, junit.xml)
@@ -61,7 +61,8 @@ import sys
 import time
 
 from . import facts as facts_mod, failover_report, junit, netns, sources, tables
-from .cluster import SAFE_FACTS, UNSAFE_FACTS, Buyers, deduct_path, judge_history, node_names, stack
+from .cluster import (SAFE_FACTS, UNSAFE_FACTS, Buyers, deduct_path, judge_history,
+                      node_names, stack)
 from .common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from .partition import ADDRESS, Node, RedisServer
 from .runner import Runner, report_fact_rows
@@ -74,10 +75,10 @@ HEAL_GOAL_S = 30.0
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
               "minority_busy", "minority_unknown", "minority_other", "minority_held",
-              "ok_majority", "majority_first_ok_s", "majority_twins", "rejoin_s", "a_first_ok_s",
-              "state_transfer", "ok", "unknown", "sold", "acked_missing", "extra_in_ledger",
-              "oversold", "lost_updates", "history", "history_ops", "seconds", "verdict",
-              "reason"]
+              "ok_majority", "majority_first_ok_s", "majority_twins", "rejoin_s",
+              "a_first_ok_s", "state_transfer", "ok", "unknown", "sold", "acked_missing",
+              "extra_in_ledger", "oversold", "lost_updates", "history", "history_ops",
+              "seconds", "verdict", "reason"]
 TABLE = [
     ("strategy", "strategy", "<"), ("fact", "fact", "<"), ("cut s", "cut_s", ">"),
     ("A 200 out", "ok_minority", ">"), ("A 503", "minority_503", ">"),
@@ -192,7 +193,7 @@ def judge(row):
                         f"{row.get('minority_answers_seen')}")
     if row["fact"] == "two_holders" and not row["minority_503"] + row["minority_busy"]:
         # GET_LOCK on a node out of the primary component fails as a lock-wait timeout
-        # (1205), which stockd reads as contention (409), not as an outage
+        # (A's log shows it for RELEASE_LOCK), which stockd reads as contention (409)
         problems.append("A never answered 503 or busy while its node was out (was it cut?)")
     elif row["fact"] != "two_holders" and not row["minority_503"]:
         problems.append("A never answered 503 while its node was out (was it cut?)")
