@@ -12,11 +12,15 @@ first), C on 127.0.0.4 (N3 first), each listening there and connecting from ther
 
 A row is a strategy whose cluster fact claims it sells safely on the cluster (safe,
 conflicts_at_commit: the rows the cluster run kills a node under) and that needs MySQL
-alone. On endless stock, buyers on A, B and C (lab.cluster.Buyers); a moment in, N1
-and A are cut from N2 and N3 (nftables "reject": a link that fails at once, so A's
-attempts at the other nodes fail fast and only N1 is left to it): N1 leaves the primary
-component (wsrep_ready=OFF) and refuses every query. After --cut-s the cut heals; N1
-rejoins (IST: only what it missed) and the load goes on until A has sold again. Rule:
+alone; and the two_holders rows that are safe with several instances on one server
+(safe_multi): their lock is one node's (GET_LOCK), the lock the partition splits (the
+majority's two nodes each grant it), where a process's mutex (not safe_multi) has two
+holders with or without a cut. On endless stock, buyers on A, B and C
+(lab.cluster.Buyers); a moment in, N1 and A are cut from N2 and N3 (nftables "reject":
+a link that fails at once, so A's attempts at the other nodes fail fast and only N1 is
+left to it): N1 leaves the primary component (wsrep_ready=OFF) and refuses every
+query. After --cut-s the cut heals; N1 rejoins (IST: only what it missed) and the load
+goes on until A has sold again. Rule:
 
   minority   A sells nothing while it is out (no 200 answered between the cut and the
              heal to a sale started after the cut: one whose COMMIT waited out the cut
@@ -32,6 +36,15 @@ rejoins (IST: only what it missed) and the load goes on until A has sold again. 
              went out as the link broke may have been certified by the majority: the
              contract's "the ledger is the truth"), 0 oversold, 0 lost updates (the
              row's cluster fact), and the clients' history linearizable
+  two_holders (such a row) the same minority and heal rules, but A's refusals are
+             mostly 409 busy (GET_LOCK on a non-primary node fails as a lock-wait
+             timeout), so 503 or busy shows the cut; and the fact instead of safety:
+             B and C each take GET_LOCK on their own node, so while N1 is out some
+             count is answered by a 200 of B and a 200 of C (two holders sold the
+             same unit: hold_ms keeps every sale in its critical section long enough
+             for that to happen every run), and the ledger shows it - on endless
+             stock nothing can be oversold, so as a lost update (lost > 0, the
+             history not linearizable); the ledger still holds every 200
 
 Writes results/partition_galera-<timestamp>/ (galera.json, galera.csv, galera.md: the
 table for docs/cluster.md, timeline.svg: the first row along its real clock, junit.xml)
@@ -39,7 +52,8 @@ and points results/partition_galera-latest at it.
 Exit status 1 when a row breaks the rule or its fact, 2 when the run cannot be made
 (not root: it says so).
 
---quick (the test gate): the first row of each of the two facts, a shorter cut."""
+--quick (the test gate): the first row of each of the two safe facts, a shorter cut; no
+two_holders row."""
 
 import os
 import subprocess
@@ -47,7 +61,8 @@ import sys
 import time
 
 from . import facts as facts_mod, failover_report, junit, netns, sources, tables
-from .cluster import SAFE_FACTS, Buyers, deduct_path, judge_history, node_names, stack
+from .cluster import (SAFE_FACTS, UNSAFE_FACTS, Buyers, deduct_path, judge_history,
+                      node_names, stack)
 from .common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from .partition import ADDRESS, Node, RedisServer
 from .runner import Runner, report_fact_rows
@@ -60,16 +75,17 @@ HEAL_GOAL_S = 30.0
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
               "minority_busy", "minority_unknown", "minority_other", "minority_held",
-              "ok_majority", "majority_first_ok_s", "rejoin_s", "a_first_ok_s",
-              "state_transfer", "ok", "unknown", "sold", "acked_missing", "extra_in_ledger",
-              "oversold", "lost_updates", "history", "history_ops", "seconds", "verdict",
-              "reason"]
+              "ok_majority", "majority_first_ok_s", "majority_twins", "rejoin_s",
+              "a_first_ok_s", "state_transfer", "ok", "unknown", "sold", "acked_missing",
+              "extra_in_ledger", "oversold", "lost_updates", "history", "history_ops",
+              "seconds", "verdict", "reason"]
 TABLE = [
     ("strategy", "strategy", "<"), ("fact", "fact", "<"), ("cut s", "cut_s", ">"),
     ("A 200 out", "ok_minority", ">"), ("A 503", "minority_503", ">"),
     ("A busy", "minority_busy", ">"), ("A unknown", "minority_unknown", ">"),
     ("A other", "minority_other", ">"), ("A 200 at heal", "minority_held", ">"),
     ("B+C 200 out", "ok_majority", ">"), ("B+C first s", "majority_first_ok_s", ">"),
+    ("B=C count", "majority_twins", ">"),
     ("rejoin s", "rejoin_s", ">"), ("A again s", "a_first_ok_s", ">"),
     ("transfer", "state_transfer", "<"), ("200", "ok", ">"), ("unknown", "unknown", ">"),
     ("ledger", "sold", ">"),
@@ -96,13 +112,16 @@ def after_parse(args, error):
 
 
 def chosen(facts, args):
-    """The rows: a safe cluster fact, and MySQL the only backend."""
+    """The rows: a safe cluster fact, or two_holders by a lock one node grants (safe
+    with several instances on one server); MySQL the only backend. --quick: the first
+    safe row of each fact."""
     mysql = sources.backend_name("mysql.c")
     rows, seen = [], set()
     for s in facts.select(args.strategies):
-        if s.cluster not in SAFE_FACTS or s.needs != [mysql]:
+        node_lock = s.cluster == "two_holders" and s.safe_multi
+        if not (s.cluster in SAFE_FACTS or node_lock) or s.needs != [mysql]:
             continue
-        if args.quick and s.cluster in seen:
+        if args.quick and (s.cluster in seen or node_lock):
             continue
         seen.add(s.cluster)
         rows.append(s)
@@ -148,7 +167,20 @@ def phase_counts(answers, cut, heal):
             out["minority_other"] += 1
             others.add(f"{a.status} {a.word}".strip())
     out["minority_answers_seen"] = sorted(others)
+    out["majority_twins"] = majority_twins(answers, cut, heal)
     return out
+
+
+def majority_twins(answers, cut, heal):
+    """How many counts left were answered by a 200 of B and a 200 of C both started while
+    N1 was cut: each one is two holders, one on each node of the majority, that sold the
+    same unit."""
+    by_instance = {1: set(), 2: set()}
+    for i, a in answers:
+        if i in by_instance and a.status == 200 and cut <= a.start < heal \
+                and a.remaining is not None:
+            by_instance[i].add(a.remaining)
+    return len(by_instance[1] & by_instance[2])
 
 
 def judge(row):
@@ -159,7 +191,11 @@ def judge(row):
     if row["minority_other"]:
         problems.append(f"A answered outside the contract while out: "
                         f"{row.get('minority_answers_seen')}")
-    if not row["minority_503"]:
+    if row["fact"] == "two_holders" and not row["minority_503"] + row["minority_busy"]:
+        # GET_LOCK on a node out of the primary component fails as a lock-wait timeout
+        # (A's log shows it for RELEASE_LOCK), which stockd reads as contention (409)
+        problems.append("A never answered 503 or busy while its node was out (was it cut?)")
+    elif row["fact"] != "two_holders" and not row["minority_503"]:
         problems.append("A never answered 503 while its node was out (was it cut?)")
     if not row["ok_majority"]:
         problems.append("B and C sold nothing while N1 was out")
@@ -173,9 +209,15 @@ def judge(row):
         if row["extra_in_ledger"] > (row["unknown"] or 0):
             problems.append(f"{row['extra_in_ledger']} sales in the ledger beyond the 200s, "
                             f"but only {row['unknown']} answers outcome_unknown")
-        if (row["oversold"] or 0) + (row["lost_updates"] or 0):
+        broke = (row["oversold"] or 0) + (row["lost_updates"] or 0)
+        if row["fact"] in UNSAFE_FACTS and not broke:
+            problems.append(f"claims {row['fact']}, but nothing was oversold or lost")
+        elif row["fact"] not in UNSAFE_FACTS and broke:
             problems.append(f"claims {row['fact']}, but oversold {row['oversold']}, lost "
                             f"{row['lost_updates']}")
+    if row["fact"] == "two_holders" and not row.get("majority_twins"):
+        problems.append("claims two_holders, but no count was answered by both B and C "
+                        "while N1 was out")
     if row.get("witnesses"):
         problems.append(row["witnesses"])
     row["verdict"] = "fail" if problems else "pass"
@@ -252,6 +294,7 @@ def table_md(rows):
              lambda r: f"{r['ok_minority']} / {r['minority_503']} / {r['minority_busy']} / "
                        f"{r['minority_unknown']} / {r['minority_other']}"),
             ("B+C: 200 while out", "ok_majority"), ("B+C first 200 s", "majority_first_ok_s"),
+            ("B+C: same count", "majority_twins"),
             ("N1 rejoined s", "rejoin_s"), ("A sells again s", "a_first_ok_s"),
             ("transfer", "state_transfer"),
             ("200s / unknown / ledger", lambda r: f"{r['ok']} / {r['unknown']} / {r['sold']}"),
@@ -419,7 +462,7 @@ def work(run):
             row.pop("witnesses", None)
             rows.append(row)
             say(f"{s.name}: A {row['ok_minority']} 200 / {row['minority_503']} 503 while out, "
-                f"B+C {row['ok_majority']} 200; rejoined {row['rejoin_s']} s "
+                f"B+C {row['ok_majority']} 200, {row['majority_twins']} counts both; rejoined {row['rejoin_s']} s "
                 f"({row['state_transfer']}); 200s {row['ok']}, ledger {row['sold']}: "
                 f"{row['verdict']} {row['reason']}")
     finally:

@@ -5,7 +5,8 @@ row is held to (nothing sold while out, the majority selling, the ledger against
 
 import unittest
 
-from lab import partition_galera as pg
+from fakestockd import document, strategy
+from lab import facts, partition_galera as pg
 from lab.load import Answer
 
 CUT, HEAL = 10.0, 20.0
@@ -74,6 +75,68 @@ class Judge(unittest.TestCase):
             row = pg.judge(good_row(**over))
             self.assertEqual(row["verdict"], "fail", over)
             self.assertIn(why, row["reason"], over)
+
+
+class TwoHolders(unittest.TestCase):
+    """get-lock across the cut: B and C each hold their own node's GET_LOCK."""
+
+    FACTS = facts.parse(document([
+        strategy("race", safe=False, cluster="loses_updates"),
+        strategy("inprocess", safe_multi=False, cluster="two_holders", lock="in memory"),
+        strategy("rowsale", cluster="conflicts_at_commit"),
+        strategy("nodelock", cluster="two_holders", lock="named"),
+        strategy("elsewhere", cluster="safe", needs=["mysql", "redis"], lock="key"),
+        strategy("optimistic", contention="retries", cluster="safe")]))
+
+    def test_rows_safe_ones_and_a_node_lock_not_in_quick(self):
+        class Args:
+            strategies, quick = [], False
+        self.assertEqual([s.name for s in pg.chosen(self.FACTS, Args)],
+                         ["rowsale", "nodelock", "optimistic"])
+        Args.quick = True
+        self.assertEqual([s.name for s in pg.chosen(self.FACTS, Args)],
+                         ["rowsale", "optimistic"])
+
+    def test_twins_are_counts_both_majority_instances_left_while_out(self):
+        answers = [
+            (1, Answer(11.0, 11.1, 200, "", 500)), (2, Answer(11.0, 11.2, 200, "", 500)),
+            (1, Answer(12.0, 12.1, 200, "", 499)), (1, Answer(12.2, 12.3, 200, "", 498)),
+            (2, Answer(12.0, 12.1, 200, "", 498)),
+            (2, Answer(9.0, 9.1, 200, "", 497)), (1, Answer(9.0, 9.1, 200, "", 497)),   # before
+            (0, Answer(11.0, 11.1, 200, "", 499)),                  # A is not the majority
+            (2, Answer(13.0, 13.1, 409, "busy", 499)),              # not a sale
+            (2, Answer(21.0, 21.1, 200, "", 499)),                  # after the heal
+        ]
+        self.assertEqual(pg.majority_twins(answers, CUT, HEAL), 2)
+        self.assertEqual(counted(answers)["majority_twins"], 2)
+
+    def two_holders(self, **over):
+        base = {"fact": "two_holders", "lost_updates": 30, "majority_twins": 12}
+        base.update(over)
+        return pg.judge(good_row(**base))
+
+    def test_the_fact_showing_passes(self):
+        row = self.two_holders()
+        self.assertEqual((row["verdict"], row["reason"]), ("pass", ""))
+
+    def test_the_fact_not_showing_fails(self):
+        for over, why in (({"lost_updates": 0}, "nothing was oversold or lost"),
+                          ({"majority_twins": 0}, "no count was answered by both B and C"),
+                          ({"acked_missing": 1}, "1 acknowledged sales missing"),
+                          ({"ok_minority": 2}, "while its node was out"),
+                          ({"minority_503": 0, "minority_busy": 0}, "never answered 503 or busy")):
+            row = self.two_holders(**over)
+            self.assertEqual(row["verdict"], "fail", over)
+            self.assertIn(why, row["reason"], over)
+
+    def test_its_minority_may_be_refused_busy_alone(self):
+        row = self.two_holders(minority_503=0, minority_busy=900)
+        self.assertEqual(row["verdict"], "pass")
+        row = pg.judge(good_row(minority_503=0, minority_busy=900))
+        self.assertIn("never answered 503 while", row["reason"])
+
+    def test_a_safe_row_is_not_asked_for_twins(self):
+        self.assertEqual(pg.judge(good_row(majority_twins=0))["verdict"], "pass")
 
 
 class Facts(unittest.TestCase):
