@@ -401,6 +401,15 @@ void sql_rollback(struct worker *w)
     }
 }
 
+void sql_drop_session(struct worker *w)
+{
+    struct mysql_link *link = link_of(w);
+    if (link->conn) {
+        log_warn("mysql: dropping the connection to end its session");
+        disconnect(link);
+    }
+}
+
 static st_result ping(struct worker *w)
 {
     MYSQL *conn;

@@ -61,5 +61,9 @@ st_result sql_commit_failure(unsigned err);
 /* Rolls back, dropping the connection if even that fails (the server then
  * rolls back for us). Never fails from the caller's point of view. */
 void sql_rollback(struct worker *w);
+/* Closes the worker's connection: what its session held (a GET_LOCK, an
+ * open transaction) the server lets go of at once. For a release that could
+ * not be sent or answered: a lock held by a session has no TTL to end it. */
+void sql_drop_session(struct worker *w);
 
 #endif

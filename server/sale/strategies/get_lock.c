@@ -10,9 +10,10 @@
  * a transaction: the body's START TRANSACTION ... COMMIT on the same
  * connection neither takes nor drops it. RELEASE_LOCK says whether it was
  * still ours. If the connection dies, the server frees the lock at once, so
- * a crashed holder blocks nobody; and the body can never carry on over a
- * new connection (a failed statement ends the sale), so a write never
- * happens without the lock.
+ * a crashed holder blocks nobody, and a release that fails closes the
+ * connection on purpose (the lock has no TTL to end it); and the body can
+ * never carry on over a new connection (a failed statement ends the sale),
+ * so a write never happens without the lock.
  *
  * The price: a round trip to lock and one to unlock, and a database
  * connection held by every waiter for as long as it waits. The lock lives
@@ -59,8 +60,13 @@ static st_result release(struct worker *w, const struct deduct_request *rq, stru
     lock_name(name, rq->product);
     struct sql_outcome done;
     st_result r = sql_exec(w, SQL_RELEASE_LOCK, SQL_ARGS(SQL_S(name)), &done);
-    if (r != ST_OK)
+    if (r != ST_OK) {
+        /* Not sent (the deadline had passed) or not answered: the lock
+         * would stay with this connection, which outlives the request, and
+         * no TTL ends it. Closing the session frees it at once. */
+        sql_drop_session(w);
         return r;
+    }
     /* 1: released; 0: someone else's; NULL: nobody's (our connection was
      * lost and the server freed it). */
     *lost = !done.found || done.col[0] != 1;
