@@ -80,6 +80,11 @@ int admission_on(void)
     return config.admit_rate > 0 || config.sold_out_flag;
 }
 
+int admission_burst(void)
+{
+    return config.admit_burst ? config.admit_burst : config.admit_rate;
+}
+
 static unsigned home_of(int product)
 {
     return ((unsigned)product * 2654435761u) & (ADMISSION_PRODUCTS - 1);
@@ -112,7 +117,7 @@ static long long now_ns(void)
 static int bucket_admits(struct slot *s, long long *retry_after_s)
 {
     long long interval = 1000000000LL / config.admit_rate;
-    long long burst = config.admit_burst ? config.admit_burst : config.admit_rate;
+    long long burst = admission_burst();
     long long now = now_ns();
     long long seen = atomic_load_explicit(&s->tat_ns, memory_order_relaxed);
     for (;;) {

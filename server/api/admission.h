@@ -54,6 +54,10 @@ void admission_reset(int product);
 /* Whether either part is configured. */
 int admission_on(void);
 
+/* The bucket's size: --admit-burst, or one second's worth (--admit-rate)
+ * when it is 0. */
+int admission_burst(void);
+
 /* Its counters, for GET /metrics. */
 void admission_render(FILE *out);
 

@@ -61,14 +61,13 @@ void page_json(struct page *out, unsigned status, json_t *doc)
 
 static json_t *settings_json(void)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}",
-                     "optimistic_attempts", config.optimistic_attempts, "lock_ttl_ms",
-                     config.lock_ttl_ms, "lock_wait_ms", config.lock_wait_ms, "threads",
-                     config.threads, "workers", config.workers, "queue_max", config.queue_max,
-                     "request_timeout_ms", config.request_timeout_ms, "batch_max", config.batch_max,
-                     "admit_rate", config.admit_rate, "admit_burst",
-                     config.admit_burst ? config.admit_burst : config.admit_rate, "sold_out_flag",
-                     config.sold_out_flag, "sold_out_recheck_ms", config.sold_out_recheck_ms);
+    return json_pack(
+        "{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i}", "optimistic_attempts",
+        config.optimistic_attempts, "lock_ttl_ms", config.lock_ttl_ms, "lock_wait_ms",
+        config.lock_wait_ms, "threads", config.threads, "workers", config.workers, "queue_max",
+        config.queue_max, "request_timeout_ms", config.request_timeout_ms, "batch_max",
+        config.batch_max, "admit_rate", config.admit_rate, "admit_burst", admission_burst(),
+        "sold_out_flag", config.sold_out_flag, "sold_out_recheck_ms", config.sold_out_recheck_ms);
 }
 
 int api_prepare(void)
