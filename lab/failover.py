@@ -47,7 +47,7 @@ import time
 from . import facts as facts_mod, failover_report, faults as faults_mod, sources
 from .api import Api
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso
-from .redis_group import Group, sentinel_env
+from .redis_group import UNFINISHED, Group, sentinel_env
 from .runner import Runner, report_fact_rows
 from .service import launch_stockd, run_dir, stack_env, stack_script, stop_process, wait_healthy
 
@@ -123,11 +123,35 @@ class Instance:
         if self.api.answers():
             raise SetupError(f"something answers at {self.api.where()} already: pick another "
                              "--port (instance B takes the next one)")
-        log_file = os.path.join(self.out_dir, f"stockd-{self.name}.log")
         options = ["--listen=127.0.0.1", "--io-timeout-ms=1000",
                    "--connect-timeout-ms=300"] + self.options
-        self.proc = launch_stockd(self.api.port, options, {**os.environ, **self.env}, log_file)
-        wait_healthy(self.api, 30, self.proc, log_file)
+        self.proc = launch_stockd(self.api.port, options, {**os.environ, **self.env},
+                                  self.log_file())
+        wait_healthy(self.api, 30, self.proc, self.log_file())
+
+    def log_file(self):
+        return os.path.join(self.out_dir, f"stockd-{self.name}.log")
+
+    def log_window(self, wall0, wall1, most=30):
+        """This stockd's log lines written between the wall-clock times wall0 and wall1,
+        a run of one message (its timestamp aside) said once with its count; the last
+        `most` of them."""
+        start, end = log_stamp(wall0), log_stamp(wall1)
+        said = []  # [first line, message, count, last stamp]
+        try:
+            with open(self.log_file(), errors="replace") as f:
+                for line in f:
+                    stamp, _, message = line.rstrip("\n").partition(" ")
+                    if not start <= stamp <= end:
+                        continue
+                    if said and said[-1][1] == message:
+                        said[-1][2:] = [said[-1][2] + 1, stamp]
+                    else:
+                        said.append([line.rstrip("\n"), message, 1, stamp])
+        except OSError as e:
+            return [f"(its log could not be read: {e})"]
+        return [first if n == 1 else f"{first}  (x{n}, the last at {last[11:]})"
+                for first, _, n, last in said[-most:]]
 
     def sleeping(self):
         """Whether a thread of this stockd sleeps in nanosleep: with no other request and
@@ -151,6 +175,11 @@ class Instance:
             stop_process(self.proc)
         if self.proc and self.proc.returncode not in (0, None):
             raise SetupError(f"stockd {self.name} exited with status {self.proc.returncode}")
+
+
+def log_stamp(wall):
+    """A wall-clock time as stockd's log stamps it (UTC, milliseconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + f".{int(wall * 1000) % 1000:03d}Z"
 
 
 def deduct(api, s, product, hold_ms=0, timeout=60):
@@ -238,7 +267,7 @@ class Failover:
         healer.start()
         gap, first_ok = self.probe_until_ok(s, probe_product, died)
         return {"died": died, "link_down": link_down, "healer": healer, "times": times,
-                "first_ok": first_ok, "gap": gap}
+                "first_ok": first_ok, "gap": gap, "replica": replica}
 
     @staticmethod
     def healed(m):
@@ -382,24 +411,88 @@ class Failover:
         row["reason"] = "; ".join(row.pop("problems"))
 
     def run_row(self, s, i, env):
+        """The row, judged against its fact; run once more when its setup failed (the
+        group did not do what the row asked of it), and reported as setup, apart from
+        the verdicts, when it fails again. A row that does not pass carries its
+        diagnosis: the Sentinels' account of its window and each stockd's log lines."""
+        for attempt in (1, 2):
+            row, m, window = self.attempt(s, i, env)
+            if not row["setup"]:
+                break
+            self.say(f"{s.name}: the row's setup failed: {row['setup']}"
+                     + ("; running it again" if attempt == 1 else ""))
+        if row["setup"]:
+            row.update(verdict="setup", reason=f"setup: {row['setup']}")
+        if row["kind"] == "holder" and row["fact"] == "two_holders" and not self.timeline \
+                and m:
+            self.timeline = (s.name, m)
+        if row["verdict"] != "pass":
+            row["diagnosis"] = self.diagnosis(window, m)
+        return row
+
+    def attempt(self, s, i, env):
+        """One try of the row: (row, measurements, window), row["setup"] saying why its
+        setup failed, or None."""
         product = self.args.product + 2 * i
         row = {f: None for f in ROW_FIELDS}
-        row.update(strategy=s.name, kind=kind_of(s), fact=s.failover, problems=[])
+        row.update(strategy=s.name, kind=kind_of(s), fact=s.failover, problems=[], setup=None)
         self.say(f"{s.name}: {row['kind']} row (fact: {s.failover})")
+        window, m = (time.monotonic(), time.time()), None
         if row["kind"] == "quorum":
             self.quorum_row(s, row, product, env)
-        else:
-            sequence = self.sales_row if row["kind"] == "sales" else self.holder_row
-            try:
-                m, cut = sequence(s, row, product, product + 1)
-                self.healed(m)
-            finally:
-                self.mend()
-            self.measured(row, m, cut)
-            if row["kind"] == "holder" and row["fact"] == "two_holders" and not self.timeline:
-                self.timeline = (s.name, m)
+            self.judge(row)
+            return row, m, window + (time.monotonic(), time.time())
+        sequence = self.sales_row if row["kind"] == "sales" else self.holder_row
+        try:
+            m, cut = sequence(s, row, product, product + 1)
+            self.healed(m)
+        except SetupError as e:
+            row["setup"] = str(e)
+        finally:
+            self.mend()
+        window += (time.monotonic(), time.time())
+        if row["setup"]:
+            row.pop("problems")
+            return row, None, window
+        self.measured(row, m, cut)
         self.judge(row)
-        return row
+        row["setup"] = self.group_misbehaved(row, m, window)
+        return row, m, window
+
+    def group_misbehaved(self, row, m, window):
+        """Why the row's failover was not the one it asked for, or None: any switch but
+        the one to the held-back replica (a Sentinel that marked a healthy primary down),
+        or, on a row that failed, an attempt abandoned half-way (a promotion that timed
+        out on a loaded machine)."""
+        events = self.group.events
+        if events is None:  # a group with no Sentinels to give an account of it
+            return None
+        switches = [new for _, new in events.switches(m["died"], window[2])]
+        wanted = f"127.0.0.1:{m['replica']}"
+        if switches != [wanted]:
+            return (f"the Sentinels switched the primary to {', '.join(switches) or 'nothing'}"
+                    f" in the row's window; the row's kill called for one switch, to {wanted}")
+        unfinished = [e[2] for e in events.since(window[0], window[2])
+                      if e[2].startswith(UNFINISHED)]
+        if unfinished and row["verdict"] != "pass":
+            return f"a failover attempt ended half-way ({', '.join(sorted(set(unfinished)))})"
+        return None
+
+    def diagnosis(self, window, m):
+        """What tells a failed row's story: the Sentinels' events and each stockd's log
+        lines of its window, times from the primary's death (or the row's start)."""
+        t0, wall0, t1, wall1 = window
+        origin = m["died"] if m else t0
+        lines = [f"the row from {log_stamp(wall0)} to {log_stamp(wall1)}; "
+                 f"times below are seconds from {'the kill' if m else 'its start'}"]
+        if self.group.events is not None:
+            lines.append("the Sentinels' events:")
+            lines += ["  " + e for e in self.group.events.account(t0, t1, origin)] or \
+                ["  none"]
+        for inst in (self.a, self.b):
+            lines.append(f"stockd {inst.name}'s log ({inst.log_file()}):")
+            lines += ["  " + e for e in inst.log_window(wall0, wall1)] or ["  nothing"]
+        return lines
 
     def mend(self):
         """The group whole again: no replica held back, the killed server back (as the
@@ -428,6 +521,7 @@ def work(run):
     a = Instance("A", args.port, env, ["--request-timeout-ms=30000"], out_dir)
     b = Instance("B", args.port + 1, env, stockd_options(args), out_dir)
     rows = []
+    group.watch()
     try:
         a.start()
         b.start()
@@ -437,6 +531,7 @@ def work(run):
         for i, s in enumerate(strategies):
             rows.append(failover.run_row(s, i, env))
     finally:
+        group.unwatch()
         for inst in (a, b):
             inst.stop()
     doc = {"started": now_iso(), "seconds": round(run.elapsed(), 1), "rows": rows,

@@ -5,7 +5,7 @@ away from the majority, in a network namespace of the run's own (lab.netns).
 Inside it, each process on its own 127.0.0.N, listening there and connecting from
 there (Redis's bind-source-addr, Sentinel's announce-ip, stockd's --bind-source): two
 group servers G1 and G2 (127.0.0.30, .31; one the primary, the other its replica),
-three Sentinels S1..S3 (127.0.0.41..43, quorum 2, down after 500 ms), MariaDB
+three Sentinels S1..S3 (127.0.0.41..43, quorum 2, down after 1 s), MariaDB
 (lab.partition.mysql_env) and two stockd instances, A (127.0.0.2) and B (127.0.0.3),
 that follow the group through the Sentinels (--redis-sentinel).
 
@@ -66,10 +66,11 @@ import time
 
 from . import facts as facts_mod, failover_report, history, junit, netns, tables
 from .common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
-from .failover import Failover, answer_word, deduct, kind_of
+from .failover import Failover, answer_word, deduct, kind_of, log_stamp
 from .load import Answer
 from .partition import (ADDRESS, Node, Partition, RedisServer, TimedSale, mysql_env,
                         redis_cli, timed_sale)
+from .redis_group import ABORT_QUIET_S, SENTINEL_QUIET_S, SentinelEvents
 from .runner import Runner, report_fact_rows
 from .service import run_dir, stack_script
 
@@ -83,7 +84,6 @@ HOLD_MS = 1000       # a holder's stay between its read and its write: frozen th
 SETTLE_S = 30
 FOLLOW_S = 20        # a stockd's first sale through the settled primary
 B_FOLLOW_S = 3       # B's through the promoted one (a row that waits for a replica never)
-SENTINEL_QUIET_S = 2.5  # no new failover within 2 x failover-timeout (1 s) of the last
 # How late past the lag the primary may stop: the replica ACKs once a second (its last
 # ACK may precede the cut by that much), and the primary counts the lag in whole
 # seconds and recounts its good replicas in its once-a-second cron.
@@ -206,8 +206,9 @@ def sentinel_conf(host, primary):
     return "\n".join([
         f"port {PORT}", "sentinel resolve-hostnames no", f"sentinel announce-ip {host}",
         f"bind-source-addr {host}", f"sentinel monitor {MASTER} {primary} {PORT} 2",
-        f"sentinel down-after-milliseconds {MASTER} 500",
-        f"sentinel failover-timeout {MASTER} 1000", f"sentinel parallel-syncs {MASTER} 1", ""])
+        f"sentinel down-after-milliseconds {MASTER} 1000",  # the stack's timings, and why:
+        f"sentinel failover-timeout {MASTER} 3000",  # scripts/backends.sh start_sentinel
+        f"sentinel parallel-syncs {MASTER} 1", ""])
 
 
 def role(host):
@@ -232,6 +233,7 @@ class Group:
         self.sentinels = {n: RedisServer(n, work, h, ["--sentinel"], sentinel_conf(h, GROUP["G1"]))
                           for n, h in SENTINELS.items()}
         self.promoted_at = 0.0
+        self.events = SentinelEvents((h, PORT) for h in SENTINELS.values())
 
     def start(self):
         self.servers["G1"].start()
@@ -239,8 +241,11 @@ class Group:
         self.servers["G2"].start()
         for s in self.sentinels.values():
             s.start()
+        self.events.start()
 
     def kill(self):
+        if self.events.is_alive():
+            self.events.stop()
         for r in list(self.sentinels.values()) + list(self.servers.values()):
             r.kill()
 
@@ -254,8 +259,10 @@ class Group:
                 p = named.pop()
                 r = next(h for h in GROUP.values() if h != p)
                 pr, rr = role(p), role(r)
+                now = time.monotonic()
                 if pr[0] == "master" and rr[0] == "slave" and rr[1] == p and rr[2] and \
-                        pr[3] == rr[4] and time.monotonic() - self.promoted_at > SENTINEL_QUIET_S:
+                        pr[3] == rr[4] and now - self.promoted_at > SENTINEL_QUIET_S and \
+                        now - self.events.last_unfinished() > ABORT_QUIET_S:
                     return p, r
             time.sleep(0.1)
         raise SetupError(f"the group did not settle within {SETTLE_S} s (logs under "
@@ -272,6 +279,23 @@ class Group:
                 return self.promoted_at
             time.sleep(0.02)
         return None
+
+    @staticmethod
+    def wait_caught_up(primary, replica, seconds=10):
+        """Until the replica has applied all the primary wrote (the rows' resets and the
+        sales that checked them): a cut before that would leave the promoted replica
+        without the rows' products, and every sale through it a 404. SetupError past
+        `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            offset, applied = role(primary)[3], role(replica)[4]
+            if offset and offset == applied:
+                return
+            if time.monotonic() >= deadline:
+                raise SetupError(f"the replica {replica} had not applied the rows' resets "
+                                 f"{seconds} s after them (its offset {applied}, the "
+                                 f"primary's {offset})")
+            time.sleep(0.02)
 
     @staticmethod
     def wait_rejoined(old, new, seconds=30):
@@ -383,7 +407,59 @@ class SentinelPartition:
         return row
 
     def run(self, plan_rows, min_replicas, first_product):
-        """The partition with min-replicas on or off, and its rows, judged."""
+        """The partition with min-replicas on or off, and its rows, judged; made once more
+        when its setup failed (the group did not do what the partition asked of it), and
+        its rows reported as setup, apart from the verdicts, when it fails again. Rows
+        that do not pass carry the Sentinels' account of the partition and each stockd's
+        log lines."""
+        for attempt in (1, 2):
+            t0, wall0 = time.monotonic(), time.time()
+            try:
+                rows, setup = self.partition(plan_rows, min_replicas, first_product), None
+                setup = self.group_misbehaved(rows, t0)
+            except SetupError as e:
+                rows, setup = [self.new_row(s, min_replicas, first_product + 2 * i)
+                               for i, s in enumerate(plan_rows)], str(e)
+            if not setup:
+                break
+            self.say(f"the partition's setup failed: {setup}"
+                     + ("; making it again" if attempt == 1 else ""))
+        window = (t0, wall0, time.monotonic(), time.time())
+        for r in rows:
+            if setup:
+                r.pop("s", None)
+                r.pop("problems", None)
+                r.update(verdict="setup", reason=f"setup: {setup}")
+            if r["verdict"] != "pass":
+                r["diagnosis"] = self.diagnosis(window, r.get("cut_at"))
+        return rows
+
+    def group_misbehaved(self, rows, t0):
+        """Why the partition's failover was not the one the cut asked for, or None: any
+        switch but the one to the cut-off primary's replica."""
+        wanted = f"{rows[0]['new_primary']}:{PORT}"
+        cut = rows[0]["cut_at"]
+        switches = [new for _, new in self.group.events.switches(cut)]
+        if switches != [wanted]:
+            return (f"the Sentinels switched the primary to {', '.join(switches) or 'nothing'}"
+                    f" after the cut, which called for one switch, to {wanted}")
+        return None
+
+    def diagnosis(self, window, cut):
+        """The Sentinels' events and each stockd's log lines of the partition, times in
+        seconds from the cut (or the partition's start)."""
+        t0, wall0, t1, wall1 = window
+        lines = [f"the partition from {log_stamp(wall0)} to {log_stamp(wall1)}; times "
+                 f"below are seconds from {'the cut' if cut else 'its start'}",
+                 "the Sentinels' events:"]
+        lines += ["  " + e for e in self.group.events.account(t0, t1, cut or t0)] or ["  none"]
+        for node in (self.a, self.b):
+            lines.append(f"stockd {node.name}'s log ({node.log_file()}):")
+            lines += ["  " + e for e in node.log_window(wall0, wall1)] or ["  nothing"]
+        return lines
+
+    def partition(self, plan_rows, min_replicas, first_product):
+        """One try of the partition: its rows, judged."""
         t0 = time.monotonic()
         rows = [self.new_row(s, min_replicas, first_product + 2 * i)
                 for i, s in enumerate(plan_rows)]
@@ -398,9 +474,12 @@ class SentinelPartition:
                 if not self.follows(node, r["s"], r["product"] + 1, FOLLOW_S):
                     raise SetupError(f"{node.name} sells nothing with {r['strategy']} "
                                      f"through the primary {primary}")
+        self.group.wait_caught_up(primary, replica)
         self.group.min_replicas(primary, min_replicas, self.args.max_lag_s)
         try:
             cut = self.cut(primary, replica)
+            for r in rows:
+                r["cut_at"] = cut
             promotion = Promotion(self.group, replica)
             promotion.start()
             # with min-replicas, past the window's bound: a late 200 must be seen

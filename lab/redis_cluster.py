@@ -156,6 +156,13 @@ class Cluster(Group):
         self.promoted_at = 0.0
         self.slot = None
         self.on_hold = None  # called once the replica is held back: the row's load starts
+        self.events = None  # no Sentinels: the shard's own nodes elect its new primary
+
+    @staticmethod
+    def promoted(replica):
+        """A replica that has taken its shard over says so, and the cluster's nodes
+        redirect to it from then on."""
+        return info(replica).get("role") == "master"
 
     def hold_back(self, replica):
         Group.hold_back(replica)

@@ -167,9 +167,14 @@ def report_fact_rows(run, done, columns, fact, label):
     then each row that does not and why. 1 when one does not, else 0."""
     rows, out_dir = done
     print(tables.text_table(rows, columns))
-    bad = [r for r in rows if r["verdict"] != "pass"]
-    print(f"\n{len(rows) - len(bad)}/{len(rows)} rows hold their {fact}; "
-          f"{elapsed_line(run.elapsed())}; results in {out_dir}")
-    for r in bad:
+    bad = [r for r in rows if r["verdict"] not in ("pass", "setup")]
+    unset = [r for r in rows if r["verdict"] == "setup"]
+    judged = len(rows) - len(unset)
+    print(f"\n{judged - len(bad)}/{judged} rows hold their {fact}"
+          + (f"; {len(unset)} could not be set up, twice, and are not judged" if unset else "")
+          + f"; {elapsed_line(run.elapsed())}; results in {out_dir}")
+    for r in bad + unset:
         print(f"  {label(r)}: {r['reason']}")
-    return 1 if bad else 0
+        for line in r.get("diagnosis") or []:
+            print(f"    {line}")
+    return 1 if bad else 2 if unset else 0

@@ -287,10 +287,15 @@ ha_primary() {
     return 1
 }
 
-# start_sentinel NAME: one Sentinel of the group. Its timings are a lab's:
-# the primary is down after 500 ms of silence, and a failover-timeout of 1 s,
-# which also means that a Sentinel starts no new failover of the group
-# within 2 s of the last one.
+# start_sentinel NAME: one Sentinel of the group. Its timings are a lab's,
+# short but not shorter than a loaded machine allows: the primary is down
+# after 1 s of silence, and a failover-timeout of 3 s. Both were halved once,
+# and a machine busy installing packages then made the Sentinels fail over by
+# themselves: a Sentinel counts a new primary's silence from the switch, so
+# a first PING answered late marked a healthy primary down; and one whose
+# promoted replica did not report in within the timeout abandoned the
+# failover half-way, leaving a replica promoted that no Sentinel named. An
+# abandoned attempt also means no new one within 2 x failover-timeout.
 start_sentinel() {
     local name="$1" port dir conf primary="" other pid
     command -v redis-sentinel >/dev/null || die "redis-sentinel not found (scripts/deps.sh stack)"
@@ -311,8 +316,8 @@ start_sentinel() {
             "port $port" "bind 127.0.0.1" "daemonize no" "dir $dir" \
             "sentinel resolve-hostnames no" \
             "sentinel monitor $HA_MASTER_NAME 127.0.0.1 $primary 2" \
-            "sentinel down-after-milliseconds $HA_MASTER_NAME 500" \
-            "sentinel failover-timeout $HA_MASTER_NAME 1000" \
+            "sentinel down-after-milliseconds $HA_MASTER_NAME 1000" \
+            "sentinel failover-timeout $HA_MASTER_NAME 3000" \
             "sentinel parallel-syncs $HA_MASTER_NAME 1" \
             "requirepass $(secret redis)" \
             "sentinel auth-pass $HA_MASTER_NAME $(secret redis)" >"$conf" || return 1

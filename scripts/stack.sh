@@ -68,8 +68,8 @@
 # The replicated group (service `ha`) is separate: two Redis servers, ha-PORT,
 # the first started as primary and the second as its replica, and three
 # Sentinels, sentinel-PORT, that watch master `stockd` with a quorum of 2 and
-# lab timings (down after 500 ms), so that a primary killed with kill-one is
-# replaced within a second or two. A group server started while another one
+# lab timings (down after 1 s), so that a primary killed with kill-one is
+# replaced within two seconds or so. A group server started while another one
 # is primary starts as that one's replica: a returning old primary never
 # serves its stale data. The group keeps no snapshot or AOF: a server that
 # returns is refilled by its primary. A Sentinel's config file is its own

@@ -2,10 +2,14 @@
 takes (from the facts only), a row's verdict against its fact from its figures, what
 the window's measurements make of a row, and the report's table and picture."""
 
+import contextlib
+import io
 import unittest
+import unittest.mock
+import xml.etree.ElementTree as ET
 
 from fakestockd import document, strategy
-from lab import facts, failover, failover_report, sources
+from lab import facts, failover, failover_report, junit, redis_group, runner, sources
 
 REDLOCK = sources.backend_name("redlock.c")
 
@@ -143,6 +147,140 @@ class ReportTest(unittest.TestCase):
         for words in ("kill -9", "Sentinel promotes the replica", "frozen between its read",
                       "same lock on the new primary: 200", "writes: 200"):
             self.assertIn(words, svg)
+
+
+def pmessage(channel, payload):
+    """What a Sentinel sends a PSUBSCRIBE * client for one event."""
+    parts = [b"pmessage", b"*", channel.encode(), payload.encode()]
+    return b"*4\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+def switch(old, new):
+    return pmessage("+switch-master", f"stockd 127.0.0.1 {old} 127.0.0.1 {new}")
+
+
+def heard(*messages, t=100.0):
+    """SentinelEvents that heard `messages` (bytes, each cut in two to show that a
+    message split across reads is still one event), one every 0.1 s from t."""
+    events = redis_group.SentinelEvents([])
+    link = ["127.0.0.1:26379", b""]
+    for i, m in enumerate(messages):
+        with unittest.mock.patch("time.monotonic", return_value=t + i / 10):
+            events.take(link, m[:7])
+            events.take(link, m[7:])
+    return events
+
+
+class SentinelEventsTest(unittest.TestCase):
+    def test_each_switch_once_in_order_whoever_announced_it(self):
+        events = heard(b"+OK\r\n*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n",
+                       pmessage("+sdown", "master stockd 127.0.0.1 1"),
+                       switch(1, 2), switch(1, 2), switch(2, 1))
+        self.assertEqual(events.switches(0), [(100.2, "127.0.0.1:2"), (100.4, "127.0.0.1:1")])
+        self.assertEqual(events.switches(100.35), [(100.4, "127.0.0.1:1")])
+        self.assertEqual(events.account(100.1, 100.1, 100.0),
+                         ["  +0.100 s  sentinel 127.0.0.1:26379  +sdown master stockd 127.0.0.1 1"])
+
+    def test_an_abandoned_attempt_counts_until_a_switch(self):
+        abort = pmessage("-failover-abort-slave-timeout", "master stockd 127.0.0.1 1")
+        self.assertEqual(heard(abort).last_unfinished(), 100.0)
+        self.assertEqual(heard(abort, switch(1, 2)).last_unfinished(), 0.0)
+        self.assertEqual(heard(switch(1, 2)).last_unfinished(), 0.0)
+
+
+class Events:
+    """A group whose Sentinels announced `switches` (new ports) and `channels`."""
+
+    def __init__(self, switches=(), channels=()):
+        self.events = [(101.0, "s", c, "") for c in channels]
+        self.switched = [(101.0, f"127.0.0.1:{p}") for p in switches]
+
+    def switches(self, t0, t1=None):
+        return self.switched
+
+    def since(self, t0, t1=None):
+        return self.events
+
+
+SALE = unittest.mock.Mock()
+SALE.name = "x"
+
+
+class SetupTest(unittest.TestCase):
+    def failover(self, events=None, attempts=()):
+        run = failover.Failover.__new__(failover.Failover)
+        run.group, run.timeline, run.say = unittest.mock.Mock(events=events), None, print
+        tries = iter(attempts)
+        run.attempt = lambda s, i, env: next(tries)
+        run.diagnosis = lambda window, m: ["the account"]
+        return run
+
+    def misbehaved(self, events, verdict="pass"):
+        r = row("holder", "two_holders", verdict=verdict)
+        return self.failover(events).group_misbehaved(r, {"died": 100.0, "replica": 2},
+                                                      (99.0, 0, 110.0, 0))
+
+    def test_one_switch_to_the_replica_is_the_row_s_own(self):
+        self.assertIsNone(self.misbehaved(Events([2])))
+        self.assertIsNone(self.misbehaved(Events([2], ["-failover-abort-not-elected"])))
+
+    def test_any_other_switch_is_the_setup_s(self):
+        self.assertIn("to 127.0.0.1:2, 127.0.0.1:1 in the row",
+                      self.misbehaved(Events([2, 1])))
+        self.assertIn("to nothing", self.misbehaved(Events([])))
+
+    def test_an_abandoned_attempt_explains_a_failed_row(self):
+        events = Events([2], ["-failover-abort-slave-timeout"])
+        self.assertIn("ended half-way", self.misbehaved(events, "fail"))
+
+    def attempted(self, setup, verdict="pass"):
+        r = row("sales", "safe", verdict=verdict, setup=setup, reason="")
+        return r, None, (99.0, 0, 110.0, 0)
+
+    def test_a_failed_setup_is_tried_once_more(self):
+        with contextlib.redirect_stdout(io.StringIO()):
+            r = self.failover(attempts=[self.attempted("a switch"), self.attempted(None)]) \
+                .run_row(SALE, 0, {})
+        self.assertEqual((r["verdict"], "diagnosis" in r), ("pass", False))
+
+    def test_twice_is_reported_as_setup_with_its_diagnosis(self):
+        with contextlib.redirect_stdout(io.StringIO()):
+            r = self.failover(attempts=[self.attempted("a switch")] * 2).run_row(SALE, 0, {})
+        self.assertEqual((r["verdict"], r["reason"], r["diagnosis"]),
+                         ("setup", "setup: a switch", ["the account"]))
+
+    def test_a_failed_row_carries_its_diagnosis(self):
+        r = self.failover(attempts=[self.attempted(None, "fail")]).run_row(SALE, 0, {})
+        self.assertEqual(r["diagnosis"], ["the account"])
+
+
+class SetupReportTest(unittest.TestCase):
+    ROWS = [{"strategy": "a", "verdict": "pass", "reason": ""},
+            {"strategy": "b", "verdict": "setup", "reason": "setup: a switch",
+             "diagnosis": ["the Sentinels' events:"]}]
+
+    def report(self, rows):
+        run = unittest.mock.Mock(elapsed=lambda: 1.0)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = runner.report_fact_rows(run, (rows, "dir"), [("s", "strategy", "<")],
+                                             "fact", lambda r: r["strategy"])
+        return status, out.getvalue()
+
+    def test_a_row_not_set_up_is_not_judged_and_says_why(self):
+        status, out = self.report(self.ROWS)
+        self.assertEqual(status, 2)
+        self.assertIn("1/1 rows hold their fact; 1 could not be set up", out)
+        self.assertIn("    the Sentinels' events:", out)
+        fail = dict(self.ROWS[0], verdict="fail")
+        self.assertEqual(self.report([fail] + self.ROWS[1:])[0], 1)
+        self.assertEqual(self.report(self.ROWS[:1])[0], 0)
+
+    def test_junit_calls_it_an_error_not_a_failure(self):
+        doc = ET.fromstring(junit.document("s", self.ROWS, lambda r: r["strategy"],
+                                           lambda r: 1).split("\n", 1)[1])
+        self.assertEqual((doc.get("failures"), doc.get("errors")), ("0", "1"))
+        self.assertEqual(doc.find("testcase[@name='b']/error").get("type"), "setup")
 
 
 if __name__ == "__main__":

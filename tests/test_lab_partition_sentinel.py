@@ -2,12 +2,15 @@
 the ledger, each row against its failover fact, the min-replicas window's bound, and
 which rows each partition runs."""
 
+import contextlib
 import html
+import io
 import re
 import types
 import unittest
 
 from lab import facts as facts_mod, sources, tables
+from lab.common import SetupError
 from lab import partition_sentinel as ps
 
 
@@ -265,6 +268,42 @@ class Tables(unittest.TestCase):
                          "200 x2, 503 busy x1")
         md = tables.markdown_table([{"a": "x", "n": 1.5}], [("A", "a", "<"), ("N", "n", ">")])
         self.assertEqual(md, "| A | N |\n| --- | ---: |\n| x | 1.50 |\n")
+
+
+class Setup(unittest.TestCase):
+    """A partition whose setup failed is made once more, then its rows are reported
+    as setup, with the account that diagnoses them."""
+
+    def partition(self, *tries):
+        p = ps.SentinelPartition.__new__(ps.SentinelPartition)
+        p.say = print
+        outcomes = iter(tries)
+
+        def attempt(plan_rows, min_replicas, first_product):
+            outcome = next(outcomes)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return [dict(p.new_row(s, min_replicas, first_product), verdict=outcome,
+                         new_primary="127.0.0.31", cut_at=1.0) for s in plan_rows]
+        p.partition = attempt
+        p.args = args()
+        p.group_misbehaved = lambda rows, t0: None
+        p.diagnosis = lambda window, cut: ["the account"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            return p.run([types.SimpleNamespace(name="optimistic", partition="loses_sales",
+                                                needs=["redis"], lock=None)],
+                         False, 1)
+
+    def test_a_replica_without_the_reset_is_tried_again(self):
+        rows = self.partition(SetupError("the replica had not applied the rows' resets"),
+                              "pass")
+        self.assertEqual([r["verdict"] for r in rows], ["pass"])
+        self.assertNotIn("diagnosis", rows[0])
+
+    def test_twice_is_setup_not_a_verdict(self):
+        rows = self.partition(SetupError("no reset"), SetupError("no reset"))
+        self.assertEqual((rows[0]["verdict"], rows[0]["reason"], rows[0]["diagnosis"]),
+                         ("setup", "setup: no reset", ["the account"]))
 
 
 if __name__ == "__main__":
