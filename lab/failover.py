@@ -22,9 +22,10 @@ strategy's kind calls for and is judged against its `failover` fact:
   quorum     (Redlock: independent servers, not a replicated group) under load, one of the
              three servers is killed: it must go on selling and oversell nothing.
 
-Once Sentinel has promoted the replica, the dead server is restarted, as a supervisor
-would, and comes back as the new primary's replica. Measured on every row of the group:
-from the primary's death to the promotion, to the replica's return and to the first
+Once a majority of the Sentinels name the promoted replica, the dead server is
+restarted, as a supervisor would, and comes back as the new primary's replica. Measured
+on every row of the group: from the primary's death to the promotion (the replica says
+it is the primary and a Sentinel names it), to the replica's return and to the first
 200 through the new primary (B's probe, one sale every 50 ms on a product of its own:
 goal within 2 s of the promotion, or of the replica's return for a row that waits for
 a replica, without restarting stockd), and every answer before it (503, within the
@@ -34,6 +35,13 @@ Writes results/failover-<timestamp>/ (failover.json, failover.csv, failover.md w
 the strategy x {plain load, lease expiry, frozen holder, primary failover} table,
 timeline.svg of the first two-holder row) and points results/failover-latest at it.
 Exit status 1 when a row contradicts its fact, 2 when the run cannot be made.
+
+A row judges its strategy only if the group did what the row asked of it: the
+Sentinels' events (lab.redis_group.SentinelEvents) must show one switch after the kill,
+to the held-back replica, and the replica must have held the row's reset before it.
+Otherwise the row is run once more, then reported as setup (exit status 2), apart from
+the verdicts. A row that does not pass prints the Sentinels' events and each stockd's
+log lines of its window.
 
 --quick (the test gate): the first row of each kind and fact."""
 

@@ -178,13 +178,23 @@ class Group:
         return time.monotonic()
 
     def promoted(self, replica):
-        """Whether `replica` is the primary for a client: it says so (Sentinel's
-        REPLICAOF NO ONE has run) and a majority of the Sentinels name it (the failover
-        is complete: one that stops half-way leaves a replica promoted that no Sentinel
-        names)."""
-        majority = len(self.sentinels) // 2 + 1
+        """Whether a client could be told that `replica` is the primary: it says so
+        (Sentinel's REPLICAOF NO ONE has run) and a Sentinel names it (a failover that
+        stops half-way leaves a replica promoted that no Sentinel names)."""
         return info(replica).get("role") == "master" and \
-            sum(self.primary_by(s) == replica for s in self.sentinels) >= majority
+            any(self.primary_by(s) == replica for s in self.sentinels)
+
+    def wait_switched_from(self, port, seconds=20):
+        """Until a majority of the Sentinels name a primary other than `port`: the
+        failover is complete. Whether it came within `seconds`."""
+        deadline = time.monotonic() + seconds
+        majority = len(self.sentinels) // 2 + 1
+        while time.monotonic() < deadline:
+            named = [self.primary_by(s) for s in self.sentinels]
+            if sum(p not in (None, port) for p in named) >= majority:
+                return True
+            time.sleep(POLL_S)
+        return False
 
     def wait_promoted(self, replica, seconds=20):
         """The monotonic time at which `replica` is promoted(); None past `seconds`."""
@@ -196,14 +206,14 @@ class Group:
             time.sleep(POLL_S)
         return None
 
-    @staticmethod
-    def restart(port):
-        """The dead server back: scripts/stack.sh starts it as the replica of the server
-        that runs as primary, so only once the Sentinels name that one (wait_promoted):
-        restarted as the replica of a server they do not name, it would be a primary in
-        their eyes that says it is a replica, which Sentinel counts as down only after
-        down-after plus two 10 s INFO periods - 20 s in which they name no usable
-        primary."""
+    def restart(self, port):
+        """The dead server back, as a supervisor would: scripts/stack.sh starts it as the
+        replica of the server that runs as primary - so only once a majority of the
+        Sentinels name another primary (or 20 s have passed). Restarted as the replica
+        of a server they do not name, it would be a primary in their eyes that says it
+        is a replica, which Sentinel counts as down only after down-after plus two 10 s
+        INFO periods: 20 s in which they name no usable primary."""
+        self.wait_switched_from(port)
         run_stack("start-one", f"ha-{port}")
 
 
