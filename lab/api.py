@@ -222,3 +222,20 @@ def metric(samples, name, **labels):
         if n == name and all(have.get(k) == v for k, v in labels.items()):
             return value
     return None
+
+
+def wait_reset_seen(apis, product, count, store, seconds=10):
+    """Until each of `apis` reads the product's reset (`count` remaining, none sold)
+    from its own node of a replicated store: a node is killed or cut only once it holds
+    what the row will sell, or the row would judge a setup that did not complete.
+    SetupError past `seconds`, naming the ones that never did."""
+    deadline = time.monotonic() + seconds
+    while True:
+        behind = [a.where() for a in apis
+                  if (a.account(product, store) or {}).get("remaining") != count]
+        if not behind:
+            return
+        if time.monotonic() >= deadline:
+            raise SetupError(f"product {product}'s reset to {count} was not read through "
+                             f"{', '.join(behind)} within {seconds} s")
+        time.sleep(0.05)

@@ -46,7 +46,7 @@ import threading
 import time
 
 from . import cluster_report, facts as facts_mod, history as history_mod
-from .api import Api
+from .api import Api, wait_reset_seen
 from .common import ENDLESS_STOCK, SetupError, comma_list
 from .gate import witnesses_problem
 from .load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
@@ -145,6 +145,12 @@ class Instances:
         self.nginx = Api.with_admin_token("127.0.0.1",
                                           int(os.environ.get("STACK_NGINX_PORT") or 23080))
         self.on = None
+
+    def must_reset(self, product, count):
+        """The reset, through nginx, then read back through every instance (each on its
+        own node): the row's fault comes only once every node holds it."""
+        self.nginx.must_reset(product, count)
+        wait_reset_seen([Api("127.0.0.1", p) for p in self.ports], product, count, "mysql")
 
     def up(self, on, extra=None):
         """Instances on `on` ("single" or the cluster), restarted when that changes."""
@@ -342,7 +348,7 @@ class Run:
     def node_kill(self, s, victim, dead_instance):
         """Load on endless stock; `victim` killed a second in, restarted after the load."""
         product = self.next_product()
-        self.inst.nginx.must_reset(product, ENDLESS_STOCK)
+        self.inst.must_reset(product, ENDLESS_STOCK)
 
         def kill(t0, buyers):
             time.sleep(1.0)
@@ -376,7 +382,7 @@ class Run:
     def all_killed(self, s, nodes, flush):
         """Load; every node killed within a second; the cluster restarted."""
         product = self.next_product()
-        self.inst.nginx.must_reset(product, ENDLESS_STOCK)
+        self.inst.must_reset(product, ENDLESS_STOCK)
         phase = f"all killed, flush={flush}"
 
         def kill_all(t0, buyers):

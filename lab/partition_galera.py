@@ -63,6 +63,7 @@ import time
 from . import facts as facts_mod, failover_report, junit, netns, sources, tables
 from .cluster import (SAFE_FACTS, UNSAFE_FACTS, Buyers, deduct_path, judge_history,
                       node_names, stack)
+from .api import wait_reset_seen
 from .common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from .partition import ADDRESS, Node, RedisServer
 from .runner import Runner, report_fact_rows
@@ -332,7 +333,8 @@ class Galera:
         self.say(f"{s.name}: N1 and A cut for {self.args.cut_s} s under load "
                  f"(fact on a cluster: {s.cluster})")
         api = self.instances[1].api
-        api.must_reset(product, ENDLESS_STOCK)
+        api.must_reset(product, ENDLESS_STOCK)  # the cut comes once every node holds it
+        wait_reset_seen([i.api for i in self.instances], product, ENDLESS_STOCK, "mysql")
         buyers = Buyers([STOCKD_PORT] * 3, deduct_path(s, product, self.args.hold_ms),
                         self.args.conns, hosts=[i.api.host for i in self.instances],
                         timeout_s=30)

@@ -10,7 +10,7 @@ import unittest
 
 from fakestockd import FakeStockd, document, strategy
 from lab import bench, compare, facts
-from lab.api import Api
+from lab.api import Api, wait_reset_seen
 from lab.common import SetupError, make_out_dir
 
 DOC = document([strategy("alpha"), strategy("beta", store="redis", needs=["redis"])])
@@ -107,6 +107,31 @@ class RefusalTest(unittest.TestCase):
             self.assertNotIn("Traceback", err)
             with self.assertRaises(SetupError):
                 make_out_dir(f.name + "/results")
+
+
+class Node:
+    """An instance whose node shows a product's reset after `late` reads."""
+
+    def __init__(self, late, name):
+        self.late, self.name = late, name
+
+    def where(self):
+        return self.name
+
+    def account(self, product, store):
+        self.late -= 1
+        return {"remaining": 5 if self.late < 0 else 1, "sold": 0}
+
+
+class ResetSeenTest(unittest.TestCase):
+    def test_the_fault_waits_until_every_node_holds_the_reset(self):
+        nodes = [Node(0, "a"), Node(3, "b")]
+        wait_reset_seen(nodes, 1, 5, "mysql", seconds=5)
+        self.assertEqual([n.late for n in nodes], [-4, -1])  # four reads each
+
+    def test_a_node_that_never_does_is_named(self):
+        with self.assertRaisesRegex(SetupError, r"not read through b within 0.2 s"):
+            wait_reset_seen([Node(0, "a"), Node(10**6, "b")], 1, 5, "mysql", seconds=0.2)
 
 
 if __name__ == "__main__":
