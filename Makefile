@@ -19,7 +19,7 @@ RELEASE_CFLAGS = $(CFLAGS_COMMON) -O2 -g
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN)
 
-# server/ is laid in layers, each a folder (server/README.md); the strategies
+# server/ is laid in layers, each a folder (the map atop server/main.c); the strategies
 # one level deeper, in server/sale/strategies/.
 SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c server/*/*/*.c))
 SERVER_HDR := $(sort $(wildcard server/*/*.h server/*/*/*.h))
