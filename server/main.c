@@ -9,7 +9,12 @@
  *
  *   main.c             configuration, signals, start and orderly stop
  *   http/              the HTTP side
- *     http.c           libmicrohttpd: the HTTP loops, guards, replies, the stop
+ *     http.c           a request's way: guarded, routed, answered on the
+ *                      spot, by its loop later or by another thread
+ *     request.c        one request's state, what arrived, its reply sent
+ *     guards.c         the checks a request passes before it is routed
+ *     conns.c          a loop's connections: request deadlines, closes seen
+ *     loop.c           the HTTP loops: their daemons, turns, start and stop
  *     listener.c       the listening socket, its new connections shared fairly
  *     router.c         the endpoint table: which handler, where it runs
  *   api/               the endpoints, knowing nothing of HTTP's wire
@@ -61,7 +66,7 @@
  *     log.c            logging; metrics.c what is counted; trace.c a
  *                      sale's trace
  *
- * Threads: config.threads HTTP loops (http.c), each running its own
+ * Threads: config.threads HTTP loops (loop.c), each running its own
  * libmicrohttpd daemon with its share of the port's connections
  * (listener.h); they parse requests, answer
  * what needs no backend, and send replies. A `lua` sale is sent, answered
