@@ -51,7 +51,8 @@
  *                      redis_pipe.c a loop's own Redis connection, never
  *                      waited on; sentinel.c the main Redis's primary,
  *                      followed through failovers; redis_cluster.c the
- *                      main Redis as a Redis Cluster: the slot map
+ *                      main Redis as a Redis Cluster: the slot map;
+ *                      redis_route.c a round trip routed over its nodes
  *     redlock.c        the independent Redis servers of redlock
  *     zookeeper.c      the shared ZooKeeper session
  *     pool.c           the worker threads that own the connections

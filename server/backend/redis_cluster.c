@@ -133,13 +133,13 @@ static struct key_span keys_of(int argc, const char *const *argv)
 int redis_cluster_command_slot(int argc, const char *const *argv)
 {
     if (argc < 1 || keyless(argv[0]))
-        return -1;
+        return SLOT_NO_KEY;
     struct key_span k = keys_of(argc, argv);
-    int slot = -1;
+    int slot = SLOT_NO_KEY;
     for (int i = k.first; i < k.end; i += k.step) {
         int s = redis_cluster_key_slot(argv[i], strlen(argv[i]));
         if (slot >= 0 && s != slot)
-            return -2;
+            return SLOT_SPLIT;
         slot = s;
     }
     return slot;
