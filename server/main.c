@@ -61,6 +61,8 @@
  *     result.c         the one result type and its HTTP meaning
  *     worker.c         per-thread state: links, deadline, last error;
  *                      backend_id.h the slots' names
+ *     background.c     a concern's threads beside the requests (probes,
+ *                      sampler, map keeper, consumers): start, pause, stop
  *     later.h          an answer given after its call returned: one
  *                      callback type for every layer
  *     config.c         the options, and the server lists parsed

@@ -25,6 +25,7 @@
 
 #include "backend/redis_auth.h"
 #include "backend/redis_connect.h"
+#include "core/background.h"
 #include "core/log.h"
 #include "core/worker.h"
 
@@ -338,12 +339,8 @@ int redis_cluster_start(void)
         return -1;
     }
     log_info("redis cluster: %d nodes serve the slots", atomic_load(&node_count));
-    background_begin(&keeper);
-    if (background_start(&keeper, keep_map, NULL) != 0) {
-        log_error("redis cluster: cannot start the thread that keeps the slot map");
-        return -1;
-    }
-    return 0;
+    return background_start(&keeper, "the thread that keeps the redis cluster's slot map", keep_map,
+                            NULL);
 }
 
 void redis_cluster_stop(void)
