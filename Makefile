@@ -99,7 +99,7 @@ build/test:
 # libFuzzer's main. fuzz_request wraps params_parse to stop each handler
 # after its parameters (the harness's top comment says why). Unlike gcc,
 # clang's -Wformat-nonliteral also flags a vsnprintf of a va_list in a
-# function without a format attribute (http/http.c's libmicrohttpd logger).
+# function without a format attribute (http/loop.c's libmicrohttpd logger).
 FUZZ_CC := clang
 FUZZ_CFLAGS = $(CFLAGS_COMMON) -Wno-format-nonliteral -O1 -g $(SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:server/%.c=build/fuzz/server/%.o)
