@@ -48,6 +48,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* How long a loop that holds a request waits at most (struct loop says why). */
 #define HELD_WAIT_MS 1
 
 /* Set once a stop begins: every request from then on is refused. */
@@ -319,7 +320,7 @@ static void stop_by(long long deadline)
     listener_shut();
 }
 
-/* Stops whatever http_start() had started when it failed. */
+/* Stops whatever loops_start() had started when it failed. */
 static int start_failed(void)
 {
     stop_by(monotonic_ms());
