@@ -19,7 +19,7 @@ RELEASE_CFLAGS = $(CFLAGS_COMMON) -O2 -g
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN)
 
-# server/ is laid in layers, each a folder (server/README.md); the strategies
+# server/ is laid in layers, each a folder (the map atop server/main.c); the strategies
 # one level deeper, in server/sale/strategies/.
 SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c server/*/*/*.c))
 SERVER_HDR := $(sort $(wildcard server/*/*.h server/*/*/*.h))
@@ -99,7 +99,7 @@ build/test:
 # libFuzzer's main. fuzz_request wraps params_parse to stop each handler
 # after its parameters (the harness's top comment says why). Unlike gcc,
 # clang's -Wformat-nonliteral also flags a vsnprintf of a va_list in a
-# function without a format attribute (http/http.c's libmicrohttpd logger).
+# function without a format attribute (http/loop.c's libmicrohttpd logger).
 FUZZ_CC := clang
 FUZZ_CFLAGS = $(CFLAGS_COMMON) -Wno-format-nonliteral -O1 -g $(SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:server/%.c=build/fuzz/server/%.o)

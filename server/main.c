@@ -9,7 +9,12 @@
  *
  *   main.c             configuration, signals, start and orderly stop
  *   http/              the HTTP side
- *     http.c           libmicrohttpd: the HTTP loops, guards, replies, the stop
+ *     http.c           a request's way: guarded, routed, answered on the
+ *                      spot, by its loop later or by another thread
+ *     request.c        one request's state, what arrived, its reply sent
+ *     guards.c         the checks a request passes before it is routed
+ *     conns.c          a loop's connections: request deadlines, closes seen
+ *     loop.c           the HTTP loops: their daemons, turns, start and stop
  *     listener.c       the listening socket, its new connections shared fairly
  *     router.c         the endpoint table: which handler, where it runs
  *   api/               the endpoints, knowing nothing of HTTP's wire
@@ -46,7 +51,8 @@
  *                      redis_pipe.c a loop's own Redis connection, never
  *                      waited on; sentinel.c the main Redis's primary,
  *                      followed through failovers; redis_cluster.c the
- *                      main Redis as a Redis Cluster: the slot map
+ *                      main Redis as a Redis Cluster: the slot map;
+ *                      redis_route.c a round trip routed over its nodes
  *     redlock.c        the independent Redis servers of redlock
  *     zookeeper.c      the shared ZooKeeper session
  *     pool.c           the worker threads that own the connections
@@ -55,13 +61,15 @@
  *     result.c         the one result type and its HTTP meaning
  *     worker.c         per-thread state: links, deadline, last error;
  *                      backend_id.h the slots' names
+ *     background.c     a concern's threads beside the requests (probes,
+ *                      sampler, map keeper, consumers): start, pause, stop
  *     later.h          an answer given after its call returned: one
  *                      callback type for every layer
  *     config.c         the options, and the server lists parsed
  *     log.c            logging; metrics.c what is counted; trace.c a
  *                      sale's trace
  *
- * Threads: config.threads HTTP loops (http.c), each running its own
+ * Threads: config.threads HTTP loops (loop.c), each running its own
  * libmicrohttpd daemon with its share of the port's connections
  * (listener.h); they parse requests, answer
  * what needs no backend, and send replies. A `lua` sale is sent, answered

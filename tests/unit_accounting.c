@@ -197,13 +197,36 @@ static void test_undersells_fact(void **state)
     json_decref(lua);
 }
 
+/* A row that breaks a rule is refused with that rule's own sentence: two
+ * rules broken one at a time give two sentences, each about its rule. */
+static void test_flaw_names_the_rule(void **state)
+{
+    (void)state;
+    const struct strategy *s = strategy_find("segmented");
+    assert_null(strategy_row_flaw(s));
+    struct strategy waits = *s, derived = *s;
+    waits.undersells = UNDERSELLS_ANY_QTY;
+    waits.contention = CONTENTION_WAITS;
+    derived.failover = FAILOVER_NONE;
+    const char *flaw = strategy_row_flaw(&waits), *other = strategy_row_flaw(&derived);
+    assert_non_null(flaw);
+    assert_non_null(other);
+    assert_non_null(strstr(flaw, "waits"));
+    assert_non_null(strstr(other, "FAILOVER_NONE"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_formulas),      cmocka_unit_test(test_json),
-        cmocka_unit_test(test_result_table),  cmocka_unit_test(test_strategy_table),
-        cmocka_unit_test(test_failover_fact), cmocka_unit_test(test_partition_fact),
-        cmocka_unit_test(test_cluster_fact),  cmocka_unit_test(test_undersells_fact),
+        cmocka_unit_test(test_formulas),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_result_table),
+        cmocka_unit_test(test_strategy_table),
+        cmocka_unit_test(test_failover_fact),
+        cmocka_unit_test(test_partition_fact),
+        cmocka_unit_test(test_cluster_fact),
+        cmocka_unit_test(test_undersells_fact),
+        cmocka_unit_test(test_flaw_names_the_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,8 +74,10 @@ int api_prepare(void)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < strategy_count(); i++) {
-        if (!strategy_row_sound(strategy_at(i))) {
-            log_error("the strategy table's row '%s' is malformed", strategy_at(i)->name);
+        const char *flaw = strategy_row_flaw(strategy_at(i));
+        if (flaw) {
+            log_error("the strategy table's row '%s' is malformed: %s",
+                      strategy_at(i)->name ? strategy_at(i)->name : "(no name)", flaw);
             json_decref(list);
             return -1;
         }

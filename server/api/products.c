@@ -3,7 +3,7 @@
  */
 #include "api/products.h"
 
-#include "core/log.h"
+#include "core/background.h"
 #include "core/worker.h"
 #include "sale/stock.h"
 
@@ -87,12 +87,7 @@ static void *sampler_main(void *unused)
 
 int products_start(void)
 {
-    background_begin(&sampler);
-    if (background_start(&sampler, sampler_main, NULL) != 0) {
-        log_error("cannot start the products sampler");
-        return -1;
-    }
-    return 0;
+    return background_start(&sampler, "the products sampler", sampler_main, NULL);
 }
 
 void products_stop(void)

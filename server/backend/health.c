@@ -3,6 +3,7 @@
  */
 #include "backend/health.h"
 
+#include "core/background.h"
 #include "core/log.h"
 #include "core/worker.h"
 
@@ -68,15 +69,14 @@ static int all_answered(void)
 
 int health_start(void)
 {
-    background_begin(&probing);
     for (int id = 0; id < BACKEND_COUNT; id++) {
         probes[id] = (struct probe){.id = (enum backend_id)id};
         if (!backend_configured((enum backend_id)id))
             continue;
-        if (background_start(&probing, probe_main, &probes[id]) != 0) {
-            log_error("cannot start the %s health probe", backend_at((enum backend_id)id)->name);
+        char name[64];
+        snprintf(name, sizeof name, "the %s health probe", backend_at((enum backend_id)id)->name);
+        if (background_start(&probing, name, probe_main, &probes[id]) != 0)
             return -1; /* health_stop() stops the probes already started */
-        }
         probes[id].running = 1;
     }
     /* The first answers, so that /health is right from the first request. */

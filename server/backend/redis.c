@@ -18,18 +18,9 @@
  * caller) so that the Sentinels are asked again.
  *
  * Under a Redis Cluster (redis_cluster.h) the main link stands for every
- * node: each worker keeps a link per node, and a round trip on the main
- * link goes over the one to the node serving its keys' slot. One whose
- * commands have no key (WAIT, UNWATCH, SCRIPT LOAD) goes where the
- * worker's last one went: WAIT speaks for that connection's writes, and a
- * script is loaded on the node that answered NOSCRIPT. A round trip every
- * reply of which redirects (MOVED, ASK: nothing ran) is sent once more,
- * where the redirect says. One every reply of which is TRYAGAIN (a script
- * whose keys a slot's migration has split: nothing ran either) is sent
- * again from the map after TRYAGAIN_PAUSE_MS, until the request's
- * deadline: the migration moves the rest of the keys within milliseconds,
- * and a sale that waited for it is a sale, not a 503. Without a cluster,
- * none of this runs.
+ * node: each worker keeps a link per node, and redis_route.c decides which
+ * one a round trip on the main link goes over, and whether it goes again.
+ * Without a cluster, none of this runs.
  */
 #include "backend/redis.h"
 
@@ -47,9 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* How long a round trip refused with TRYAGAIN waits before it is sent again. */
-#define TRYAGAIN_PAUSE_MS 5
 
 /* Serializes the first SCRIPT LOADs (see struct redis_script). */
 static pthread_mutex_t script_sha_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -252,15 +240,6 @@ static st_result error_reply(struct worker *w, struct redis_link *link, redisRep
     return ST_BACKEND_UNAVAILABLE;
 }
 
-void redis_free_replies(redisReply **replies, int count)
-{
-    for (int i = 0; i < count; i++) {
-        if (replies[i])
-            freeReplyObject(replies[i]);
-        replies[i] = NULL;
-    }
-}
-
 int redis_is_readonly(const redisReply *reply)
 {
     return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "READONLY", 8) == 0;
@@ -281,10 +260,6 @@ static void moved_if_readonly(struct redis_link *link, redisReply **replies, int
             return;
         }
 }
-
-/* How a broken read is reported: a read-only request changed nothing; a
- * request that commits a sale may have. */
-enum request_kind { READS, COMMITS };
 
 /*
  * Sends `count` commands (argcs/argvs) in one round trip on `link`'s own
@@ -325,137 +300,12 @@ static st_result link_round_trip(struct worker *w, struct redis_link *link, enum
     return ST_OK;
 }
 
-/* The slot a round trip's commands share: -1 when none has a key, -2 when
- * they span slots. */
-static int round_trip_slot(int count, const int *argcs, const char *const *const *argvs)
+/* Under a cluster: `trip` in one round trip over the worker's link to
+ * node `node` (redis_route.h's `send`). */
+static st_result node_round_trip(struct worker *w, int node, const struct redis_trip *trip)
 {
-    int slot = -1;
-    for (int i = 0; i < count; i++) {
-        int s = redis_cluster_command_slot(argcs[i], argvs[i]);
-        if (s == -2 || (s >= 0 && slot >= 0 && s != slot))
-            return -2;
-        if (s >= 0)
-            slot = s;
-    }
-    return slot;
-}
-
-/* Whether every reply redirects, the same way to the same node (into
- * *node): then nothing ran. Each MOVED among them updates the map. */
-static enum redis_redirect all_redirected(redisReply **replies, int count, int *node)
-{
-    enum redis_redirect kind = REDIRECT_NONE;
-    int same = 1;
-    for (int i = 0; i < count; i++) {
-        int to = -1;
-        enum redis_redirect k = redis_cluster_redirect(replies[i], &to);
-        if (i == 0)
-            kind = k, *node = to;
-        else if (k != kind || to != *node)
-            same = 0;
-    }
-    return same ? kind : REDIRECT_NONE;
-}
-
-/* The round trip after an ASK: each command behind an ASKING (which holds
- * for the next command only); the ASKINGs' replies are dropped. */
-static st_result asking_round_trip(struct worker *w, struct redis_link *link,
-                                   enum request_kind kind, int count, const int *argcs,
-                                   const char *const *const *argvs, redisReply **replies)
-{
-    static const char *const asking[] = {"ASKING"};
-    int *both_argcs = calloc(2 * (size_t)count, sizeof *both_argcs);
-    const char *const **both_argvs = calloc(2 * (size_t)count, sizeof *both_argvs);
-    redisReply **got = calloc(2 * (size_t)count, sizeof *got);
-    st_result r = ST_OK;
-    if (!both_argcs || !both_argvs || !got) {
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: out of memory for ASKING");
-    } else {
-        for (int i = 0; i < count; i++) {
-            both_argcs[2 * i] = 1, both_argvs[2 * i] = asking;
-            both_argcs[2 * i + 1] = argcs[i], both_argvs[2 * i + 1] = argvs[i];
-        }
-        r = link_round_trip(w, link, kind, 2 * count, both_argcs, both_argvs, got);
-        for (int i = 0; r == ST_OK && i < count; i++) {
-            freeReplyObject(got[2 * i]);
-            replies[i] = got[2 * i + 1];
-        }
-    }
-    free(both_argcs);
-    free(both_argvs);
-    free(got);
-    return r;
-}
-
-/* A round trip on the main link under a cluster (the top comment). Commands
- * of different slots in one read-only round trip (the order stream's
- * status) go one at a time, each to its own node. */
-static st_result routed_round_trip(struct worker *w, struct redis_links *l, enum request_kind kind,
-                                   int count, const int *argcs, const char *const *const *argvs,
-                                   redisReply **replies)
-{
-    int slot = round_trip_slot(count, argcs, argvs);
-    if (slot == -2 && (count == 1 || kind == COMMITS))
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
-                           "redis cluster: the keys of one %s are in different slots",
-                           count == 1 ? "command" : "transaction");
-    if (slot == -2) {
-        memset(replies, 0, sizeof *replies * (size_t)count);
-        for (int i = 0; i < count; i++) {
-            st_result r = routed_round_trip(w, l, kind, 1, &argcs[i], &argvs[i], &replies[i]);
-            if (r != ST_OK) {
-                redis_free_replies(replies, i);
-                return r;
-            }
-        }
-        return ST_OK;
-    }
-    int node = slot >= 0      ? redis_cluster_node_of(slot)
-               : l->last >= 0 ? l->last
-                              : redis_cluster_any_node();
-    if (node < 0) {
-        redis_cluster_suspect();
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis cluster: slot %d has no primary",
-                           slot);
-    }
-    enum redis_redirect redirect = REDIRECT_NONE;
-    long long give_up = 0; /* after a TRYAGAIN: when to stop sending it again */
-    for (int sent = 0;; sent++) {
-        struct redis_link *link = node_link(l, node);
-        l->last = node;
-        st_result r = redirect == REDIRECT_ASK
-                          ? asking_round_trip(w, link, kind, count, argcs, argvs, replies)
-                          : link_round_trip(w, link, kind, count, argcs, argvs, replies);
-        if (r != ST_OK) {
-            if (r != ST_TIMEOUT) /* the node may be gone: its slots elsewhere */
-                redis_cluster_suspect();
-            return r;
-        }
-        redirect = all_redirected(replies, count, &node);
-        if (redirect == REDIRECT_TRYAGAIN) {
-            /* Nothing ran: again from the map after a pause, for as long
-             * as one backend wait (io-timeout-ms, or less when the
-             * request's deadline comes first); then the TRYAGAIN replies
-             * are the caller's error. */
-            long long now = monotonic_ms();
-            if (!give_up)
-                give_up = now + wait_allowed_ms(w);
-            if (slot < 0 || now >= give_up)
-                return ST_OK;
-            redis_free_replies(replies, count);
-            sleep_ms((int)(give_up - now < TRYAGAIN_PAUSE_MS ? give_up - now : TRYAGAIN_PAUSE_MS));
-            node = redis_cluster_node_of(slot);
-            if (node < 0)
-                return worker_fail(w, ST_BACKEND_UNAVAILABLE,
-                                   "redis cluster: slot %d has no primary", slot);
-            redirect = REDIRECT_NONE;
-            sent = -1;
-            continue;
-        }
-        if (redirect == REDIRECT_NONE || sent == 1)
-            return ST_OK;
-        redis_free_replies(replies, count); /* nothing ran: once more, there */
-    }
+    return link_round_trip(w, node_link(links_of(w), node), trip->kind, trip->count, trip->argcs,
+                           trip->argvs, trip->replies);
 }
 
 /* A round trip on `link`: under a cluster, the main link routes it. */
@@ -465,8 +315,10 @@ static st_result round_trip(struct worker *w, struct redis_link *link, enum requ
 {
     if (redis_cluster_enabled()) {
         struct redis_links *l = links_of(w);
+        const struct redis_route route = {node_round_trip, wait_allowed_ms, &l->last};
+        const struct redis_trip trip = {kind, count, argcs, argvs, replies};
         if (link == &l->main)
-            return routed_round_trip(w, l, kind, count, argcs, argvs, replies);
+            return redis_routed_round_trip(w, &route, &trip);
     }
     return link_round_trip(w, link, kind, count, argcs, argvs, replies);
 }

@@ -18,6 +18,7 @@
 #define STOCKD_REDIS_STORE_H
 
 #include "backend/backend.h"
+#include "backend/redis_route.h" /* a round trip's replies: redis_free_replies() */
 #include "core/config.h"
 #include "core/result.h"
 
@@ -114,9 +115,6 @@ st_result redis_pipeline(struct worker *w, int count, const int *argcs,
  * the request went out is ST_OUTCOME_UNKNOWN. */
 st_result redis_pipeline_sale(struct worker *w, int count, const int *argcs,
                               const char *const *const *argvs, redisReply **replies);
-
-/* Frees `count` replies (NULLs allowed). */
-void redis_free_replies(redisReply **replies, int count);
 
 /*
  * EVALSHA of `script` once per sale, every one in the same round trip (a

@@ -25,6 +25,7 @@
 
 #include "backend/redis_auth.h"
 #include "backend/redis_connect.h"
+#include "core/background.h"
 #include "core/log.h"
 #include "core/worker.h"
 
@@ -133,13 +134,13 @@ static struct key_span keys_of(int argc, const char *const *argv)
 int redis_cluster_command_slot(int argc, const char *const *argv)
 {
     if (argc < 1 || keyless(argv[0]))
-        return -1;
+        return SLOT_NO_KEY;
     struct key_span k = keys_of(argc, argv);
-    int slot = -1;
+    int slot = SLOT_NO_KEY;
     for (int i = k.first; i < k.end; i += k.step) {
         int s = redis_cluster_key_slot(argv[i], strlen(argv[i]));
         if (slot >= 0 && s != slot)
-            return -2;
+            return SLOT_SPLIT;
         slot = s;
     }
     return slot;
@@ -338,12 +339,8 @@ int redis_cluster_start(void)
         return -1;
     }
     log_info("redis cluster: %d nodes serve the slots", atomic_load(&node_count));
-    background_begin(&keeper);
-    if (background_start(&keeper, keep_map, NULL) != 0) {
-        log_error("redis cluster: cannot start the thread that keeps the slot map");
-        return -1;
-    }
-    return 0;
+    return background_start(&keeper, "the thread that keeps the redis cluster's slot map", keep_map,
+                            NULL);
 }
 
 void redis_cluster_stop(void)

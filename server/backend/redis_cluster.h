@@ -50,8 +50,13 @@ void redis_cluster_stop(void);
 /* The slot of `key` (`len` bytes): CRC16 of its hash tag, or of the key. */
 int redis_cluster_key_slot(const char *key, size_t len);
 
-/* The slot of a command's keys; -1 when it has none (MULTI, WAIT, SCRIPT,
- * PING...), -2 when its keys are in different slots. */
+/* What a command's slot may be besides a slot's number (0 and up). */
+enum slot_code {
+    SLOT_NO_KEY = -1, /* the command has no key (MULTI, WAIT, SCRIPT, PING...) */
+    SLOT_SPLIT = -2,  /* its keys are in different slots */
+};
+
+/* The slot of a command's keys, or a slot_code. */
 int redis_cluster_command_slot(int argc, const char *const *argv);
 
 /* The node serving `slot` now (an index for redis_cluster_node()), -1

@@ -170,58 +170,6 @@ void cond_init_monotonic(pthread_cond_t *cond)
     pthread_condattr_destroy(&attr);
 }
 
-void background_begin(struct background *bg)
-{
-    assert(!bg->made); /* a second begin would leak the first's condition */
-    cond_init_monotonic(&bg->wake);
-    bg->stopping = 0;
-    bg->threads = 0;
-    bg->made = 1;
-}
-
-int background_start(struct background *bg, void *(*main)(void *), void *arg)
-{
-    assert(bg->made && bg->threads < BACKGROUND_THREADS_MAX);
-    if (pthread_create(&bg->thread[bg->threads], NULL, main, arg) != 0)
-        return -1;
-    bg->threads++;
-    return 0;
-}
-
-int background_pause(struct background *bg, long long ms)
-{
-    struct timespec until = time_in_ms(CLOCK_MONOTONIC, ms);
-    pthread_mutex_lock(&bg->lock);
-    while (!bg->stopping && pthread_cond_timedwait(&bg->wake, &bg->lock, &until) == 0)
-        ;
-    int go_on = !bg->stopping;
-    pthread_mutex_unlock(&bg->lock);
-    return go_on;
-}
-
-int background_stopping(struct background *bg)
-{
-    pthread_mutex_lock(&bg->lock);
-    int stopping = bg->stopping;
-    pthread_mutex_unlock(&bg->lock);
-    return stopping;
-}
-
-void background_stop(struct background *bg)
-{
-    if (!bg->made)
-        return;
-    pthread_mutex_lock(&bg->lock);
-    bg->stopping = 1;
-    pthread_cond_broadcast(&bg->wake);
-    pthread_mutex_unlock(&bg->lock);
-    for (int i = 0; i < bg->threads; i++)
-        pthread_join(bg->thread[i], NULL);
-    bg->threads = 0;
-    pthread_cond_destroy(&bg->wake);
-    bg->made = 0;
-}
-
 long long monotonic_us(void)
 {
     struct timespec t;

@@ -103,45 +103,6 @@ struct timespec time_in_ms(clockid_t clock, long long ms);
  * CLOCK_MONOTONIC, so that setting the wall clock stretches no wait. */
 void cond_init_monotonic(pthread_cond_t *cond);
 
-/* The background threads of one concern (the health probes, the products
- * sampler, the cluster's map keeper, the order stream's consumers): the
- * lock that guards their state and their owner's, the condition they pause
- * on, whether they are asked to stop, and the threads to join. Written once
- * here so that every such thread starts, pauses and stops the same way: a
- * stop wakes every pause at once and joins every thread it started.
- * Initialise with BACKGROUND_INIT; `lock` may guard the owner's state too. */
-#define BACKGROUND_THREADS_MAX 64
-struct background {
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* on CLOCK_MONOTONIC; signalled under `lock` */
-    int stopping;        /* guarded by `lock` */
-    int made;            /* background_begin() ran: background_stop() has work */
-    int threads;
-    pthread_t thread[BACKGROUND_THREADS_MAX];
-};
-#define BACKGROUND_INIT                                                                            \
-    {                                                                                              \
-        .lock = PTHREAD_MUTEX_INITIALIZER                                                          \
-    }
-
-/* Makes `wake` and clears `stopping`, before the first thread starts. */
-void background_begin(struct background *bg);
-
-/* Starts one more thread running main(arg); -1 when it cannot (the ones
- * already started still stop with background_stop()). */
-int background_start(struct background *bg, void *(*main)(void *), void *arg);
-
-/* A thread's pause: waits `ms` unless a stop comes first; returns whether
- * it is still not stopping. */
-int background_pause(struct background *bg, long long ms);
-
-/* Whether a stop has been asked, read under the lock. */
-int background_stopping(struct background *bg);
-
-/* Sets `stopping`, wakes every pause, joins every thread started, and
- * undoes background_begin(). Does nothing when nothing was begun. */
-void background_stop(struct background *bg);
-
 /* Fills `out` (at least 2*bytes+1 long) with hex of `bytes` bytes from the
  * OS random source: lock tokens that no other client can guess. */
 void random_token(char *out, size_t bytes);

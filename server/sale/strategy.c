@@ -62,20 +62,48 @@ const struct strategy *strategy_find(const char *name)
 /* The rows that have a failover fact: they keep something in Redis. */
 static const backend_set touches_redis = BACKEND_BIT(BACKEND_REDIS) | BACKEND_BIT(BACKEND_REDLOCK);
 
+/* One sentence per rule, for the log of a row that breaks it: the first
+ * broken rule is named, in this order (a later rule may read what an
+ * earlier one checked, the store and the lock). */
+const char *strategy_row_flaw(const struct strategy *s)
+{
+    if (!s->name || !s->store || !s->summary)
+        return "it needs a name, a store and a summary";
+    if (!s->lock == !s->deduct)
+        return "it needs either a lock or a body of its own, one of the two";
+    if (s->lock && !s->lock->name)
+        return "its lock needs a name";
+    if (s->lock && !s->lock->acquire && !s->lock->try_once)
+        return "its lock needs an acquire or a try_once";
+    if (s->lock && !s->lock->release)
+        return "its lock needs a release";
+    if (s->lock && s->lock->fences && !s->store->claim_fence)
+        return "its lock fences, and its store cannot check a fence (claim_fence)";
+    if (s->safe_multi && !s->safe_single)
+        return "a row safe with several instances must be safe with one";
+    if (s->safe_multi && s->exposed_by)
+        return "a row safe with several instances has nothing that exposes it (exposed_by)";
+    if (!s->safe_multi && !s->exposed_by)
+        return "unsafe with several instances, it must name what exposes it (exposed_by)";
+    if (s->failover == FAILOVER_NONE || s->cluster == CLUSTER_NONE)
+        return "FAILOVER_NONE and CLUSTER_NONE are derived, never written in a row";
+    if (strategy_failover(s) == FAILOVER_DEFAULT)
+        return "its failover outcome must be said";
+    if (strategy_cluster(s) == CLUSTER_DEFAULT)
+        return "a MySQL row must say its cluster outcome, unless its lock lives outside MySQL";
+    if (!(strategy_needs(s) & touches_redis) && s->failover != FAILOVER_DEFAULT)
+        return "a row that keeps nothing in Redis has no failover outcome to say";
+    if (s->store->backend != BACKEND_MYSQL && s->cluster != CLUSTER_DEFAULT)
+        return "only a MySQL row has a cluster outcome to say";
+    /* "waits" says every unit sells: never true of a row that refuses qty 1 */
+    if (s->undersells == UNDERSELLS_ANY_QTY && s->contention == CONTENTION_WAITS)
+        return "a row that may refuse a single unit while stock remains cannot claim it waits";
+    return NULL;
+}
+
 int strategy_row_sound(const struct strategy *s)
 {
-    return s->name && s->store && s->summary && !s->lock != !s->deduct &&
-           (!s->lock || s->lock->name) && (!s->lock || s->lock->acquire || s->lock->try_once) &&
-           (!s->lock || s->lock->release) &&
-           (!s->lock || !s->lock->fences || s->store->claim_fence) &&
-           (s->safe_single || !s->safe_multi) && (!s->safe_multi || !s->exposed_by) &&
-           (s->safe_multi || s->exposed_by) && s->failover != FAILOVER_NONE &&
-           s->cluster != CLUSTER_NONE && /* derived only */
-           strategy_failover(s) != FAILOVER_DEFAULT && strategy_cluster(s) != CLUSTER_DEFAULT &&
-           (strategy_needs(s) & touches_redis || s->failover == FAILOVER_DEFAULT) &&
-           (s->store->backend == BACKEND_MYSQL || s->cluster == CLUSTER_DEFAULT) &&
-           /* "waits" says every unit sells: never true of a row that refuses qty 1 */
-           (s->undersells != UNDERSELLS_ANY_QTY || s->contention != CONTENTION_WAITS);
+    return strategy_row_flaw(s) == NULL;
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,

@@ -186,6 +186,10 @@ const struct strategy *strategy_at(size_t i);
  * row that is not (api_prepare()), rather than sell wrongly. */
 int strategy_row_sound(const struct strategy *s);
 
+/* The rule of strategy_row_sound() that `s` breaks, as a sentence for the
+ * log, or NULL when it breaks none. */
+const char *strategy_row_flaw(const struct strategy *s);
+
 /* `s`'s position in the table: strategy_at(strategy_index(s)) == s. */
 size_t strategy_index(const struct strategy *s);
 

@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "backend/mysql.h"
 #include "backend/redis.h"
+#include "core/background.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/worker.h"
@@ -473,7 +474,6 @@ static void *consume(void *arg)
 
 int order_stream_start(int count)
 {
-    background_begin(&consuming);
     consumers = calloc((size_t)count + 1, sizeof *consumers);
     if (!consumers)
         return -1;
@@ -482,9 +482,10 @@ int order_stream_start(int count)
         c->w = worker_new();
         snprintf(c->name, sizeof c->name, "%s/%d/%d", config.instance_name, (int)getpid(),
                  consumer_count);
-        if (background_start(&consuming, consume, c) != 0) {
+        char what[48];
+        snprintf(what, sizeof what, "the order stream's consumer %d", consumer_count);
+        if (background_start(&consuming, what, consume, c) != 0) {
             worker_free(c->w);
-            log_error("cannot start the order stream's consumer %d", consumer_count);
             return -1;
         }
     }
