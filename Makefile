@@ -1,4 +1,5 @@
-# stockd - see README.md. The two commands: `make demo` and `make test`.
+# stockd - see README.md. The two commands: `make demo` and `make test`;
+# `make check` is the quick loop for contributors.
 
 SHELL := /bin/bash
 CC ?= cc
@@ -40,7 +41,7 @@ IT_BIN := $(IT_SRC:tests/it/%.c=build/test/%)
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare compose-test bench fuzz chaos \
+.PHONY: all deps build test check unit integration gate run demo compare compose-test bench fuzz chaos \
         failover partition probe soak admission stream-chaos stream-bench reconcile cluster \
         cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
@@ -133,6 +134,19 @@ test: deps
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
 	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
+
+# make check: the quick loop for contributors, what make test runs that needs
+# no stack and no fuzzing: the formatting check, the unit binaries, the lab's
+# Python tests, the OpenAPI lint and the layers check (tests/run given only
+# unit binaries starts no stack). The integration tests and the gate stay
+# make test's: they need the private stack and take minutes each. lint is the
+# formatter and the OpenAPI linter; bench brings wrk, whose command line the
+# lab's tests build. Those that need JMeter, Chromium or Node.js skip without.
+check: build/.deps-build
+	@$(DEPS) lint bench
+	@$(MAKE) --no-print-directory format-check
+	@$(MAKE) --no-print-directory $(UNIT_BIN)
+	tests/run $(UNIT_BIN)
 
 # make demo: the main job. Installs what is missing, starts the private
 # stack and stockd, runs the JMeter comparison of every strategy (100 threads
