@@ -1,4 +1,5 @@
-# stockd - see README.md. The two commands: `make demo` and `make test`.
+# stockd - see README.md. The two commands: `make demo` and `make test`;
+# `make check` is the quick loop for contributors.
 
 SHELL := /bin/bash
 CC ?= cc
@@ -24,20 +25,23 @@ TEST_CFLAGS = $(CFLAGS_COMMON) -O1 -g $(SAN)
 SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c server/*/*/*.c))
 SERVER_HDR := $(sort $(wildcard server/*/*.h server/*/*/*.h))
 LIB_SRC := $(filter-out server/main.c,$(SERVER_SRC))
-UNIT_SRC := $(wildcard tests/unit_*.c)
-IT_SRC := $(wildcard tests/it_*.c)
-HARNESS_SRC := tests/harness.c
+# tests/ by kind (tests/README.md): the binaries keep flat names in build/test.
+UNIT_SRC := $(wildcard tests/unit/unit_*.c)
+IT_SRC := $(wildcard tests/it/it_*.c)
+HARNESS_SRC := tests/it/harness.c
+# The C that clang-format holds, whichever folder of tests/ it is in.
+TEST_C := $(wildcard tests/*.c tests/*/*.c tests/*/*.h)
 
 RELEASE_OBJ := $(SERVER_SRC:server/%.c=build/release/%.o)
 TEST_LIB_OBJ := $(LIB_SRC:server/%.c=build/test/server/%.o)
-UNIT_BIN := $(UNIT_SRC:tests/%.c=build/test/%)
-IT_BIN := $(IT_SRC:tests/%.c=build/test/%)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/test/%)
+IT_BIN := $(IT_SRC:tests/it/%.c=build/test/%)
 
 # Settings `make run` and `make demo` pass on.
 PORT ?= 8080
 export PORT
 
-.PHONY: all deps build test unit integration gate run demo compare compose-test bench fuzz chaos \
+.PHONY: all deps build test check unit integration gate run demo compare compose-test bench fuzz chaos \
         failover partition probe soak admission stream-chaos stream-bench reconcile cluster \
         cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
@@ -78,13 +82,13 @@ build/test/stockd: build/test/server/main.o $(TEST_LIB_OBJ)
 	@echo "  LINK  $@"
 	$(Q)$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-build/test/unit_%: tests/unit_%.c $(TEST_LIB_OBJ) | build/test
+build/test/unit_%: tests/unit/unit_%.c $(TEST_LIB_OBJ) | build/test
 	@echo "  TEST  $@"
 	$(Q)$(CC) $(TEST_CFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
-build/test/it_%: tests/it_%.c $(HARNESS_SRC) tests/harness.h | build/test
+build/test/it_%: tests/it/it_%.c $(HARNESS_SRC) tests/it/harness.h | build/test
 	@echo "  TEST  $@"
-	$(Q)$(CC) $(TEST_CFLAGS) -o $@ tests/it_$*.c $(HARNESS_SRC) \
+	$(Q)$(CC) $(TEST_CFLAGS) -o $@ tests/it/it_$*.c $(HARNESS_SRC) \
 		$(shell pkg-config --libs cmocka libcurl jansson)
 
 # The lab page's files are compiled into assets.o (.incbin).
@@ -94,7 +98,7 @@ build/release/api/assets.o build/test/server/api/assets.o build/fuzz/server/api/
 build/test:
 	mkdir -p $@
 
-# The libFuzzer harnesses (tests/fuzz_*.c), built with clang into build/fuzz:
+# The libFuzzer harnesses (tests/fuzz/fuzz_*.c), built with clang into build/fuzz:
 # the server objects with coverage and the sanitizers, the harness with
 # libFuzzer's main. fuzz_request wraps params_parse to stop each handler
 # after its parameters (the harness's top comment says why). Unlike gcc,
@@ -111,7 +115,7 @@ build/fuzz/server/%.o: server/%.c
 	@mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
-build/fuzz/fuzz_request: tests/fuzz_request.c $(FUZZ_LIB_OBJ)
+build/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_LIB_OBJ)
 	@echo "  FUZZ  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Wl,--wrap=params_parse -o $@ $< $(FUZZ_LIB_OBJ) \
 		$(PKG_LIBS)
@@ -121,7 +125,7 @@ build/fuzz/fuzz_request: tests/fuzz_request.c $(FUZZ_LIB_OBJ)
 fuzz: deps
 	@$(DEPS) fuzz
 	@$(MAKE) --no-print-directory $(FUZZ_BIN)
-	tests/fuzz $(FUZZ_BIN) $(FUZZ_SECONDS)
+	tests/fuzz/run $(FUZZ_BIN) $(FUZZ_SECONDS)
 
 # make test: unit tests, then integration tests against a private stack and a
 # sanitized stockd over real HTTP, then the short oversell regression gate.
@@ -130,6 +134,19 @@ test: deps
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build/stockd build/test/stockd $(UNIT_BIN) $(IT_BIN) $(FUZZ_BIN)
 	tests/run $(UNIT_BIN) $(FUZZ_BIN) -- $(IT_BIN)
+
+# make check: the quick loop for contributors, what make test runs that needs
+# no stack and no fuzzing: the formatting check, the unit binaries, the lab's
+# Python tests, the OpenAPI lint and the layers check (tests/run given only
+# unit binaries starts no stack). The integration tests and the gate stay
+# make test's: they need the private stack and take minutes each. lint is the
+# formatter and the OpenAPI linter; bench brings wrk, whose command line the
+# lab's tests build. Those that need JMeter, Chromium or Node.js skip without.
+check: build/.deps-build
+	@$(DEPS) lint bench
+	@$(MAKE) --no-print-directory format-check
+	@$(MAKE) --no-print-directory $(UNIT_BIN)
+	tests/run $(UNIT_BIN)
 
 # make demo: the main job. Installs what is missing, starts the private
 # stack and stockd, runs the JMeter comparison of every strategy (100 threads
@@ -145,14 +162,14 @@ demo compare: build
 	@python3 -B -m lab compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
 	 if [ "$@" = demo ]; then scripts/stack.sh left-running; fi; exit $$status
 
-# make compose-test: docker-compose.yml run for real (tests/compose-test) with
+# make compose-test: docker-compose.yml run for real (tests/checks/compose-test) with
 # Debian's Podman and docker-compose: builds every image from a debian:12 base
 # made here (cached in run/podman/), runs `up --build --exit-code-from jmeter`,
 # checks the comparison as the gate does and the state across down / up, and
 # leaves nothing running. Ports: LAB_NGINX_PORT=30080 LAB_PROMETHEUS_PORT=30090.
 compose-test:
 	@$(DEPS) containers
-	tests/compose-test
+	tests/checks/compose-test
 
 # make bench: what each strategy costs (bench/README.md). Installs what is
 # missing, starts the private stack and stockd when nothing answers at PORT,
@@ -346,10 +363,10 @@ clean:
 	rm -rf build
 
 format:
-	clang-format -i $(SERVER_SRC) $(SERVER_HDR) tests/*.c tests/*.h
+	clang-format -i $(SERVER_SRC) $(SERVER_HDR) $(TEST_C)
 
 format-check:
-	@clang-format --dry-run --Werror $(SERVER_SRC) $(SERVER_HDR) tests/*.c tests/*.h && \
+	@clang-format --dry-run --Werror $(SERVER_SRC) $(SERVER_HDR) $(TEST_C) && \
 		echo "  FORMAT ok (.clang-format)"
 
 # Every object and binary depends on the headers it includes (-MMD): the

@@ -44,7 +44,7 @@ group_packages() {
         # networks and aardvark's DNS between containers), debootstrap for the
         # base image that no registry provides, and docker-compose to drive it.
         containers) echo "podman runc netavark aardvark-dns iptables slirp4netns uidmap catatonit debootstrap docker-compose" ;;
-        # promtool (tests/compose-check validates deploy/prometheus.yml); the
+        # promtool (tests/checks/compose-check validates deploy/prometheus.yml); the
         # server it also ships is never started.
         prometheus) echo "prometheus" ;;
         # lint: the formatter, and xmllint (libxml2-utils), which validates the
@@ -68,7 +68,7 @@ group_packages() {
 # installs with `npm ci` once its Debian packages are there (none: no output).
 group_npm_dir() {
     case "$1" in
-        lint) echo "tests/openapi" ;; # @redocly/cli, which tests/openapi-check runs
+        lint) echo "tests/checks/openapi" ;; # @redocly/cli, which tests/checks/openapi-check runs
     esac
 }
 
@@ -77,7 +77,7 @@ group_npm_dir() {
 # node_modules/.package-lock.json, newer than the lockfile, when it has).
 # A registry that cannot be reached (no network, a certificate this machine
 # does not trust) is said, not fatal: what the packages were for says it
-# skipped (tests/openapi-check), and everything else still installs.
+# skipped (tests/checks/openapi-check), and everything else still installs.
 npm_installs() {
     local g dir root
     root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

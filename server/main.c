@@ -4,7 +4,7 @@
  * oversell and what each one costs.
  *
  * The shape of the program: six layers, a folder each, every include
- * naming its layer and going down only (tests/layers-check holds this map
+ * naming its layer and going down only (tests/checks/layers-check holds this map
  * against the tree: every file is named here, each name is a file).
  *
  *   main.c             configuration, signals, start and orderly stop

@@ -1,7 +1,7 @@
 """web/race.js's findings, under node, on hand-made races: sales answered 200 that read
 the same count are named, an oversell names the sales that committed past the initial
 stock in commit order, a refused write is not a lost update, and a clean race says so.
-The drawing itself is checked in headless Chromium by tests/lab-page-check."""
+The drawing itself is checked in headless Chromium by tests/checks/lab-page-check."""
 
 import json
 import os

@@ -30,7 +30,7 @@ struct route_match {
 
 void route_find(const char *method, const char *path, struct route_match *out);
 
-/* How many rows the table has: tests/unit_openapi.c checks that
+/* How many rows the table has: tests/unit/unit_openapi.c checks that
  * web/openapi.json reaches each one. */
 size_t route_count(void);
 

@@ -311,6 +311,12 @@ int redis_cli(const char *args, char *out, size_t size);
 /* The same against the Redis server on `port`. */
 int redis_cli_at(int port, const char *args, char *out, size_t size);
 
+/* The asserting forms of redis_cli_at(), for the test's own thread: the
+ * command must exit 0, or the test fails with what it printed; redis_int_at()
+ * reads its reply as an integer. */
+void redis_at(int port, const char *args, char *out, size_t size);
+long long redis_int_at(int port, const char *args);
+
 /* The ZooKeeper nodes under `path`, one per line, sorted, into `out`
  * (zkCli.sh ls -R); 0 on success. */
 int zk_tree(const char *path, char *out, size_t size);

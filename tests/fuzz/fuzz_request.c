@@ -3,7 +3,7 @@
  * request before a backend sees it: the router, the query arguments, the
  * JSON body and parse_bounded_int.
  *
- * An input reads like the start of an HTTP request (tests/fuzz-corpus/request
+ * An input reads like the start of an HTTP request (tests/fuzz/corpus/request
  * holds examples):
  *
  *     POST /stock/deduct/sql?product=1001&qty=2

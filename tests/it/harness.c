@@ -965,6 +965,19 @@ int redis_cli_at(int port, const char *args, char *out, size_t size)
     return command_output(command, out, size);
 }
 
+void redis_at(int port, const char *args, char *out, size_t size)
+{
+    if (redis_cli_at(port, args, out, size) != 0)
+        fail_msg("redis-cli -p %d %s failed: %s", port, args, out);
+}
+
+long long redis_int_at(int port, const char *args)
+{
+    char out[128];
+    redis_at(port, args, out, sizeof out);
+    return atoll(out);
+}
+
 int stack_mysql(const char *sql, char *out, size_t size)
 {
     char command[PATH_MAX + 2048];

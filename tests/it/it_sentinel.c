@@ -64,19 +64,6 @@ static int env_port(const char *name, int which)
     return atoi(list);
 }
 
-static void redis_at(int port, const char *args, char *out, size_t size)
-{
-    if (redis_cli_at(port, args, out, size) != 0)
-        fail_msg("redis-cli -p %d %s failed: %s", port, args, out);
-}
-
-static long long redis_int_at(int port, const char *args)
-{
-    char out[128];
-    redis_at(port, args, out, sizeof out);
-    return atoll(out);
-}
-
 /* A deduct's reply: its status, error word and message. */
 struct answer {
     long status;
