@@ -1,5 +1,5 @@
 """The lab's two maps tell the truth: the module map of lab/__init__.py and the module
-table of lab/README.md each name every module in lab/ once, and nothing else; and every
+table of lab/README.md each name every module under lab/ once, and nothing else; and every
 run that `python3 -m lab` knows is declared by a RUNNER whose name is its command."""
 
 import glob
@@ -11,7 +11,9 @@ import lab
 from lab import __main__ as entry
 from lab.common import REPO
 
-MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "lab", "*.py"))
+# Every module of lab/, in whatever folder it stands.
+MODULES = sorted(os.path.basename(p)[:-3]
+                 for p in glob.glob(os.path.join(REPO, "lab", "**", "*.py"), recursive=True)
                  if os.path.basename(p) != "__init__.py")
 
 

@@ -10,11 +10,11 @@ import unittest
 from lab import sources
 from lab.common import REPO
 
-LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "*.py"))
+LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "**", "*.py"), recursive=True)
              + [p for p in glob.glob(os.path.join(REPO, "bench", "*")) if os.path.isfile(p)]
              + glob.glob(os.path.join(REPO, "bench", "peer", "*.js"))
              + [os.path.join(REPO, "jmeter", "compare")]
-             + glob.glob(os.path.join(REPO, "tests", "test_lab*.py"))
+             + glob.glob(os.path.join(REPO, "tests", "**", "test_lab*.py"), recursive=True)
              + [os.path.join(REPO, "tests", "fakestockd.py")])
 
 
