@@ -3,8 +3,8 @@ options each mode gives stockd, and each row's verdict."""
 
 import unittest
 
-from lab import admission
-from lab.load import Answer
+from lab.drivers.load import Answer
+from lab.runs import admission
 
 
 def answer(start, end, status, word=""):

@@ -9,9 +9,10 @@ import tempfile
 import unittest
 
 from fakestockd import FakeStockd, document, strategy
-from lab import bench, compare, facts
-from lab.api import Api
-from lab.common import SetupError, make_out_dir
+from lab.base.common import SetupError, make_out_dir
+from lab.client import facts
+from lab.client.api import Api
+from lab.runs import bench, compare
 
 DOC = document([strategy("alpha"), strategy("beta", store="redis", needs=["redis"])])
 

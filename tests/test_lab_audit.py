@@ -20,9 +20,10 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from lab import audit, audit_plan  # noqa: E402
-from lab.common import REPO  # noqa: E402
-from lab.target import Target, TargetError  # noqa: E402
+from lab.base.common import REPO
+from lab.client.target import Target, TargetError
+from lab.drivers import audit_plan
+from lab.runs import audit
 
 TARGETS = os.path.join(REPO, "audit", "targets")
 PORT = int(os.environ.get("TEST_PORT_BASE") or 24000) + 71

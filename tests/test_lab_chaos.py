@@ -9,9 +9,12 @@ import time
 import unittest
 
 from fakestockd import FakeStockd, document, strategy
-from lab import chaos, chaos_gate, facts, faults, sources
-from lab.api import Api
-from lab.load import NO_ANSWER, Answer, Load, error_word, slot_times
+from lab.client import facts, sources
+from lab.client.api import Api
+from lab.drivers.load import NO_ANSWER, Answer, Load, error_word, slot_times
+from lab.nemesis import faults
+from lab.judges import chaos_gate
+from lab.runs import chaos
 from test_lab_api import run_main
 
 ENV = {"STOCKD_MYSQL_PORT": "1", "STOCKD_REDIS_PORT": "2", "STOCKD_ZK": "127.0.0.1:3",

@@ -4,8 +4,10 @@ sell-out's verdict against its row's cluster fact, and the report's table."""
 import unittest
 
 from fakestockd import document, strategy
-from lab import cluster, cluster_report, facts
-from lab.load import Answer
+from lab.client import facts
+from lab.drivers.load import Answer
+from lab.reports import cluster_report
+from lab.runs import cluster
 
 FACTS = facts.parse(document([
     strategy("race", safe=False, cluster="loses_updates"),

@@ -5,8 +5,9 @@ import types
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, plan
-from lab.common import SetupError
+from lab.base.common import SetupError
+from lab.client import facts
+from lab.judges import plan
 
 LEASE_BOTH_OVERSELL = {"busy_holder": "oversells", "paused_holder": "oversells"}
 LEASE_WATCHDOG = {"busy_holder": "safe", "paused_holder": "oversells"}

@@ -5,7 +5,9 @@ the window's measurements make of a row, and the report's table and picture."""
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, failover, failover_report, sources
+from lab.client import facts, sources
+from lab.reports import failover_report
+from lab.runs import failover
 
 REDLOCK = sources.backend_name("redlock.c")
 

@@ -5,9 +5,11 @@ import types
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, gate, jmeter, plan
-from lab.bench import mean_batch
-from lab.outcomes import Outcomes, classify, ledger_problem
+from lab.client import facts
+from lab.client.outcomes import Outcomes, classify, ledger_problem
+from lab.drivers import jmeter
+from lab.judges import gate, plan
+from lab.runs.bench import mean_batch
 
 SETTINGS = {"lock_wait_ms": 5000}
 

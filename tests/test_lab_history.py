@@ -13,10 +13,13 @@ from types import SimpleNamespace
 from unittest import mock
 
 from fakestockd import document, strategy
-from lab import bench, chaos, compare, compare_report, facts, gate, history, junit, race_report
-from lab import race_runs
-from lab.load import Answer
-from lab.outcomes import Outcomes
+from lab.client import facts
+from lab.client.outcomes import Outcomes
+from lab.drivers import race_runs
+from lab.drivers.load import Answer
+from lab.judges import gate, history
+from lab.reports import compare_report, junit, race_report
+from lab.runs import bench, chaos, compare
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XSD = os.path.join(HERE, "junit.xsd")

@@ -10,8 +10,9 @@ import unittest
 from types import SimpleNamespace
 from unittest import mock
 
-from lab import bench, host
-from lab.outcomes import Outcomes
+from lab.client.outcomes import Outcomes
+from lab.stack import host
+from lab.runs import bench
 
 STAT = ("cpu  1000 10 500 8000 40 0 50 400 30 0\n"
         "cpu0 500 5 250 4000 20 0 25 200 15 0\n")

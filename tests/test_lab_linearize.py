@@ -11,7 +11,7 @@ import subprocess
 import time
 import unittest
 
-from lab import linearize
+from lab.judges import linearize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "histories.json")

@@ -9,7 +9,7 @@ import unittest
 
 import lab
 from lab import __main__ as entry
-from lab.common import REPO
+from lab.base.common import REPO
 
 # Every module of lab/, in whatever folder it stands.
 MODULES = sorted(os.path.basename(p)[:-3]
@@ -48,7 +48,7 @@ class MapTest(unittest.TestCase):
     def test_every_run_is_declared_by_its_runner(self):
         for module in entry.RUNS:
             self.assertIs(entry.COMMANDS[module.RUNNER.name], module.main)
-            self.assertEqual(module.__name__, f"lab.{module.RUNNER.name}")
+            self.assertEqual(module.__name__, f"lab.runs.{module.RUNNER.name}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import os
 import re
 import unittest
 
-from lab import sources
-from lab.common import REPO
+from lab.base.common import REPO
+from lab.client import sources
 
 LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "**", "*.py"), recursive=True)
              + [p for p in glob.glob(os.path.join(REPO, "bench", "*")) if os.path.isfile(p)]

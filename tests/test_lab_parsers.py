@@ -6,8 +6,9 @@ import os
 import tempfile
 import unittest
 
-from lab import jmeter, raw, sources, wrk
-from lab.api import metric, parse_metrics
+from lab.client import sources
+from lab.client.api import metric, parse_metrics
+from lab.drivers import jmeter, raw, wrk
 
 JTL = """timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,success,failureMessage,bytes,grpThreads,allThreads,Latency,Connect,"outcome","instance"
 1000,10,deduct a,200,OK,t 1-1,,true,,150,2,2,10,1,none,host:1

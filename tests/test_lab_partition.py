@@ -8,8 +8,9 @@ import threading
 import time
 import unittest
 
-from lab import netns, partition
-from lab.delay_proxy import DelayProxy
+from lab.nemesis import netns
+from lab.nemesis.delay_proxy import DelayProxy
+from lab.runs import partition
 
 BASE = int(os.environ.get("TEST_PORT_BASE", "38000"))
 

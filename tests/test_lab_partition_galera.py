@@ -6,8 +6,9 @@ row is held to (nothing sold while out, the majority selling, the ledger against
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, partition_galera as pg
-from lab.load import Answer
+from lab.client import facts
+from lab.drivers.load import Answer
+from lab.runs import partition_galera as pg
 
 CUT, HEAL = 10.0, 20.0
 

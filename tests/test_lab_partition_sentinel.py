@@ -7,8 +7,9 @@ import re
 import types
 import unittest
 
-from lab import facts as facts_mod, sources, tables
-from lab import partition_sentinel as ps
+from lab.client import facts as facts_mod, sources
+from lab.reports import tables
+from lab.runs import partition_sentinel as ps
 
 
 QUORUM = sources.backend_name("redlock.c")  # the Redlock servers: no replicated group

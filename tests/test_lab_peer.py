@@ -4,7 +4,8 @@ when Node.js or npm is missing or too old; and it is given stockd's own texts.""
 import unittest
 from unittest import mock
 
-from lab import peer, sources
+from lab.client import sources
+from lab.drivers import peer
 
 
 class PeerTest(unittest.TestCase):

@@ -5,8 +5,9 @@ rows chosen from the facts, and the verdicts of a move row and of a kill row's l
 import unittest
 from types import SimpleNamespace
 
-from lab import redis_cluster as rc, sources
-from lab.common import SetupError
+from lab.base.common import SetupError
+from lab.client import sources
+from lab.runs import redis_cluster as rc
 
 # CLUSTER NODES of a cluster whose first shard is failed over, slot 6000 being migrated.
 NODES = """\

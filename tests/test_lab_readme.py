@@ -4,7 +4,8 @@ kept between its two markers (names here are made up)."""
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, readme
+from lab.client import facts
+from lab.runs import readme
 
 LEASE = {"busy_holder": "safe", "paused_holder": "oversells"}
 

@@ -6,7 +6,7 @@ import csv
 import io
 import unittest
 
-from lab import bench_report, browser, compare_report, tables
+from lab.reports import bench_report, browser, compare_report, tables
 
 
 def compare_rows():

@@ -11,9 +11,9 @@ import tempfile
 import unittest
 
 from fakestockd import FakeStockd, document, strategy
-from lab import probe, stream
-from lab.common import SetupError
-from lab.runner import Runner
+from lab.base.common import SetupError
+from lab.scaffold.runner import Runner
+from lab.runs import probe, stream
 from test_lab_api import run_main
 
 DOC = document([strategy("alpha")])

@@ -9,7 +9,8 @@ import threading
 import unittest
 from unittest import mock
 
-from lab import faults, raw
+from lab.drivers import raw
+from lab.nemesis import faults
 
 SYSBENCH_REPORT = "transactions: 10 (5.00 per sec.)\nmax: 3.0\n"
 CSV = '"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms",' \

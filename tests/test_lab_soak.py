@@ -8,9 +8,9 @@ import types
 import unittest
 
 from fakestockd import FakeStockd, document, strategy
-from lab import soak
-from lab.api import Api
-from lab.load import NO_ANSWER, Answer
+from lab.client.api import Api
+from lab.drivers.load import NO_ANSWER, Answer
+from lab.runs import soak
 
 
 def samples(*rows):

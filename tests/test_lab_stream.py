@@ -4,8 +4,9 @@ the settles fact the comparison judges a stream row by."""
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, stream
-from lab.common import SetupError
+from lab.base.common import SetupError
+from lab.client import facts
+from lab.runs import stream
 
 
 class ReconcileTest(unittest.TestCase):

@@ -1,0 +1,1 @@
+"""What every floor of the lab stands on."""

@@ -1,0 +1,1 @@
+"""The client side of stockd's contract and of a foreign service's."""

@@ -1,0 +1,1 @@
+"""The judges: plans, verdicts and the history checker."""

@@ -1,0 +1,1 @@
+"""The faults: the nemeses a run turns on its stack."""

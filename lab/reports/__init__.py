@@ -1,0 +1,1 @@
+"""The reports: tables, pages, junit.xml, the browser that checks them."""

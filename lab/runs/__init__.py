@@ -1,0 +1,1 @@
+"""The runs, each `python3 -m lab NAME`."""

@@ -1,0 +1,1 @@
+"""The private stack and the services it starts."""
