@@ -73,9 +73,9 @@ class ApiTest(unittest.TestCase):
         f = facts.parse(DOC)
         with FakeStockd(DOC, backends={"mysql": "up", "redis": "down"}) as fake:
             api = Api("127.0.0.1", fake.port)
-            compare.check_needs(api, f, f.select(["alpha"]))
+            facts.check_needs(api, f, f.select(["alpha"]))
             with self.assertRaises(SetupError) as e:
-                compare.check_needs(api, f, f.strategies)
+                facts.check_needs(api, f, f.strategies)
             self.assertIn("need redis", str(e.exception))
 
 

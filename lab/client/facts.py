@@ -176,3 +176,13 @@ def parse(doc):
         if why:
             raise SetupError(f"GET /strategies: {why}")
     return Facts([Strategy(e) for e in entries], settings)
+
+
+def check_needs(api, facts, strategies):
+    """SetupError when a backend the selected strategies need is not up (GET /health)."""
+    backends = (api.health() or {}).get("backends") or {}
+    down = [b for b in facts.needs(strategies)
+            if not isinstance(backends.get(b), dict) or backends[b].get("state") != "up"]
+    if down:
+        raise SetupError(f"the selected strategies need {', '.join(down)}, which GET /health at "
+                         f"{api.where()} does not report up")

@@ -38,7 +38,6 @@ from ..stack.service import Service
 from ..drivers.load import NO_ANSWER, Load, outcomes_of
 from ..reports import tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .compare import check_needs
 
 CLIENT_TIMEOUT_S = 30
 MODES = ("plain", "bucket", "flag", "bucket+flag")
@@ -219,7 +218,7 @@ def work(run):
         second.ensure()
         facts = facts_mod.parse(second_api.strategies().body)
         selected = facts.select(args.strategies)
-        check_needs(second_api, facts, selected)
+        facts_mod.check_needs(second_api, facts, selected)
         product = args.product
         for s in selected:
             for mode in args.modes:

@@ -63,7 +63,6 @@ from ..judges import history
 from ..judges.gate import bench_verdict, witnesses_problem
 from ..reports import bench_report, browser, junit, tables
 from ..scaffold.runner import Runner
-from .compare import check_needs
 
 LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
 # The raw limits' rows: each limit's name, and the row that defines it.
@@ -684,7 +683,7 @@ def work(run):
     names = claim_instances(api)
     selected = (facts.first_safe_per_store(len(names)) if args.quick and not args.strategies
                 else facts.select(args.strategies))
-    check_needs(api, facts, selected)
+    facts_mod.check_needs(api, facts, selected)
     out_dir = run.out_dir()
     say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
         f"concurrencies {args.conns}, {args.duration} s each")

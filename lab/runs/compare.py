@@ -97,16 +97,6 @@ def check_instances(api, n):
     return sorted(names)
 
 
-def check_needs(api, facts, strategies):
-    """SetupError when a backend the selected strategies need is not up (GET /health)."""
-    backends = (api.health() or {}).get("backends") or {}
-    down = [b for b in facts.needs(strategies)
-            if not isinstance(backends.get(b), dict) or backends[b].get("state") != "up"]
-    if down:
-        raise SetupError(f"the selected strategies need {', '.join(down)}, which GET /health at "
-                         f"{api.where()} does not report up")
-
-
 class Comparison:
     def __init__(self, args, api, service, facts, selected, out_dir, say, prom=None):
         self.args, self.api, self.service, self.facts = args, api, service, facts
@@ -274,7 +264,7 @@ def work(run):
     say(f"watch it live: http://{api.where()}/")
     facts = facts_mod.parse(api.strategies().body)
     selected = facts.select(args.strategies)
-    check_needs(api, facts, selected)
+    facts_mod.check_needs(api, facts, selected)
     names = check_instances(api, args.instances)
     out_dir = run.out_dir()
     say(f"results in {out_dir}")

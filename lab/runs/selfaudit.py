@@ -33,7 +33,6 @@ from ..judges.gate import race_text, raced
 from ..reports import junit, tables
 from ..scaffold.runner import Runner
 from .audit import Audit, knobs
-from .compare import check_needs
 from .stream import settled_account
 
 TARGET = os.path.join(REPO, "audit", "targets", "stockd.toml")
@@ -150,7 +149,7 @@ def row_of(run, strategy, out_dir):
 def work(run):
     facts = facts_mod.parse(run.api.strategies().body)
     selected = facts.select(run.args.strategies)
-    check_needs(run.api, facts, selected)
+    facts_mod.check_needs(run.api, facts, selected)
     Target(run.args.target, {"strategy": "-"}, out="")  # the file is checked first
     out_dir = run.out_dir()
     run.say(f"auditing {len(selected)} strategies of stockd at {run.api.where()}; results in "

@@ -23,7 +23,6 @@ from ..client.api import metric
 from ..drivers.load import NO_ANSWER, Load, outcomes_of
 from ..reports import tables
 from ..scaffold.runner import Runner
-from .compare import check_needs
 
 CLIENT_TIMEOUT_S = 60
 
@@ -150,7 +149,7 @@ def soak(args, api, service, say):
     """The load and its samples: (selected, samples, per-strategy rows, gauges' source)."""
     facts = facts_mod.parse(api.strategies().body)
     selected = facts.select(args.strategies)
-    check_needs(api, facts, selected)
+    facts_mod.check_needs(api, facts, selected)
     load = Load(args.host, args.port, CLIENT_TIMEOUT_S)
     for i, s in enumerate(selected):
         api.must_reset(args.product + i, ENDLESS_STOCK)
