@@ -56,6 +56,7 @@ files):
     chaos_gate    a chaos row's figures and verdict from its timeline
     history       the clients' history of a row, the second witness beside the ledger
     linearize     is a history linearizable for a stock counter (or its first violation)
+    settlement    a row that settles later, judged once its order stream has drained
 
   the reports
     tables        rows as text tables, JSON and CSV

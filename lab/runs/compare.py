@@ -50,9 +50,9 @@ from ..stack.prometheus import SCRAPE_S, Prometheus
 from ..drivers import jmeter, race_runs
 from ..judges import history, plan as plan_mod
 from ..judges.gate import compare_verdict, mark_driver_bound, with_witnesses
+from ..judges.settlement import settled_account
 from ..reports import compare_report, junit, tables
 from ..scaffold.runner import Runner
-from .stream import settled_account
 
 
 def options(o):

@@ -30,10 +30,10 @@ from ..client.target import Target
 from ..stack.service import run_dir, stack_env
 from ..drivers import peer as peer_mod
 from ..judges.gate import race_text, raced
+from ..judges.settlement import settled_account
 from ..reports import junit, tables
 from ..scaffold.runner import Runner
 from .audit import Audit, knobs
-from .stream import settled_account
 
 TARGET = os.path.join(REPO, "audit", "targets", "stockd.toml")
 PEER_TARGET = os.path.join(REPO, "audit", "targets", "peer.toml")

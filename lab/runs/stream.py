@@ -47,6 +47,7 @@ from ..base.common import REPO, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod, sources
 from ..stack.service import run_dir, stack_env, stack_script, stop_process
 from ..drivers import wrk
+from ..judges.settlement import reconcile, stream_figures, wait_drained
 from ..scaffold.runner import Runner
 
 # The strategies the stream row is measured against: the same script without the
@@ -55,7 +56,6 @@ LUA_RIVAL = os.path.join(sources.STRATEGIES, "lua.c")
 SQL_RIVAL = os.path.join(sources.STRATEGIES, "sql_batch.c")
 PRODUCT = 9801
 STOCK = 1_000_000_000
-DRAIN_S = 120
 # A bench leaves hundreds of thousands of orders, which a reset deletes: about 10 s a
 # million here. The bench's stockd waits for MySQL that long (--io-timeout-ms), and the
 # bench deletes its orders when it ends, so that the next run starts from none.
@@ -102,62 +102,6 @@ def mysql_orders(product, strategy):
         order, n = line.split("\t")
         rows[order] = int(n)
     return rows
-
-
-def stream_figures(api, product):
-    """GET /stock/{product}: (the "stream" object, the whole reply), or (None, None)."""
-    try:
-        r = api.call("GET", f"/stock/{product}")
-    except OSError:
-        return None, None
-    if r.status != 200 or not isinstance(r.body, dict):
-        return None, None
-    return r.body.get("stream"), r.body
-
-
-def wait_drained(api, product, seconds=DRAIN_S):
-    """Seconds until the stream is empty and nothing is pending; SetupError past
-    `seconds`."""
-    t0 = time.time()
-    while time.time() - t0 < seconds:
-        s, _ = stream_figures(api, product)
-        if s and s["length"] == 0 and s["pending"] == 0:
-            return time.time() - t0
-        time.sleep(0.1)
-    raise SetupError(f"the stream did not drain within {seconds}s: {s}")
-
-
-def settled_account(api, product, accepted, seconds=DRAIN_S):
-    """A row that settles later, as the comparison judges it: once its stream has
-    drained, MySQL's accounting (what was settled), and a problem when it differs from
-    Redis's `accepted` ledger. (accounting, problem or None)."""
-    try:
-        wait_drained(api, product, seconds)
-    except SetupError as e:
-        return accepted, str(e)
-    settled = api.account(product, "mysql")
-    if settled is None:
-        return accepted, "could not read MySQL's accounting after the drain"
-    if settled["sold"] != accepted["sold"] or settled["orders"] != accepted["orders"]:
-        return settled, (f"after the drain MySQL has {settled['orders']} orders "
-                         f"({settled['sold']} units), Redis accepted {accepted['orders']} "
-                         f"({accepted['sold']} units)")
-    return settled, None
-
-
-def reconcile(ok_ids, unknown, in_mysql):
-    """Drift between the 200s' order ids and MySQL's rows, in numbers."""
-    seen = {}
-    for order in ok_ids:
-        seen[order] = seen.get(order, 0) + 1
-    missing = sum(1 for o in seen if o not in in_mysql)
-    duplicated = sum(n - 1 for n in in_mysql.values() if n > 1) + \
-        sum(n - 1 for n in seen.values() if n > 1)
-    extra = sum(1 for o in in_mysql if o not in seen)
-    ok = missing == 0 and duplicated == 0 and extra <= unknown
-    return {"accepted": len(ok_ids), "in_mysql": sum(in_mysql.values()), "missing": missing,
-            "duplicated": duplicated, "extra": extra, "unknown": unknown,
-            "verdict": "pass" if ok else "fail"}
 
 
 # ----------------------------------------------------------------- processes
