@@ -23,6 +23,7 @@ files):
                   known by name
     outcomes      answers counted by outcome: sold, sold_out, busy, outcome_unknown,
                   errors by word
+    sales         the one deduct path, one sale and its answer, a sale in the background
     sources       the sale script and SQL texts, and strategy names, read from server/*.c
     prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat

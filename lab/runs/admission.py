@@ -34,6 +34,7 @@ from ..base.common import SETTLE_S, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod
 from ..client.api import Api, metric
 from ..client.outcomes import ledger_problem
+from ..client.sales import deduct_path
 from ..stack.service import Service
 from ..drivers.load import NO_ANSWER, Load, outcomes_of
 from ..reports import tables
@@ -88,7 +89,7 @@ def drive(args, name, product, meanwhile=None):
     """--conns buyers of one unit for --seconds: their answers, by start time; with
     `meanwhile`, it is called a third of the way through and its value returned too."""
     load = Load(args.host, args.port, CLIENT_TIMEOUT_S)
-    load.add(name, f"/stock/deduct/{name}?product={product}&qty=1", args.conns)
+    load.add(name, deduct_path(name, product), args.conns)
     load.start()
     done = None
     try:

@@ -56,6 +56,7 @@ from ..base.common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elap
 from ..client import facts as facts_mod, sources
 from ..client.api import Api
 from ..client.outcomes import Outcomes
+from ..client.sales import deduct_path
 from ..stack import host
 from ..stack.service import StaticServer, run_dir, stack_env
 from ..drivers import peer as peer_mod, raw, wrk
@@ -192,8 +193,7 @@ class Bench:
 
     def sale_path(self, strategy, trace=False):
         """One unit of the bench's product with `strategy` (and its trace)."""
-        return f"/stock/deduct/{strategy}?product={self.args.product}&qty=1" + \
-            ("&trace=1" if trace else "")
+        return deduct_path(strategy, self.args.product, trace=trace)
 
     def wrk(self, url, conns, seconds, counting=True):
         return wrk.run(url, conns, seconds, self.log("wrk"), counting)

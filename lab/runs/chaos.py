@@ -40,6 +40,7 @@ import time
 from ..base.common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso,
                            slug, tail, write_text)
 from ..client import facts as facts_mod
+from ..client.sales import deduct_path
 from ..stack.service import stack_env
 from ..drivers.load import Load
 from ..nemesis import faults as faults_mod
@@ -145,7 +146,7 @@ class Chaos:
         return self.args.product + self.facts.strategies.index(s)
 
     def path(self, s):
-        return f"/stock/deduct/{s.name}?product={self.product(s)}&qty=1"
+        return deduct_path(s.name, self.product(s))
 
     def wait_healthy(self):
         deadline = time.time() + HEALTHY_S

@@ -48,6 +48,7 @@ import time
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list
 from ..client import facts as facts_mod
 from ..client.api import Api
+from ..client.sales import deduct_path
 from ..stack.service import stack_script
 from ..drivers.load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
 from ..judges import history as history_mod
@@ -242,11 +243,6 @@ def judge_history(row, answers, account):
     row["witnesses"] = witnesses_problem(account, row)
 
 
-def deduct_path(s, product, hold_ms):
-    path = f"/stock/deduct/{s.name}?product={product}&qty=1"
-    return path + (f"&hold_ms={hold_ms}" if hold_ms else "")
-
-
 class Run:
     def __init__(self, args, inst, history, say):
         self.args, self.inst, self.history, self.say = args, inst, history, say
@@ -267,7 +263,8 @@ class Run:
     def buy(self, phase, s, product, count=None, during=None, hold_ms=None):
         """The buyers' run on `product`; `during(t0)` runs beside it (and stops it)."""
         hold = self.args.hold_ms if hold_ms is None else hold_ms
-        buyers = Buyers(self.inst.ports, deduct_path(s, product, hold), self.args.conns, count)
+        buyers = Buyers(self.inst.ports, deduct_path(s.name, product, hold_ms=hold),
+                        self.args.conns, count)
         t0 = buyers.start()
         try:
             extra = during(t0, buyers) if during else None

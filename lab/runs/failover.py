@@ -47,6 +47,7 @@ import time
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso
 from ..client import facts as facts_mod, sources
 from ..client.api import Api
+from ..client.sales import Sale, answer_word, deduct
 from ..stack.service import (launch_stockd, run_dir, stack_env, stack_script, stop_process,
                              wait_healthy)
 from ..nemesis import faults as faults_mod
@@ -154,38 +155,6 @@ class Instance:
             stop_process(self.proc)
         if self.proc and self.proc.returncode not in (0, None):
             raise SetupError(f"stockd {self.name} exited with status {self.proc.returncode}")
-
-
-def deduct(api, s, product, hold_ms=0, timeout=60):
-    """(status, error word or None, body, seconds) of one sale; status 0 when nothing
-    answered."""
-    path = f"/stock/deduct/{s.name}?product={product}&qty=1"
-    if hold_ms:
-        path += f"&hold_ms={hold_ms}"
-    t0 = time.monotonic()
-    try:
-        r = api.call("POST", path, timeout=timeout)
-    except OSError as e:
-        return 0, str(e), None, time.monotonic() - t0
-    body = r.body if isinstance(r.body, dict) else {}
-    return r.status, body.get("error"), body, time.monotonic() - t0
-
-
-class Sale(threading.Thread):
-    """A sale sent in the background; its answer in .answer once joined."""
-
-    def __init__(self, api, s, product, hold_ms):
-        super().__init__(daemon=True)
-        self.args = (api, s, product, hold_ms)
-        self.answer = None
-
-    def run(self):
-        self.answer = deduct(*self.args)
-
-
-def answer_word(answer):
-    status, word = answer[0], answer[1]
-    return f"{status} {word}" if word else str(status)
 
 
 class Failover:

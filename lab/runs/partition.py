@@ -54,6 +54,7 @@ import time
 from ..base.common import REPO, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod, sources
 from ..client.api import Api
+from ..client.sales import TimedSale, answer_word, deduct, timed_sale
 from ..stack.service import run_dir, secret, stack_env, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
@@ -61,7 +62,7 @@ from ..nemesis.delay_proxy import DelayProxy
 from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .failover import Instance, Sale, answer_word, deduct
+from .failover import Instance
 
 CASES = ("clock_jump", "empty_restart", "late_grant")
 CONTROLS = {"clock_jump": "no jump", "empty_restart": "delayed restart"}
@@ -190,18 +191,6 @@ class Node(Instance):
         super().__init__(name, port, env, options + [f"--listen={addr}",
                                                      f"--bind-source={addr}"], out_dir)
         self.api = Api(addr, port)
-
-
-def timed_sale(api, s, product, hold_ms=0, timeout=60):
-    """deduct() with the monotonic times of its start and answer."""
-    t0 = time.monotonic()
-    answer = deduct(api, s, product, hold_ms, timeout)
-    return answer, t0, time.monotonic()
-
-
-class TimedSale(Sale):
-    def run(self):
-        self.answer = timed_sale(*self.args)
 
 
 def mysql_env():

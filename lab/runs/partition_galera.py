@@ -62,12 +62,12 @@ import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from ..client import facts as facts_mod, sources
+from ..client.sales import deduct_path
 from ..stack.service import run_dir, secret, stack_env, stack_script
 from ..nemesis import netns
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .cluster import (SAFE_FACTS, UNSAFE_FACTS, Buyers, deduct_path, judge_history, node_names,
-                      stack)
+from .cluster import SAFE_FACTS, UNSAFE_FACTS, Buyers, judge_history, node_names, stack
 from .partition import ADDRESS, Node, RedisServer
 
 NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
@@ -335,7 +335,7 @@ class Galera:
                  f"(fact on a cluster: {s.cluster})")
         api = self.instances[1].api
         api.must_reset(product, ENDLESS_STOCK)
-        buyers = Buyers([STOCKD_PORT] * 3, deduct_path(s, product, self.args.hold_ms),
+        buyers = Buyers([STOCKD_PORT] * 3, deduct_path(s.name, product, hold_ms=self.args.hold_ms),
                         self.args.conns, hosts=[i.api.host for i in self.instances],
                         timeout_s=30)
         log = node_log(self.n1)

@@ -66,15 +66,15 @@ import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod
+from ..client.sales import TimedSale, answer_word, deduct, timed_sale
 from ..stack.service import run_dir, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
 from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .failover import Failover, answer_word, deduct, kind_of
-from .partition import (ADDRESS, Node, Partition, RedisServer, TimedSale, mysql_env, redis_cli,
-                        timed_sale)
+from .failover import Failover, kind_of
+from .partition import ADDRESS, Node, Partition, RedisServer, mysql_env, redis_cli
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}

@@ -49,6 +49,7 @@ import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod
+from ..client.sales import deduct, deduct_path
 from ..stack.service import run_dir, stack_env, stack_script
 from ..drivers.load import Load
 from ..nemesis.faults import run_stack
@@ -56,7 +57,7 @@ from ..nemesis.redis_group import Group, info, redis_cli
 from ..judges.chaos_gate import Timeline, answer_problems, figures
 from ..reports import tables
 from ..scaffold.runner import Runner
-from .failover import (Failover, Instance, deduct, kind_of, TABLE as FAILOVER_TABLE,
+from .failover import (Failover, Instance, kind_of, TABLE as FAILOVER_TABLE,
                        options as failover_options)
 
 SLOTS = 16384
@@ -316,7 +317,7 @@ class Faults:
     def load(self, s, product):
         load = Load("127.0.0.1", self.b.api.port, self.bound_ms / 1000 + CLIENT_EXTRA_S)
         self.b.api.must_reset(product, ENDLESS_STOCK)
-        load.add(s.name, f"/stock/deduct/{s.name}?product={product}&qty=1", self.args.conns)
+        load.add(s.name, deduct_path(s.name, product), self.args.conns)
         return load
 
     def kill_row(self, s, i, hot_port):

@@ -21,6 +21,7 @@ import time
 
 from ..base.common import SetupError
 from ..client import facts as facts_mod
+from ..client.sales import deduct_path
 from ..stack.service import run_dir
 from ..drivers.load import Load, outcomes_of
 from ..nemesis import redis_group
@@ -101,7 +102,7 @@ def work(run):
     before = {name: server_figures(port) for name, port in nodes.items()}
     own_before = cpu_seconds(pid)
     load = Load(a.host, a.port, 10)
-    load.add("sales", f"/stock/deduct/{strategy.name}?product={PRODUCT}", a.conns)
+    load.add("sales", deduct_path(strategy.name, PRODUCT), a.conns)
     run.say(f"{strategy.name}, {a.segments} segments: {a.conns} connections for {a.seconds} s")
     load.start()
     time.sleep(a.seconds)

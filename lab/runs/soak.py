@@ -20,6 +20,7 @@ import time
 from ..base.common import ENDLESS_STOCK, SETTLE_S, comma_list, elapsed_line, now_iso, write_text
 from ..client import facts as facts_mod
 from ..client.api import metric
+from ..client.sales import deduct_path
 from ..drivers.load import NO_ANSWER, Load, outcomes_of
 from ..reports import tables
 from ..scaffold.runner import Runner
@@ -153,7 +154,7 @@ def soak(args, api, service, say):
     load = Load(args.host, args.port, CLIENT_TIMEOUT_S)
     for i, s in enumerate(selected):
         api.must_reset(args.product + i, ENDLESS_STOCK)
-        load.add(s.name, f"/stock/deduct/{s.name}?product={args.product + i}&qty=1",
+        load.add(s.name, deduct_path(s.name, args.product + i),
                  args.conns, rate=args.rate / len(selected))
     gauges = Gauges(api, service)
     say(f"{args.rate} req/s over {len(selected)} strategies for {args.seconds} s, samples "

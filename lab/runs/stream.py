@@ -45,6 +45,7 @@ from statistics import median
 
 from ..base.common import REPO, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod, sources
+from ..client.sales import deduct_path
 from ..stack.service import run_dir, stack_env, stack_script, stop_process
 from ..drivers import wrk
 from ..judges.settlement import reconcile, stream_figures, wait_drained
@@ -79,11 +80,6 @@ def options(o):
     o.add("--pair-seconds", ["STREAM_PAIR_SECONDS"], 4, int, "bench: seconds per paired measure",
           1)
     o.add("--batch", ["STREAM_BATCH"], 256, int, "the consumers' --stream-batch", 1)
-
-
-def sale_path(strategy, product):
-    """One unit of `product` with `strategy`."""
-    return f"/stock/deduct/{strategy}?product={product}"
 
 
 # ------------------------------------------------------------------ the stores
@@ -168,7 +164,7 @@ class Clients:
             t.start()
 
     def client(self):
-        conn, path = None, sale_path(self.strategy, self.product)
+        conn, path = None, deduct_path(self.strategy, self.product)
         while not self.stop_flag.is_set():
             try:
                 conn = conn or http.client.HTTPConnection(self.api.host, self.api.port, timeout=10)
@@ -268,7 +264,7 @@ def chaos_row(name, args, api, say, env):
 
 def accepted(args, api, strategy, seconds, log):
     """(sales/s accepted, p99 ms) of `strategy` under wrk for `seconds`."""
-    r = wrk.run(f"http://{api.where()}{sale_path(strategy, args.product)}", args.conns, seconds,
+    r = wrk.run(f"http://{api.where()}{deduct_path(strategy, args.product)}", args.conns, seconds,
                 log, counting=True)
     return round(r.outcomes["sold"] / seconds, 1), r.p99_ms
 
