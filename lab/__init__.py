@@ -27,6 +27,7 @@ files):
     sources       the sale script and SQL texts, and strategy names, read from server/*.c
     prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
+    instances     a stockd a run starts itself: started, looked into, frozen, stopped
 
   what a foreign service says
     target        a target file (TOML): how to reset, buy, read the answers and the

@@ -38,7 +38,6 @@ Exit status 1 when a row contradicts its fact, 2 when the run cannot be made.
 --quick (the test gate): the first row of each kind and fact."""
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -46,10 +45,9 @@ import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso
 from ..client import facts as facts_mod, sources
-from ..client.api import Api
 from ..client.sales import Sale, answer_word, deduct
-from ..stack.service import (launch_stockd, run_dir, stack_env, stack_script, stop_process,
-                             wait_healthy)
+from ..stack.instances import Instance
+from ..stack.service import run_dir, stack_env, stack_script
 from ..nemesis import faults as faults_mod
 from ..nemesis.redis_group import Group, sentinel_env
 from ..reports import failover_report
@@ -57,7 +55,6 @@ from ..scaffold.runner import Runner, report_fact_rows
 
 PROBE_EVERY_S = 0.05
 RECOVER_GOAL_S = 2.0
-SLEEPING_SYSCALLS = ("35", "230")  # nanosleep, clock_nanosleep: hold_ms's sleep_ms()
 FACT_KINDS = ("loses_sales", "two_holders", "safe")
 
 ROW_FIELDS = [
@@ -113,48 +110,6 @@ def chosen(facts, args):
     if not rows:
         raise SetupError("no strategy with a failover fact was chosen")
     return rows
-
-
-class Instance:
-    """One build/stockd that finds its Redis primary through the group's Sentinels."""
-
-    def __init__(self, name, port, env, options, out_dir):
-        self.name, self.api = name, Api("127.0.0.1", port, os.environ.get("STOCKD_ADMIN_TOKEN"))
-        self.env, self.options, self.out_dir = env, options, out_dir
-        self.proc = None
-
-    def start(self):
-        if self.api.answers():
-            raise SetupError(f"something answers at {self.api.where()} already: pick another "
-                             "--port (instance B takes the next one)")
-        log_file = os.path.join(self.out_dir, f"stockd-{self.name}.log")
-        options = ["--listen=127.0.0.1", "--io-timeout-ms=1000",
-                   "--connect-timeout-ms=300"] + self.options
-        self.proc = launch_stockd(self.api.port, options, {**os.environ, **self.env}, log_file)
-        wait_healthy(self.api, 30, self.proc, log_file)
-
-    def sleeping(self):
-        """Whether a thread of this stockd sleeps in nanosleep: with no other request and
-        no contention, that is a sale inside its critical section, past its read."""
-        base = f"/proc/{self.proc.pid}/task"
-        for tid in os.listdir(base):
-            try:
-                with open(f"{base}/{tid}/syscall") as f:
-                    if f.read().split(" ", 1)[0] in SLEEPING_SYSCALLS:
-                        return True
-            except OSError:
-                continue
-        return False
-
-    def freeze(self, on):
-        os.kill(self.proc.pid, signal.SIGSTOP if on else signal.SIGCONT)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            stop_process(self.proc)
-        if self.proc and self.proc.returncode not in (0, None):
-            raise SetupError(f"stockd {self.name} exited with status {self.proc.returncode}")
 
 
 class Failover:
@@ -239,19 +194,6 @@ class Failover:
         row.update(oversold=account.get("oversold"), lost_updates=account.get("lost_updates"))
         return m, cut
 
-    def wait_first_holder(self, sale):
-        """Until the first holder's request sits between its read and its write, or has
-        answered (a lock that waits for its replica gives up before it reads)."""
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if not sale.is_alive():
-                return False
-            if self.a.sleeping():
-                return True
-            time.sleep(0.002)
-        raise SetupError("the first holder neither reached its critical section nor answered "
-                         "within 10 s")
-
     def holder_row(self, s, row, product, probe):
         primary, replica = self.group.settled()
         self.reset(product, 1)
@@ -262,7 +204,7 @@ class Failover:
         cut = time.monotonic()
         first = Sale(self.a.api, s, product, self.args.hold_ms)
         first.start()
-        holding = self.wait_first_holder(first)
+        holding = self.a.wait_holding(first)
         if holding:
             self.a.freeze(True)
         held_at = time.monotonic()

@@ -55,6 +55,7 @@ from ..base.common import REPO, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod, sources
 from ..client.api import Api
 from ..client.sales import TimedSale, answer_word, deduct, timed_sale
+from ..stack.instances import Instance
 from ..stack.service import run_dir, secret, stack_env, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
@@ -62,7 +63,6 @@ from ..nemesis.delay_proxy import DelayProxy
 from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .failover import Instance
 
 CASES = ("clock_jump", "empty_restart", "late_grant")
 CONTROLS = {"clock_jump": "no jump", "empty_restart": "delayed restart"}
@@ -258,20 +258,6 @@ class Partition:
         for p in self.proxies.values():
             p.delay_ms = 0
 
-    @staticmethod
-    def wait_holding(node, sale):
-        """Until `node`'s sale sits between its read and its write (hold_ms): True; False
-        when it answered first."""
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if not sale.is_alive():
-                return False
-            if node.sleeping():
-                return True
-            time.sleep(0.002)
-        raise SetupError(f"{node.name}'s sale neither reached its critical section nor "
-                         "answered in 10 s")
-
     def holder_row(self, s, row, product, kind, fault):
         """clock_jump and empty_restart: A takes the lock, reads the last unit and is
         frozen there (SIGSTOP) while the fault (or its control) happens and B's sale
@@ -284,7 +270,7 @@ class Partition:
         jump = self.args.ttl_ms + 2000
         first = TimedSale(self.a.api, s, product, HOLD_MS)
         first.start()
-        holding = self.wait_holding(self.a, first)
+        holding = self.a.wait_holding(first)
         moments = {"held": time.monotonic()}
         if not holding:
             row["problems"].append(f"A answered before it held the lock: {first.answer}")
@@ -350,7 +336,7 @@ class Partition:
                        "A's lock did not expire before its grant came")
         second = TimedSale(self.b.api, s, product, HOLD_MS)
         second.start()
-        holding = self.wait_holding(self.b, second)
+        holding = self.b.wait_holding(second)
         if holding:
             self.b.freeze(True)
         try:

@@ -74,7 +74,7 @@ from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
 from .failover import Failover, kind_of
-from .partition import ADDRESS, Node, Partition, RedisServer, mysql_env, redis_cli
+from .partition import ADDRESS, Node, RedisServer, mysql_env, redis_cli
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
@@ -363,7 +363,7 @@ class SentinelPartition:
         one; A is thawed and writes."""
         first = TimedSale(self.a.api, row["s"], row["product"], HOLD_MS)
         first.start()
-        holding = Partition.wait_holding(self.a, first)
+        holding = self.a.wait_holding(first)
         if holding:
             self.a.freeze(True)
         try:

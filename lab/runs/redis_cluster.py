@@ -50,6 +50,7 @@ import time
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod
 from ..client.sales import deduct, deduct_path
+from ..stack.instances import Instance
 from ..stack.service import run_dir, stack_env, stack_script
 from ..drivers.load import Load
 from ..nemesis.faults import run_stack
@@ -57,7 +58,7 @@ from ..nemesis.redis_group import Group, info, redis_cli
 from ..judges.chaos_gate import Timeline, answer_problems, figures
 from ..reports import tables
 from ..scaffold.runner import Runner
-from .failover import (Failover, Instance, kind_of, TABLE as FAILOVER_TABLE,
+from .failover import (Failover, kind_of, TABLE as FAILOVER_TABLE,
                        options as failover_options)
 
 SLOTS = 16384

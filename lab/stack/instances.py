@@ -1,0 +1,71 @@
+"""A stockd a run starts itself, beside the stack's (two clients' instances A and B of a
+failover, the nodes of the namespace lab): started on its port with its environment and
+options, waited for until healthy, looked into while it serves (is a sale sleeping in
+its critical section?), frozen and thawed, and stopped, its exit status checked."""
+
+import os
+import signal
+import time
+
+from ..base.common import SetupError
+from ..client.api import Api
+from .service import launch_stockd, stop_process, wait_healthy
+
+SLEEPING_SYSCALLS = ("35", "230")  # nanosleep, clock_nanosleep: hold_ms's sleep_ms()
+
+
+class Instance:
+    """One build/stockd of the run's own, with the environment it is given (the group's
+    Sentinels, the cluster's nodes, the namespace lab's addresses)."""
+
+    def __init__(self, name, port, env, options, out_dir):
+        self.name, self.api = name, Api("127.0.0.1", port, os.environ.get("STOCKD_ADMIN_TOKEN"))
+        self.env, self.options, self.out_dir = env, options, out_dir
+        self.proc = None
+
+    def start(self):
+        if self.api.answers():
+            raise SetupError(f"something answers at {self.api.where()} already: pick another "
+                             "--port (instance B takes the next one)")
+        log_file = os.path.join(self.out_dir, f"stockd-{self.name}.log")
+        options = ["--listen=127.0.0.1", "--io-timeout-ms=1000",
+                   "--connect-timeout-ms=300"] + self.options
+        self.proc = launch_stockd(self.api.port, options, {**os.environ, **self.env}, log_file)
+        wait_healthy(self.api, 30, self.proc, log_file)
+
+    def sleeping(self):
+        """Whether a thread of this stockd sleeps in nanosleep: with no other request and
+        no contention, that is a sale inside its critical section, past its read."""
+        base = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(base):
+            try:
+                with open(f"{base}/{tid}/syscall") as f:
+                    if f.read().split(" ", 1)[0] in SLEEPING_SYSCALLS:
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def wait_holding(self, sale, seconds=10):
+        """Until this stockd's `sale` (a Sale sent to it) sits between its read and its
+        write (hold_ms): True; False when it answered first (a lock that waits for its
+        replica gives up before it reads)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not sale.is_alive():
+                return False
+            if self.sleeping():
+                return True
+            time.sleep(0.002)
+        raise SetupError(f"{self.name}'s sale neither reached its critical section nor "
+                         f"answered in {seconds} s")
+
+    def freeze(self, on):
+        os.kill(self.proc.pid, signal.SIGSTOP if on else signal.SIGCONT)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            stop_process(self.proc)
+        if self.proc and self.proc.returncode not in (0, None):
+            raise SetupError(f"stockd {self.name} exited with status {self.proc.returncode}")
