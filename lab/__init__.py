@@ -28,6 +28,8 @@ files):
     prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
     instances     a stockd a run starts itself: started, looked into, frozen, stopped
+    nodes         the namespace lab's nodes, each on its own 127.0.0.N: stockd, Redis with
+                  its own clock, MariaDB open to them
 
   what a foreign service says
     target        a target file (TOML): how to reset, buy, read the answers and the

@@ -63,12 +63,12 @@ import time
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from ..client import facts as facts_mod, sources
 from ..client.sales import deduct_path
+from ..stack.nodes import ADDRESS, Node, RedisServer
 from ..stack.service import run_dir, secret, stack_env, stack_script
 from ..nemesis import netns
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
 from .cluster import SAFE_FACTS, UNSAFE_FACTS, Buyers, judge_history, node_names, stack
-from .partition import ADDRESS, Node, RedisServer
 
 NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}

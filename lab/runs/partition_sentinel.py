@@ -6,7 +6,7 @@ Inside it, each process on its own 127.0.0.N, listening there and connecting fro
 there (Redis's bind-source-addr, Sentinel's announce-ip, stockd's --bind-source): two
 group servers G1 and G2 (127.0.0.30, .31; one the primary, the other its replica),
 three Sentinels S1..S3 (127.0.0.41..43, quorum 2, down after 500 ms), MariaDB
-(lab.partition.mysql_env) and two stockd instances, A (127.0.0.2) and B (127.0.0.3),
+(lab.stack.nodes.mysql_env) and two stockd instances, A (127.0.0.2) and B (127.0.0.3),
 that follow the group through the Sentinels (--redis-sentinel).
 
 A row, on the group as it stands (the primary of the last row's end):
@@ -67,6 +67,7 @@ import time
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod
 from ..client.sales import TimedSale, answer_word, deduct, timed_sale
+from ..stack.nodes import ADDRESS, Node, RedisServer, mysql_env, redis_cli
 from ..stack.service import run_dir, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
@@ -74,7 +75,6 @@ from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
 from .failover import Failover, kind_of
-from .partition import ADDRESS, Node, RedisServer, mysql_env, redis_cli
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
