@@ -8,6 +8,8 @@ files):
 
   the command and the scaffold
     __main__      python3 -m lab COMMAND: the runs below by name, check-report, render
+    failover_window  the failover window made to happen on demand, for make failover and
+                  make redis-cluster's kill rows
     runner        a run's scaffold, written once: --host, --port, --results-dir, the admin
                   client, progress, the service, the guarded run (exit 2, 130), the report
     common        errors that stop a run (exit 2), progress lines, options read from
@@ -58,6 +60,7 @@ files):
     gate          verdicts: safe rows, exposed races, leases, the ledger, contention;
                   driver-bound marking
     chaos_gate    a chaos row's figures and verdict from its timeline
+    failover_gate  a failover row's sequence, figures and verdict against its fact
     history       the clients' history of a row, the second witness beside the ledger
     linearize     is a history linearizable for a stock counter (or its first violation)
     settlement    a row that settles later, judged once its order stream has drained

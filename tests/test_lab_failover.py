@@ -6,8 +6,10 @@ import unittest
 
 from fakestockd import document, strategy
 from lab.client import facts, sources
+from lab.judges import failover_gate
 from lab.reports import failover_report
 from lab.runs import failover
+from lab.scaffold import failover_window
 
 REDLOCK = sources.backend_name("redlock.c")
 
@@ -37,7 +39,7 @@ class Args:
 
 
 def row(kind, fact, **figures):
-    r = {f: None for f in failover.ROW_FIELDS}
+    r = {f: None for f in failover_window.ROW_FIELDS}
     r.update(strategy="x", kind=kind, fact=fact, problems=[], store_sold=1, **figures)
     return r
 
@@ -55,7 +57,7 @@ class ChoiceTest(unittest.TestCase):
         rows = failover.chosen(FACTS, Args())
         self.assertEqual([s.name for s in rows],
                          ["optimistic", "keylock", "script", "quorum", "fence", "waiting"])
-        self.assertEqual([failover.kind_of(s) for s in rows],
+        self.assertEqual([failover_gate.kind_of(s) for s in rows],
                          ["sales", "holder", "sales", "quorum", "holder", "sales"])
 
     def test_quick_takes_the_first_row_of_each_kind_and_fact(self):
@@ -67,7 +69,7 @@ class ChoiceTest(unittest.TestCase):
 
 class VerdictTest(unittest.TestCase):
     def verdict(self, r):
-        failover.Failover.judge(r)
+        failover_gate.judge(r)
         return r["verdict"], r["reason"]
 
     def test_a_loss_the_fact_announces_passes(self):
@@ -96,10 +98,8 @@ class VerdictTest(unittest.TestCase):
 
 class WindowTest(unittest.TestCase):
     def measure(self, m):
-        run = failover.Failover.__new__(failover.Failover)
-        run.bound_s = 2.5
         r = row("sales", "loses_sales")
-        run.measured(r, m, m["cut"])
+        failover_gate.measured(r, m, m["cut"], 2.5)
         return r
 
     def test_the_times_from_the_death(self):

@@ -15,6 +15,19 @@ WIDTH, LEFT, RIGHT, LANE_H, TOP = 1000, 90, 40, 58, 40
 CHAR_W = 6.2  # the labels' average glyph width at 11 px
 COLOURS = {"alive": "#7fb77e", "held": "#c9c9c9", "gap": "#f2b8a2", "lock": "#8fb3e0",
            "frozen": "#5a7bb0", "new": "#e6c36a", "sold": "#3f8f4f"}
+# A failover window row's columns (tables.text_table's (header, field, align)), which each
+# run's table names and follows with its own (make failover: the verdict; make
+# redis-cluster's kill rows: the load on the shard, then the verdict).
+WINDOW_COLUMNS = [
+    ("strategy", "strategy", "<"), ("kind", "kind", "<"), ("fact", "fact", "<"),
+    ("200s", "acked", ">"), ("ledger", "store_sold", ">"), ("acked lost", "acked_lost", ">"),
+    ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"),
+    ("A", "first_holder", "<"), ("B", "second_holder", "<"),
+    ("promote s", "promote_s", ">"), ("replica s", "replica_back_s", ">"),
+    ("first 200 s", "first_ok_s", ">"),
+    ("no-primary answers", "gap_answers", "<"), ("max ms", "gap_max_ms", ">"),
+]
+VERDICT_COLUMN = ("verdict", lambda r: r["verdict"].upper(), "<")
 
 
 def write(out_dir, doc, fields, facts, timeline):

@@ -30,7 +30,7 @@ later the orders MySQL holds. Judged against the row's partition fact (GET
 /strategies: `partition` where it has one, else `failover`; strategy_partition()):
 what a promotion that the replica did not see coming does to the row is what a
 partition does to it - loses_sales rows must lose some of A's 200s, two_holders rows
-must oversell, safe rows must do neither (lab.failover.Failover.judge) - except for a
+must oversell, safe rows must do neither (lab.judges.failover_gate.judge) - except for a
 row that settles later (lua-stream): A's consumer settles the old primary's orders
 into MySQL while they are lost from Redis, so MySQL ends with more orders than the
 stock counted ("oversells").
@@ -71,10 +71,10 @@ from ..stack.nodes import ADDRESS, Node, RedisServer, mysql_env, redis_cli
 from ..stack.service import run_dir, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
-from ..judges import history
+from ..judges import failover_gate, history
+from ..judges.failover_gate import kind_of
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .failover import Failover, kind_of
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
@@ -150,7 +150,7 @@ def window_bound_s(args):
 
 
 def judge(row, args):
-    """The row against its partition fact: its failover fact (Failover.judge), or
+    """The row against its partition fact: its failover fact (failover_gate.judge), or
     "oversells" for a row that settles later, judged by MySQL's orders against what
     the stock counted; a min-replicas row also against its window; and by the
     clients' history (judge_history)."""
@@ -160,7 +160,7 @@ def judge(row, args):
         row["problems"].append(f"A's last 200 came {row['window_s']} s after the cut: "
                                f"min-replicas should stop it within {window_bound_s(args)} s")
     if row["fact"] != "oversells":
-        Failover.judge(row)
+        failover_gate.judge(row)
         return
     if row["store_sold"] is None or row["settled_sold"] is None:
         row["problems"].append("the store's or MySQL's accounting could not be read")

@@ -56,18 +56,18 @@ from ..drivers.load import Load
 from ..nemesis.faults import run_stack
 from ..nemesis.redis_group import Group, info, redis_cli
 from ..judges.chaos_gate import Timeline, answer_problems, figures
-from ..reports import tables
+from ..judges.failover_gate import kind_of
+from ..reports import failover_report, tables
+from ..scaffold.failover_window import Failover, window_options
 from ..scaffold.runner import Runner
-from .failover import (Failover, kind_of, TABLE as FAILOVER_TABLE,
-                       options as failover_options)
 
 SLOTS = 16384
 CLIENT_EXTRA_S = 5
 SETTLE_TIMEOUT_S = 60
 REJOIN_S = 30
 
-KILL_TABLE = FAILOVER_TABLE[:-1] + [
-    ("load", "load", "<"), ("verdict", lambda r: r["verdict"].upper(), "<")]
+KILL_TABLE = failover_report.WINDOW_COLUMNS + [("load", "load", "<"),
+                                               failover_report.VERDICT_COLUMN]
 MOVE_FIELDS = ["strategy", "store", "fact", "product", "slot", "source", "target", "keys",
                "requests", "ok", "conflict", "unavailable", "timeout", "unknown", "unexpected",
                "max_ms", "moved", "ask", "ok_after", "store_sold", "oversold",
@@ -85,7 +85,12 @@ MOVE_TABLE = [
 
 
 def options(o):
-    failover_options(o)
+    o.add("--strategies", ["FAILOVER_STRATEGIES", "STRATEGIES"], "", comma_list,
+          "comma list; empty: every strategy with a failover fact")
+    window_options(o)
+    o.add("--product", ["FAILOVER_PRODUCT"], 8001, int, "first product id (two per row)", 1)
+    o.flag("--quick", "the test gate's version: the kill row of the first strategy of each "
+           "fact, the move rows of the first two")
     o.add("--rows", ["RCLUSTER_ROWS"], "kill,move", comma_list, "kill, move or both")
     o.add("--conns", ["RCLUSTER_CONNS"], 2, int, "keep-alive connections of load per row", 1)
     o.add("--before", ["RCLUSTER_BEFORE_S"], 1.0, float, "seconds of load before a move", 0.2)
@@ -313,7 +318,7 @@ class Faults:
         self.args, self.cluster, self.a, self.b, self.say = args, cluster, a, b, say
         self.bound_ms = args.request_timeout_ms + args.margin_ms
         self.failover = Failover(args, cluster, a, b, say)
-        self.hot = args.product  # the hot product; Failover's own products move per row
+        self.hot = args.product  # the hot product; each kill row's products are its own
 
     def load(self, s, product):
         load = Load("127.0.0.1", self.b.api.port, self.bound_ms / 1000 + CLIENT_EXTRA_S)
@@ -322,16 +327,16 @@ class Faults:
         return load
 
     def kill_row(self, s, i, hot_port):
-        """lab.failover's row on the hot product's shard, under load on a third product."""
+        """The failover window's row (lab.scaffold.failover_window) on the hot product's
+        shard, on its first two products, under load on a third."""
         nodes = self.cluster.nodes()
         first = products_on(nodes, hot_port, self.hot + 1000 + 10 * i, 3)
-        self.args.product = first  # Failover.run_row's products: first, first + 1
         self.cluster.slot = key_slot(first)
         load = self.load(s, first + 2)
         started = []
         self.cluster.on_hold = lambda: started.append(load.start())
         try:
-            row = self.failover.run_row(s, 0, {})
+            row = self.failover.run_row(s, first, {})
         finally:
             self.cluster.on_hold = None
             load.stop()
