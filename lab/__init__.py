@@ -41,6 +41,7 @@ files):
     jmeter        the JMeter driver (jmeter/deduct.jmx) and its JTL results
     wrk           the wrk driver (bench/count.lua, bench/history.lua) and its results
     load          a driver that keeps every answer's timing (closed loop or paced)
+    buyers        keep-alive buyers bound to instances, every answer kept with its instance
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
     peer          the bench's Node.js peer (bench/peer/): installed, started, stopped

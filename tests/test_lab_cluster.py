@@ -6,6 +6,7 @@ import unittest
 from fakestockd import document, strategy
 from lab.client import facts
 from lab.drivers.load import Answer
+from lab.judges import gate
 from lab.reports import cluster_report
 from lab.runs import cluster
 
@@ -77,19 +78,19 @@ class ClusterTest(unittest.TestCase):
         answers = [(0, Answer(1.0, 2.0, 200, "", 4)), (1, Answer(1.1, 2.1, 200, "", 4))]
         lost = {"initial": 5, "remaining": 4, "sold": 2, "oversold": 0, "lost_updates": 1}
         r = sale_row("loses_updates", lost_updates=1)
-        cluster.judge_history(r, answers, lost)
+        gate.judge_history(r, answers, lost)
         self.assertFalse(r["history_linearizable"])
         self.assertEqual(judged(r)["verdict"], "pass")
         # The same history with a ledger that saw nothing: the witnesses disagree.
         r = sale_row("safe")
-        cluster.judge_history(r, answers, dict(lost, lost_updates=0))
+        gate.judge_history(r, answers, dict(lost, lost_updates=0))
         r = judged(r)
         self.assertEqual(r["verdict"], "fail")
         self.assertIn("witnesses disagree", r["reason"])
         # One after the other, each leaving one less: both witnesses say safe.
         answers = [(0, Answer(1.0, 2.0, 200, "", 4)), (1, Answer(2.5, 3.0, 200, "", 3))]
         r = sale_row("safe")
-        cluster.judge_history(r, answers, dict(lost, remaining=3, lost_updates=0))
+        gate.judge_history(r, answers, dict(lost, remaining=3, lost_updates=0))
         self.assertTrue(r["history_linearizable"])
         self.assertEqual(judged(r)["verdict"], "pass")
 

@@ -25,6 +25,7 @@ strategy claims (its claim is judged on the ledger above). A history the checker
 could not decide is reported, never counted as agreement or disagreement."""
 
 from ..client.outcomes import ledger_problem
+from . import history as history_mod
 
 DRIVER_BOUND = 0.8
 
@@ -141,3 +142,16 @@ def mark_driver_bound(rows, ceiling, field="throughput_rps"):
             continue
         r["throughput_vs_ceiling"] = round(rps / ceiling, 2)
         r["driver_bound"] = rps >= DRIVER_BOUND * ceiling
+
+
+def judge_history(row, answers, account):
+    """The second witness of a row of buyers bound to instances (answers: (instance,
+    Answer) pairs, lab.drivers.buyers): the row's clients' history (every answer, with
+    the store's counter read after the last) checked for linearizability, and a
+    disagreement with the ledger kept for the verdict."""
+    if account.get("initial") is None:
+        row.update(history_mod.not_judged("the ledger could not be read"))
+        return
+    ops = history_mod.from_answers([a for _, a in answers], None, 1)
+    row.update(history_mod.judge_final(account["initial"], ops, account.get("remaining")))
+    row["witnesses"] = witnesses_problem(account, row)

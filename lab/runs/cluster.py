@@ -37,34 +37,28 @@ when the run cannot be made.
 --quick (the short check): two instances, the first row of each fact and every
 conflicts_at_commit row, no all-killed rows."""
 
-import http.client
 import json
 import os
-import subprocess
-import sys
-import threading
 import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list
 from ..client import facts as facts_mod
 from ..client.api import Api
+from ..client.facts import CLUSTER_SAFE, CLUSTER_UNSAFE
 from ..client.sales import deduct_path
-from ..stack.service import stack_script
-from ..drivers.load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
+from ..stack.service import CLUSTER_SERVICE, node_names, stack
+from ..drivers.buyers import Buyers
 from ..judges import history as history_mod
-from ..judges.gate import witnesses_problem
+from ..judges.gate import judge_history
 from ..reports import cluster_report
 from ..scaffold.runner import Runner, report_fact_rows
 
-SAFE_FACTS = ("safe", "conflicts_at_commit")
-UNSAFE_FACTS = ("two_holders", "loses_updates")
 FIRST_OK_GOAL_S = 10.0
 # Every row of this fact is in the short check, not only its first: their safety rests on
 # the node reporting every abort, whatever statement it lands on. One that reads the count
 # under SELECT ... FOR UPDATE and writes it back lost sales when an abort reported after
 # the read's row went unseen, and only its node-kill phase showed it within seconds.
 QUICK_EVERY = "conflicts_at_commit"
-CLUSTER_SERVICE = "cluster"
 
 ROW_FIELDS = [
     "phase", "strategy", "fact", "instances", "buyers", "ok", "busy", "sold_out",
@@ -120,23 +114,6 @@ def chosen(facts, args):
 # ------------------------------------------------------------------ the stack
 
 
-def stack(*words, env=None, check=True):
-    """scripts/stack.sh WORDS..., its progress on stderr; its stdout returned."""
-    r = subprocess.run([stack_script(), *words], env={**os.environ, **(env or {})},
-                       stdout=subprocess.PIPE, stderr=sys.stderr, universal_newlines=True)
-    if check and r.returncode:
-        raise SetupError(f"scripts/stack.sh {' '.join(words)} failed")
-    return r.stdout
-
-
-def node_names():
-    names = [line.split()[0] for line in stack("status", check=False).splitlines()
-             if line.startswith(CLUSTER_SERVICE + "-")]
-    if len(names) < 2:
-        raise SetupError("the stack runs fewer than two cluster nodes")
-    return names
-
-
 class Instances:
     """N build/stockd behind the stack's nginx (scripts/stack.sh instances-up), bound to
     the stack's one MariaDB or, instance i, to cluster node i."""
@@ -166,81 +143,6 @@ class Instances:
 
 
 # ------------------------------------------------------------------ the buyers
-
-
-class Buyers:
-    """conns connections per instance (at hosts[i], 127.0.0.1 by default), each bound to
-    its instance, buying until `count`
-    tickets are used up or stop() is called; every answer kept, with its instance."""
-
-    def __init__(self, ports, path, conns, count=None, timeout_s=30, hosts=None):
-        self.ports, self.path, self.conns = ports, path, conns
-        self.hosts = hosts or ["127.0.0.1"] * len(ports)
-        self.count, self.timeout_s = count, timeout_s
-        self.answers = []  # (instance index, lab.load.Answer)
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.threads = []
-
-    def ticket(self):
-        if self.stopping.is_set():
-            return False
-        if self.count is None:
-            return True
-        with self.lock:
-            if self.count <= 0:
-                return False
-            self.count -= 1
-            return True
-
-    def loop(self, i):
-        conn = None
-        while self.ticket():
-            if conn is None:
-                conn = http.client.HTTPConnection(self.hosts[i], self.ports[i],
-                                                  timeout=self.timeout_s)
-            start = time.monotonic()
-            try:
-                conn.request("GET", self.path)
-                resp = conn.getresponse()
-                raw = resp.read()
-                status, word = resp.status, error_word(resp.status, raw)
-                left = remaining_of(raw)
-            except (OSError, http.client.HTTPException) as e:
-                status, word, left = NO_ANSWER, failure_word(e), None
-                conn.close()
-                conn = None
-            self.answers.append((i, Answer(start, time.monotonic(), status, word, left)))
-        if conn is not None:
-            conn.close()
-
-    def start(self):
-        for i in range(len(self.ports)):
-            for _ in range(self.conns):
-                t = threading.Thread(target=self.loop, args=(i,), daemon=True)
-                t.start()
-                self.threads.append(t)
-        return time.monotonic()
-
-    def stop(self):
-        self.stopping.set()
-
-    def join(self):
-        for t in self.threads:
-            t.join()
-        self.answers.sort(key=lambda ia: ia[1].start)
-
-
-def judge_history(row, answers, account):
-    """The second witness: the row's clients' history (every answer, with the
-    store's counter read after the last) checked for linearizability, and a
-    disagreement with the ledger kept for the verdict."""
-    if account.get("initial") is None:
-        row.update(history_mod.not_judged("the ledger could not be read"))
-        return
-    ops = history_mod.from_answers([a for _, a in answers], None, 1)
-    row.update(history_mod.judge_final(account["initial"], ops, account.get("remaining")))
-    row["witnesses"] = witnesses_problem(account, row)
 
 
 class Run:
@@ -324,13 +226,13 @@ class Run:
         fact, broke = row["fact"], (row["oversold"] or 0) + (row["lost_updates"] or 0)
         if row["sold"] is None:
             row["problems"].append("the ledger could not be read")
-        elif fact in SAFE_FACTS and broke:
+        elif fact in CLUSTER_SAFE and broke:
             row["problems"].append(f"claims {fact}, but oversold {row['oversold']}, lost "
                                    f"{row['lost_updates']}")
         elif fact == "safe" and row["undersold"]:
             row["problems"].append(f"claims safe, but left {row['undersold']} units unsold "
                                    "while buyers were refused")
-        elif fact in UNSAFE_FACTS and not broke:
+        elif fact in CLUSTER_UNSAFE and not broke:
             row["problems"].append(f"claims {fact}, but nothing was oversold or lost")
         if row["other"]:
             row["problems"].append(f"answers outside the contract: {row['answers_seen']}")
@@ -358,7 +260,7 @@ class Run:
         first = [a.end for i, a in buyers.answers
                  if i == dead_instance and a.status == 200 and a.start >= killed]
         row["first_ok_s"] = round(min(first) - killed, 2) if first else None
-        if row["fact"] in SAFE_FACTS:
+        if row["fact"] in CLUSTER_SAFE:
             if row["acked_missing"]:
                 row["problems"].append(f"{row['acked_missing']} acknowledged sales missing "
                                        "after the node rejoined")
@@ -474,7 +376,7 @@ def work(run):
                 inst.up(CLUSTER_SERVICE)
             victim, dead_instance = nodes[1], 1
             for s in strategies:
-                if s.cluster in SAFE_FACTS:
+                if s.cluster in CLUSTER_SAFE:
                     say(f"{s.name}: {victim} killed under load")
                     add(r.node_kill(s, victim, dead_instance))
             safe = [s for s in strategies if s.cluster == "safe"]

@@ -16,7 +16,7 @@ alone; and the two_holders rows that are safe with several instances on one serv
 (safe_multi): their lock is one node's (GET_LOCK), the lock the partition splits (the
 majority's two nodes each grant it), where a process's mutex (not safe_multi) has two
 holders with or without a cut. On endless stock, buyers on A, B and C
-(lab.cluster.Buyers); a moment in, N1 and A are cut from N2 and N3 (nftables "reject":
+(lab.drivers.buyers); a moment in, N1 and A are cut from N2 and N3 (nftables "reject":
 a link that fails at once, so A's attempts at the other nodes fail fast and only N1 is
 left to it): N1 leaves the primary component (wsrep_ready=OFF) and refuses every
 query. After --cut-s the cut heals; N1 rejoins (IST: only what it missed) and the load
@@ -62,13 +62,15 @@ import time
 
 from ..base.common import ENDLESS_STOCK, SetupError, comma_list, write_text
 from ..client import facts as facts_mod, sources
+from ..client.facts import CLUSTER_SAFE, CLUSTER_UNSAFE
 from ..client.sales import deduct_path
 from ..stack.nodes import ADDRESS, Node, RedisServer
-from ..stack.service import run_dir, secret, stack_env, stack_script
+from ..stack.service import node_names, run_dir, secret, stack, stack_env, stack_script
+from ..drivers.buyers import Buyers
 from ..nemesis import netns
+from ..judges.gate import judge_history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
-from .cluster import SAFE_FACTS, UNSAFE_FACTS, Buyers, judge_history, node_names, stack
 
 NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
@@ -121,7 +123,7 @@ def chosen(facts, args):
     rows, seen = [], set()
     for s in facts.select(args.strategies):
         node_lock = s.cluster == "two_holders" and s.safe_multi
-        if not (s.cluster in SAFE_FACTS or node_lock) or s.needs != [mysql]:
+        if not (s.cluster in CLUSTER_SAFE or node_lock) or s.needs != [mysql]:
             continue
         if args.quick and (s.cluster in seen or node_lock):
             continue
@@ -212,9 +214,9 @@ def judge(row):
             problems.append(f"{row['extra_in_ledger']} sales in the ledger beyond the 200s, "
                             f"but only {row['unknown']} answers outcome_unknown")
         broke = (row["oversold"] or 0) + (row["lost_updates"] or 0)
-        if row["fact"] in UNSAFE_FACTS and not broke:
+        if row["fact"] in CLUSTER_UNSAFE and not broke:
             problems.append(f"claims {row['fact']}, but nothing was oversold or lost")
-        elif row["fact"] not in UNSAFE_FACTS and broke:
+        elif row["fact"] not in CLUSTER_UNSAFE and broke:
             problems.append(f"claims {row['fact']}, but oversold {row['oversold']}, lost "
                             f"{row['lost_updates']}")
     if row["fact"] == "two_holders" and not row.get("majority_twins"):

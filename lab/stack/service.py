@@ -43,6 +43,28 @@ def stack_env(verb="env"):
     return env
 
 
+# The stack's Galera cluster: its nodes are its services cluster-1, cluster-2, ...
+CLUSTER_SERVICE = "cluster"
+
+
+def stack(*words, env=None, check=True):
+    """scripts/stack.sh WORDS..., its progress on stderr; its stdout returned."""
+    r = subprocess.run([stack_script(), *words], env={**os.environ, **(env or {})},
+                       stdout=subprocess.PIPE, stderr=sys.stderr, universal_newlines=True)
+    if check and r.returncode:
+        raise SetupError(f"scripts/stack.sh {' '.join(words)} failed")
+    return r.stdout
+
+
+def node_names():
+    """The names of the stack's Galera nodes (scripts/stack.sh status): at least two."""
+    names = [line.split()[0] for line in stack("status", check=False).splitlines()
+             if line.startswith(CLUSTER_SERVICE + "-")]
+    if len(names) < 2:
+        raise SetupError("the stack runs fewer than two cluster nodes")
+    return names
+
+
 def secret(env, name):
     """The password in the file that env's NAME (STOCKD_*_PASSWORD_FILE) names."""
     with open(env[name]) as f:
