@@ -8,6 +8,7 @@ files):
 
   the command and the scaffold
     __main__      python3 -m lab COMMAND: the runs below by name, check-report, render
+    auditing      the audit of one target, for make audit and make audit-stockd
     failover_window  the failover window made to happen on demand, for make failover and
                   make redis-cluster's kill rows
     runner        a run's scaffold, written once: --host, --port, --results-dir, the admin
@@ -64,6 +65,7 @@ files):
     failover_gate  a failover row's sequence, figures and verdict against its fact
     history       the clients' history of a row, the second witness beside the ledger
     linearize     is a history linearizable for a stock counter (or its first violation)
+    audit_gate    an audit run's row and verdict from what its clients saw
     settlement    a row that settles later, judged once its order stream has drained
 
   the reports

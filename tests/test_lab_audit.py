@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from lab.base.common import REPO
 from lab.client.target import Target, TargetError
 from lab.drivers import audit_plan
-from lab.runs import audit
+from lab.judges import audit_gate
 
 TARGETS = os.path.join(REPO, "audit", "targets")
 PORT = int(os.environ.get("TEST_PORT_BASE") or 24000) + 71
@@ -121,8 +121,8 @@ class JudgeTest(unittest.TestCase):
         self.addCleanup(os.unlink, path)
         ops = [dict(id=i, invoke_ms=10 * i, complete_ms=10 * i + 5, ms=5, status=200,
                     word="200", outcome=o, remaining=r) for i, (o, r) in enumerate(answers, 1)]
-        row = audit.judge(None, self.K, ops, final, None, path)
-        row["verdict"], row["reason"] = audit.verdict(row, None)
+        row = audit_gate.judge(None, self.K, ops, final, None, path)
+        row["verdict"], row["reason"] = audit_gate.verdict(row, None)
         return row
 
     def test_a_safe_run_passes(self):
@@ -151,8 +151,8 @@ class JudgeTest(unittest.TestCase):
 
     def test_a_baseline_knows_a_kind_and_refuses_a_new_one(self):
         r = self.row([("sold", None)] * 4, None)
-        self.assertEqual(audit.verdict(r, set(r["kinds"]))[0], "known")
-        self.assertRegex(audit.verdict(r, set())[1], r"^regression: oversold")
+        self.assertEqual(audit_gate.verdict(r, set(r["kinds"]))[0], "known")
+        self.assertRegex(audit_gate.verdict(r, set())[1], r"^regression: oversold")
 
 
 class PlanTest(unittest.TestCase):

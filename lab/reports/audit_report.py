@@ -91,3 +91,33 @@ def render(rows, params, races):
             + h.card("All runs", table, notes) + timeline)
     return h.page(f"audit of {p.get('target')} {when}", f"Audit — {p.get('target')}", intro,
                   body)
+
+
+def race_of(target, k, answers, row, label):
+    """The timeline's JSON (web/race.js) of one run, from what its answers said."""
+    qty, hist = k["qty"], []
+    for a in answers:
+        h = {"id": a["id"], "invoke_us": a["invoke_ms"] * 1000,
+             "complete_us": a["complete_ms"] * 1000, "qty": qty}
+        if a["outcome"] == "sold":
+            h["status"] = 200
+        elif a["outcome"] == "sold_out":
+            h.update(status=409, error="sold_out")
+        elif a["outcome"] == "refused":
+            h.update(status=409, error=f"refused ({a['word']})")
+        else:
+            h.update(status=503 if a["status"] else 0, error="outcome_unknown")
+        if a["remaining"] is not None and a["outcome"] in ("sold", "sold_out"):
+            h["remaining"] = a["remaining"]
+            if a["outcome"] == "sold":
+                h["trace"] = {"read": a["remaining"] + qty, "wrote": a["remaining"]}
+        hist.append(h)
+    race = {"strategy": f"{target.name}, {label}", "buyers": len(answers),
+            "initial": k["stock"], "qty": qty, "history": hist,
+            "ledger": {"oversold": row["oversold"], "lost_updates": row["lost_updates"] or 0,
+                       "remaining": row["remaining"]}}
+    check = {"history_linearizable": row["history_linearizable"], "history": row["history"],
+             "ledger": f"the stock read afterwards: {row['remaining']}",
+             "agree": "the answers as the target file maps them"}
+    return {"strategy": label, "race": race, "check": check,
+            "params": {"buyers": len(answers), "units": k["stock"]}}

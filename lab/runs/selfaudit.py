@@ -33,7 +33,7 @@ from ..judges.gate import race_text, raced
 from ..judges.settlement import settled_account
 from ..reports import junit, tables
 from ..scaffold.runner import Runner
-from .audit import Audit, knobs
+from ..scaffold.auditing import Audit, knobs
 
 TARGET = os.path.join(REPO, "audit", "targets", "stockd.toml")
 PEER_TARGET = os.path.join(REPO, "audit", "targets", "peer.toml")
