@@ -299,14 +299,15 @@ class Races(unittest.TestCase):
         self.assertEqual(races[1][1], {"hold_ms": 50, "ttl_ms": 20, "pause_ms": 0})
 
     def test_race_checked_against_its_ledger(self):
-        check = race_runs.judged(RACE)
+        check = gate.race_check(RACE, race_runs.UNITS)
         self.assertIs(check["history_linearizable"], False)
         self.assertIn("#0", check["history"])
         self.assertIsNone(check["agree"])
 
     def test_report_embeds_the_race_or_says_it_is_missing(self):
         entry = {"strategy": "s-unsafe", "params": {"buyers": 2, "units": 2, "hold_ms": 50},
-                 "race": dict(RACE, note="</script><b>"), "check": race_runs.judged(RACE)}
+                 "race": dict(RACE, note="</script><b>"),
+                 "check": gate.race_check(RACE, race_runs.UNITS)}
         html = compare_report.render([], {}, {"available": True, "note": "1 race",
                                               "races": [entry]})
         self.assertIn('<figure class="race" data-strategy="s-unsafe" '
@@ -324,7 +325,7 @@ class ReportInChromium(unittest.TestCase):
         if not chromium:
             self.skipTest("chromium is not installed: the report's scripts not run")
         entry = {"strategy": "s-unsafe", "params": {"buyers": 2, "units": 2, "hold_ms": 50},
-                 "race": RACE, "check": race_runs.judged(RACE)}
+                 "race": RACE, "check": gate.race_check(RACE, race_runs.UNITS)}
         with tempfile.TemporaryDirectory() as d:
             page = os.path.join(d, "report.html")
             with open(page, "w") as f:
@@ -347,7 +348,7 @@ class JavaScriptRace(unittest.TestCase):
                   "console.log(JSON.stringify(L.check(r.initial, L.fromRace(r))));")
         out = subprocess.run([node, "-e", script, os.path.abspath(js), json.dumps(RACE)],
                              capture_output=True, text=True, check=True).stdout
-        py = race_runs.judged(RACE)
+        py = gate.race_check(RACE, race_runs.UNITS)
         self.assertEqual(json.loads(out)["violation"], py["history"])
 
 

@@ -2,14 +2,11 @@
 stockd itself (POST /lab/race: it resets a lab product, fires the buyers through its
 own port with trace=1 and answers with every request's times, answer and trace), and
 one of its store's safe counterpart for contrast. Each race's history is checked
-here (lab.history, lab.linearize) against the race's own ledger, like a comparison
-row; report.html draws each race with web/race.js.
+against the race's own ledger, like a comparison row, by the judge the run hands in
+(lab.judges.gate.race_check); report.html draws each race with web/race.js.
 
 A stockd without the race driver answers 404 or 405: the report says so and the run goes
 on (the timelines are a picture, never a verdict of the run)."""
-
-from ..judges import history
-from ..judges.gate import raced, race_text, witnesses_problem
 
 BUYERS, UNITS, HOLD_MS, TTL_MS, PAUSE_MS = 12, 6, 50, 20, 50
 PATH = "/lab/race"
@@ -45,19 +42,9 @@ def races_for(facts, selected, instances):
     return out + [(p, {"hold_ms": HOLD_MS, "ttl_ms": 0, "pause_ms": 0}) for p in partners]
 
 
-def judged(race):
-    """The race's checker fields and whether its two witnesses agree."""
-    ledger = race.get("ledger") or {}
-    hist = history.judge_final(race.get("initial", UNITS), history.from_race(race),
-                               ledger.get("remaining"))
-    hist["ledger"] = race_text(ledger) if raced(ledger) else "nothing oversold or lost"
-    hist["agree"] = witnesses_problem(ledger, hist)
-    return hist
-
-
-def run(api, facts, selected, instances, say):
+def run(api, facts, selected, instances, say, judge):
     """{"available": bool, "note": words, "races": [{"strategy", "params", "race" (the
-    driver's JSON), "check"}]}."""
+    driver's JSON), "check"}]}; judge(race, units) makes each race's check."""
     races = []
     for name, params in races_for(facts, selected, instances):
         body = dict(strategy=name, buyers=BUYERS, units=UNITS, qty=1, **params)
@@ -72,7 +59,7 @@ def run(api, facts, selected, instances, say):
         if r.status != 200 or not isinstance(r.body, dict):
             say(f"race {name}: POST {PATH} answered {r.status}: {str(r.body)[:160]}")
             continue
-        check = judged(r.body)
+        check = judge(r.body, UNITS)
         say(f"race {name} ({BUYERS} buyers, {UNITS} units): ledger: {check['ledger']}; "
             f"history: {check['history']}")
         races.append({"strategy": name, "params": body, "race": r.body, "check": check})

@@ -155,3 +155,14 @@ def judge_history(row, answers, account):
     ops = history_mod.from_answers([a for _, a in answers], None, 1)
     row.update(history_mod.judge_final(account["initial"], ops, account.get("remaining")))
     row["witnesses"] = witnesses_problem(account, row)
+
+
+def race_check(race, units):
+    """A race's checker fields (POST /lab/race's answer: lab.drivers.race_runs) and
+    whether its two witnesses agree; units: its stock when the answer does not say."""
+    ledger = race.get("ledger") or {}
+    hist = history_mod.judge_final(race.get("initial", units), history_mod.from_race(race),
+                                   ledger.get("remaining"))
+    hist["ledger"] = race_text(ledger) if raced(ledger) else "nothing oversold or lost"
+    hist["agree"] = witnesses_problem(ledger, hist)
+    return hist

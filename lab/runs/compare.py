@@ -49,7 +49,7 @@ from ..client import facts as facts_mod
 from ..stack.prometheus import SCRAPE_S, Prometheus
 from ..drivers import jmeter, race_runs
 from ..judges import history, plan as plan_mod
-from ..judges.gate import compare_verdict, mark_driver_bound, with_witnesses
+from ..judges.gate import compare_verdict, mark_driver_bound, race_check, with_witnesses
 from ..judges.settlement import settled_account
 from ..reports import compare_report, junit, tables
 from ..scaffold.runner import Runner
@@ -270,7 +270,7 @@ def work(run):
     say(f"results in {out_dir}")
     prom = Prometheus.up(service.scrape_targets(), say)
     rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
-    races = race_runs.run(api, facts, selected, args.instances, say)
+    races = race_runs.run(api, facts, selected, args.instances, say, race_check)
     peak = peak_memory(service, rows)
     seen = sorted({n for r in rows for n in r["instances_seen"]})
     params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
