@@ -15,6 +15,7 @@ files):
                   client, progress, the service, the guarded run (exit 2, 130), the report
     common        errors that stop a run (exit 2), progress lines, options read from
                   flags or the environment, the results directory
+    waiting       one wait with a deadline (wait_until) for every part that waits
     service       the private stack (scripts/stack.sh), one stockd or N behind nginx,
                   a private nginx serving a static file
 

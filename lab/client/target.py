@@ -35,11 +35,11 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
-import time
 import tomllib
 import urllib.parse
 
 from ..base.common import SetupError
+from ..base.waiting import wait_until
 
 OUTCOMES = ("sold", "sold_out", "refused")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -518,13 +518,13 @@ def as_int(value):
 def wait_answers(host, port, seconds, proc):
     """True once something accepts TCP connections at host:port within `seconds`
     (False at once when `proc` exits)."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    def answers():
         if proc is not None and proc.poll() is not None:
-            return False
+            return "exited"
         try:
             socket.create_connection((host, port), timeout=1).close()
-            return True
+            return "answers"
         except OSError:
-            time.sleep(0.1)
-    return False
+            return None
+
+    return wait_until(seconds, answers, 0.1) == "answers"

@@ -7,6 +7,7 @@ own run)."""
 import time
 
 from ..base.common import SetupError
+from ..base.waiting import wait_until
 
 # The longest wait for the stream to drain before a row is judged.
 DRAIN_S = 120
@@ -26,13 +27,15 @@ def stream_figures(api, product):
 def wait_drained(api, product, seconds=DRAIN_S):
     """Seconds until the stream is empty and nothing is pending; SetupError past
     `seconds`."""
-    t0 = time.time()
-    while time.time() - t0 < seconds:
-        s, _ = stream_figures(api, product)
-        if s and s["length"] == 0 and s["pending"] == 0:
-            return time.time() - t0
-        time.sleep(0.1)
-    raise SetupError(f"the stream did not drain within {seconds}s: {s}")
+    t0, last = time.monotonic(), [None]
+
+    def drained():
+        s = last[0] = stream_figures(api, product)[0]
+        return s and s["length"] == 0 and s["pending"] == 0
+
+    if not wait_until(seconds, drained, 0.1):
+        raise SetupError(f"the stream did not drain within {seconds}s: {last[0]}")
+    return time.monotonic() - t0
 
 
 def settled_account(api, product, accepted, seconds=DRAIN_S):

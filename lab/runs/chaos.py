@@ -41,7 +41,7 @@ from ..base.common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elap
                            slug, tail, write_text)
 from ..client import facts as facts_mod
 from ..client.sales import deduct_path
-from ..stack.service import stack_env
+from ..stack.service import stack_env, wait_healthy
 from ..drivers.load import Load
 from ..nemesis import faults as faults_mod
 from ..judges import history
@@ -148,14 +148,6 @@ class Chaos:
     def path(self, s):
         return deduct_path(s.name, self.product(s))
 
-    def wait_healthy(self):
-        deadline = time.time() + HEALTHY_S
-        while not self.api.healthy():
-            if time.time() > deadline:
-                raise SetupError(f"stockd at {self.api.where()} not healthy {HEALTHY_S} s "
-                                 "after the last fault")
-            time.sleep(0.2)
-
     def load_for(self, selected):
         a = self.args
         load = Load(a.host, a.port, self.bound_ms / 1000 + CLIENT_EXTRA_S)
@@ -199,7 +191,7 @@ class Chaos:
         if not any(fault.backend in s.needs for s in selected):
             self.say(f"{fault.name}: skipped: no strategy claiming safety needs {fault.backend}")
             return []
-        self.wait_healthy()
+        wait_healthy(self.api, HEALTHY_S)  # after the last fault
         self.say(f"{fault.name}: {fault.what}; under load: {', '.join(s.name for s in selected)}")
         load = self.load_for(selected)
         t = self.drive(fault, load)

@@ -46,7 +46,7 @@ from ..client import facts as facts_mod
 from ..client.api import Api
 from ..client.facts import CLUSTER_SAFE, CLUSTER_UNSAFE
 from ..client.sales import deduct_path
-from ..stack.service import CLUSTER_SERVICE, node_names, stack
+from ..stack.service import CLUSTER_SERVICE, node_names, stack, wait_healthy
 from ..drivers.buyers import Buyers
 from ..judges import history as history_mod
 from ..judges.gate import judge_history
@@ -289,20 +289,13 @@ class Run:
         env = {"STACK_CLUSTER_FLUSH": str(flush)}
         buyers, _, seconds, killed = self.buy(phase, s, product, during=kill_all)
         stack("start-one", CLUSTER_SERVICE, env=env)
-        self.wait_healthy()
+        wait_healthy(self.inst.nginx, 60)  # the instances behind nginx, after the restart
         row, _ = self.row(phase, s, buyers, seconds, product)
         row["first_ok_s"] = None
         if row["acked_missing"] is None:
             row["problems"].append("the ledger could not be read after the restart")
         return row
 
-    def wait_healthy(self):
-        deadline = time.monotonic() + 60
-        while not self.inst.nginx.healthy():
-            if time.monotonic() > deadline:
-                raise SetupError("the instances are not healthy 60 s after the cluster's "
-                                 "restart")
-            time.sleep(0.2)
 
 
 def restart_cluster(flush, say):

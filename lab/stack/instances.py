@@ -5,9 +5,9 @@ its critical section?), frozen and thawed, and stopped, its exit status checked.
 
 import os
 import signal
-import time
 
 from ..base.common import SetupError
+from ..base.waiting import wait_until
 from ..client.api import Api
 from .service import launch_stockd, stop_process, wait_healthy
 
@@ -50,15 +50,12 @@ class Instance:
         """Until this stockd's `sale` (a Sale sent to it) sits between its read and its
         write (hold_ms): True; False when it answered first (a lock that waits for its
         replica gives up before it reads)."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if not sale.is_alive():
-                return False
-            if self.sleeping():
-                return True
-            time.sleep(0.002)
-        raise SetupError(f"{self.name}'s sale neither reached its critical section nor "
-                         f"answered in {seconds} s")
+        seen = wait_until(seconds, lambda: "answered" if not sale.is_alive() else
+                          "holding" if self.sleeping() else None, 0.002)
+        if not seen:
+            raise SetupError(f"{self.name}'s sale neither reached its critical section nor "
+                             f"answered in {seconds} s")
+        return seen == "holding"
 
     def freeze(self, on):
         os.kill(self.proc.pid, signal.SIGSTOP if on else signal.SIGCONT)

@@ -9,9 +9,9 @@ to every 127.0.0.N."""
 import os
 import subprocess
 import sys
-import time
 
 from ..base.common import REPO, SetupError, write_text
+from ..base.waiting import wait_until
 from ..client.api import Api
 from .instances import Instance
 from .service import secret, stack_env, stack_script
@@ -76,12 +76,15 @@ class RedisServer:
             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()
-        deadline = time.monotonic() + 10
-        while redis_cli(self.host, "ping", timeout=1) != ["PONG"]:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SetupError(f"redis {self.name} on {self.host} did not start "
+        def up():
+            if self.proc.poll() is not None:
+                raise SetupError(f"redis {self.name} on {self.host} exited at its start "
                                  f"(its log: {self.dir}/redis.log)")
-            time.sleep(0.02)
+            return redis_cli(self.host, "ping", timeout=1) == ["PONG"]
+
+        if not wait_until(10, up, 0.02):
+            raise SetupError(f"redis {self.name} on {self.host} did not start "
+                             f"(its log: {self.dir}/redis.log)")
 
     def kill(self):
         """kill -9: a crash; what it held is gone with it."""

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ..base.common import REPO, SetupError, tail
+from ..base.waiting import wait_until
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
 
@@ -93,19 +94,20 @@ def launch_stockd(port, options, env, log_file, cwd=None):
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
 
 
-def wait_healthy(api, seconds, proc, log_file):
+def wait_healthy(api, seconds, proc=None, log_file=None):
     """Returns once `api` answers /health; SetupError, with the log's tail, when `proc`
-    exits first or `seconds` pass."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    (the stockd started, if any) exits first or `seconds` pass."""
+    def healthy():
         if api.healthy():
-            return
+            return True
         if proc is not None and proc.poll() is not None:
             raise SetupError(f"stockd exited with status {proc.returncode} during start; "
                              f"see {log_file}:\n{tail(log_file)}")
-        time.sleep(0.1)
-    raise SetupError(f"stockd at {api.where()} not healthy after {seconds}s"
-                     + (f"; see {log_file}:\n{tail(log_file)}" if proc else ""))
+        return False
+
+    if not wait_until(seconds, healthy, 0.1):
+        raise SetupError(f"stockd at {api.where()} not healthy after {seconds}s"
+                         + (f"; see {log_file}:\n{tail(log_file)}" if proc else ""))
 
 
 class Service:
