@@ -1,4 +1,4 @@
-"""lab.host (CPU steal from /proc/stat) and how the bench measures on a noisy host: a
+"""lab.stack.host (CPU steal from /proc/stat) and how the bench measures on a noisy host: a
 row during which the host stole CPU is measured again, within --retries and the
 budget; a headline ratio is the median of alternating pairs."""
 

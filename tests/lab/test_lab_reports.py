@@ -1,5 +1,5 @@
 """The lab's outputs: text tables, CSV, and the two HTML reports checked by the same
-DOM rules lab.browser applies to Chromium's rendering (the pages have no script, so
+DOM rules lab.reports.browser applies to Chromium's rendering (the pages have no script, so
 their source is their DOM)."""
 
 import csv

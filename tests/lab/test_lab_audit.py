@@ -1,4 +1,4 @@
-"""The audit (lab/audit.py, lab/target.py, lab/audit_plan.py): a target file is checked
+"""The audit (lab/runs/audit.py, lab/client/target.py, lab/drivers/audit_plan.py): a target file is checked
 whole before any load (every mistake one line, exit 2); answers are mapped by status,
 JSON pointer and regular expression; a run's figures and verdict come from its
 answers and the stock read after it; the filled plan is a JMeter plan with the
@@ -18,7 +18,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from lab.base.common import REPO
 from lab.client.target import Target, TargetError

@@ -1,4 +1,4 @@
-"""lab.api and the comparison's and the bench's refusals, against a fake stockd over
+"""lab.client.api and the comparison's and the bench's refusals, against a fake stockd over
 real HTTP: instances counted by X-Stockd-Instance, the admin token on resets, memory
 from /metrics per instance, and the one-line exit 2 when a run cannot be made."""
 

@@ -1,4 +1,4 @@
-"""The Redis Cluster fault run's pure parts (lab/redis_cluster.py): a product's slot as
+"""The Redis Cluster fault run's pure parts (lab/runs/redis_cluster.py): a product's slot as
 Redis computes it, CLUSTER NODES read into shards, the products picked on one shard, the
 rows chosen from the facts, and the verdicts of a move row and of a kill row's load."""
 
@@ -85,7 +85,7 @@ class ChosenTest(unittest.TestCase):
             strategy("r6", "safe"),
             strategy("r7", "safe", needs=("mysql",))]
 
-    def setUp(self):  # the quorum's backend by its source file, as lab.failover knows it
+    def setUp(self):  # the quorum's backend by its source file, as lab.runs.failover knows it
         self.ROWS[-1].needs = ["mysql", sources.backend_name("redlock.c")]
 
     def test_every_row_with_a_failover_fact_but_the_quorum(self):

@@ -1,4 +1,4 @@
-"""lab.linearize, the history checker: the hand-made histories of tests/histories.json
+"""lab.judges.linearize, the history checker: the hand-made histories of tests/lab/histories.json
 (linearizable and not, mixed qty, pending requests, unknown outcomes, sold_out answers
 against the real-time order), the same fixtures through web/linearize.js under node,
 and large histories decided within seconds."""
@@ -11,11 +11,12 @@ import subprocess
 import time
 import unittest
 
+from lab.base.common import REPO
 from lab.judges import linearize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "histories.json")
-JS = os.path.join(HERE, "..", "web", "linearize.js")
+JS = os.path.join(REPO, "web", "linearize.js")
 
 
 def cases():
@@ -150,7 +151,7 @@ class Large(unittest.TestCase):
 
 
 class JavaScriptTwin(unittest.TestCase):
-    """web/linearize.js must agree with lab/linearize.py on every fixture."""
+    """web/linearize.js must agree with lab/judges/linearize.py on every fixture."""
 
     def test_same_verdicts_under_node(self):
         node = shutil.which("node") or shutil.which("nodejs")

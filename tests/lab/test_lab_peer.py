@@ -1,4 +1,4 @@
-"""lab.peer: the bench's Node.js peer is skipped with a reason, never a failed run,
+"""lab.drivers.peer: the bench's Node.js peer is skipped with a reason, never a failed run,
 when Node.js or npm is missing or too old; and it is given stockd's own texts."""
 
 import unittest

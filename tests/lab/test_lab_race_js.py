@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import unittest
 
-JS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "web", "race.js")
+from lab.base.common import REPO
+
+JS = os.path.join(REPO, "web", "race.js")
 
 SCRIPT = """
 const race = require(process.argv[1]);

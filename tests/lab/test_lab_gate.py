@@ -1,4 +1,4 @@
-"""lab.outcomes and lab.gate: answers counted by outcome, the ledger rule, the
+"""lab.client.outcomes and lab.judges.gate: answers counted by outcome, the ledger rule, the
 comparison's and the bench's verdicts, and the driver-bound marking."""
 
 import types

@@ -1,4 +1,4 @@
-"""lab.runner, the scaffold every run shares, driven as `python3 -m lab` drives it: the
+"""lab.scaffold.runner, the scaffold every run shares, driven as `python3 -m lab` drives it: the
 shared flags and their environment variables, the exit statuses (2 in one line when a
 run cannot be made, 130 when SIGTERM interrupts it, the report's otherwise), the refusal
 of a port where something answers, the admin token on the run's client, and the results

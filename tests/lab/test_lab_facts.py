@@ -1,4 +1,4 @@
-"""lab.facts and lab.plan: the strategies' facts from a /strategies document, and the
+"""lab.client.facts and lab.judges.plan: the strategies' facts from a /strategies document, and the
 comparison rows planned from them (names here are made up: nothing is known by name)."""
 
 import types

@@ -15,7 +15,7 @@ LAB_FILES = (glob.glob(os.path.join(REPO, "lab", "**", "*.py"), recursive=True)
              + glob.glob(os.path.join(REPO, "bench", "peer", "*.js"))
              + [os.path.join(REPO, "jmeter", "compare")]
              + glob.glob(os.path.join(REPO, "tests", "**", "test_lab*.py"), recursive=True)
-             + [os.path.join(REPO, "tests", "fakestockd.py")])
+             + [os.path.join(REPO, "tests", "lab", "fakestockd.py")])
 
 
 class NamesTest(unittest.TestCase):

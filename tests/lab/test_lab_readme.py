@@ -1,4 +1,4 @@
-"""lab.readme: the strategy table of docs/strategies.md, generated from a /strategies document and
+"""lab.runs.readme: the strategy table of docs/strategies.md, generated from a /strategies document and
 kept between its two markers (names here are made up)."""
 
 import unittest

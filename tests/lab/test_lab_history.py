@@ -1,4 +1,4 @@
-"""lab.history, the two-witness gate, lab.junit and the report's race section: a JTL
+"""lab.judges.history, the two-witness gate, lab.reports.junit and the report's race section: a JTL
 and the chaos driver's answers become histories on disk, the ledger and the history
 must agree, junit.xml is valid against tests/junit.xsd, and report.html embeds each
 race with the checker's verdict (or says that stockd lacks the race driver)."""
@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 from fakestockd import document, strategy
+from lab.base.common import REPO
 from lab.client import facts
 from lab.client.outcomes import Outcomes
 from lab.drivers import race_runs
@@ -21,8 +22,7 @@ from lab.judges import gate, history
 from lab.reports import compare_report, junit, race_report
 from lab.runs import bench, chaos, compare
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-XSD = os.path.join(HERE, "junit.xsd")
+XSD = os.path.join(REPO, "tests", "junit.xsd")
 
 JTL_HEAD = ("timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,"
             "success,failureMessage,bytes,sentBytes,grpThreads,allThreads,URL,Latency,"
@@ -343,7 +343,7 @@ class JavaScriptRace(unittest.TestCase):
         node = shutil.which("node")
         if not node:
             self.skipTest("node is not installed: web/linearize.js not checked")
-        js = os.path.join(HERE, "..", "web", "linearize.js")
+        js = os.path.join(REPO, "web", "linearize.js")
         script = ("const L = require(process.argv[1]); const r = JSON.parse(process.argv[2]);"
                   "console.log(JSON.stringify(L.check(r.initial, L.fromRace(r))));")
         out = subprocess.run([node, "-e", script, os.path.abspath(js), json.dumps(RACE)],
