@@ -3,7 +3,7 @@
 `make admission`, the `make stream-*` targets, `make reconcile` and `make audit`, each
 `python3 -m lab NAME` (lab/__main__.py lists them; `jmeter/compare` is the comparison's
 entry point in the JMeter image). Python standard library only.
-Every module, by what it is for (tests/test_lab_map.py keeps this map in step with the
+Every module, by what it is for (tests/lab/test_lab_map.py keeps this map in step with the
 files):
 
   the command and the scaffold
@@ -81,7 +81,7 @@ files):
     browser       a report checked in headless Chromium
     devtools      one page in headless Chromium over the DevTools protocol (a pipe)
 
-  the runs (each a RUNNER of lab.runner)
+  the runs (each a RUNNER of lab.scaffold.runner)
     compare, bench  the comparison (`make compare`) and the bench (`make bench`)
     chaos, soak   faults under load (`make chaos`), a long steady load (`make soak`)
     admission     the token bucket and the sold-out flag, each mode its own rows: backend

@@ -100,7 +100,7 @@ def render(argv):
     return 0
 
 
-# The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
+# The runs, each declared by its module's RUNNER (lab.scaffold.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
         probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster, shards)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},

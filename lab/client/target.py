@@ -472,7 +472,7 @@ class Target:
 
     def buy_request(self, jmeter_values):
         """(scheme, host, port, path, body, headers) of the buy request with JMeter's
-        expressions for its fields (lab.audit_plan)."""
+        expressions for its fields (lab.drivers.audit_plan)."""
         values = self.values(**jmeter_values)
         scheme, host, port, path = self.buy.parts(values, self.base_url)
         return (scheme, host, port, path, self.buy.body.fill(values),

@@ -5,7 +5,7 @@ body, headers), with its {product}, {qty} and {buyer} as JMeter expressions
 result beside the run's results (plan.jmx), where it runs with one's own JMeter.
 
 answers() reads the CSV JTL (written with jmeter/audit.properties: the answer's
-body in column `body`) and maps every answer with the target's rules (lab.target):
+body in column `body`) and maps every answer with the target's rules (lab.client.target):
 one dict per request with when it was sent and answered (epoch ms), its status (None
 when no HTTP answer came), its outcome (sold, sold_out, refused, unknown), the
 stock it says it left or saw, and its latency."""
@@ -70,7 +70,7 @@ def _int(text):
 
 
 def answers(jtl, rules):
-    """The answers of a CSV JTL, mapped with `rules` (a lab.target.Answers)."""
+    """The answers of a CSV JTL, mapped with `rules` (a lab.client.target.Answers)."""
     out = []
     if not os.path.exists(jtl):
         return out

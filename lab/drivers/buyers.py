@@ -20,7 +20,7 @@ class Buyers:
         self.ports, self.path, self.conns = ports, path, conns
         self.hosts = hosts or ["127.0.0.1"] * len(ports)
         self.count, self.timeout_s = count, timeout_s
-        self.answers = []  # (instance index, lab.load.Answer)
+        self.answers = []  # (instance index, lab.drivers.load.Answer)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = []

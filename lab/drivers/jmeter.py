@@ -1,5 +1,5 @@
 """The JMeter driver: jmeter/deduct.jmx run non-GUI with jmeter/deduct.properties (or
-another plan and its properties: the audit's, lab.audit_plan), one CSV JTL per row,
+another plan and its properties: the audit's, lab.drivers.audit_plan), one CSV JTL per row,
 and what a JTL says (outcomes, latencies, throughput, the instances that answered)."""
 
 import csv

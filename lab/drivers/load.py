@@ -1,7 +1,7 @@
 """A load driver that keeps every answer: keep-alive connections, each on its own
 thread, sending one path either back to back (closed loop) or at a fixed rate (paced),
 and recording each request's start and end (monotonic seconds), status, error
-word and the stock its reply said it left (the clients' history, lab.history). The chaos run needs the timeline (what was answered while a backend was gone,
+word and the stock its reply said it left (the clients' history, lab.judges.history). The chaos run needs the timeline (what was answered while a backend was gone,
 the first 200 after it came back, the slowest request) and the soak a steady rate,
 which wrk's totals cannot give.
 

@@ -2,7 +2,7 @@
 served by Node.js with fastify, ioredis and mysql2, as a team that does not write C
 would build them. This module installs it (`npm ci` from its lockfile), starts it on
 the bench's stack with the texts stockd runs (the sale script and the two statements
-read from server/*.c by lab.sources, the exact bytes of stockd's GET /strategies), and
+read from server/*.c by lab.client.sources, the exact bytes of stockd's GET /strategies), and
 stops it.
 
 The peer is optional: without node or npm, with a Node.js older than the framework

@@ -8,7 +8,7 @@ stockd gives them:
     MariaDB  sysbench running the `sql` strategy's transaction (bench/sale.lua):
              START TRANSACTION; SQL_DEDUCT_IF_ENOUGH; SQL_INSERT_ORDER; COMMIT
 
-Both texts come from the C sources (lab.sources)."""
+Both texts come from the C sources (lab.client.sources)."""
 
 import csv
 import io

@@ -2,7 +2,7 @@
 connections, with bench/count.lua counting every answer by status and error word, or
 (counting=False, for the bench's pairs) bench/rate.lua, which leaves wrk its own
 counts and its full speed; run_history: bench/history.lua, which also writes every
-request's history (a thread per connection: lab.history.from_wrk reads it)."""
+request's history (a thread per connection: lab.judges.history.from_wrk reads it)."""
 
 import json
 import os
@@ -79,7 +79,7 @@ def run(url, conns, seconds, log_path, counting=True, history=None):
     """Drive `url` for `seconds` with `conns` keep-alive connections; the console
     goes to log_path. SetupError when wrk gives no result. history: (prefix, most
     ops): record every request with bench/history.lua, a thread per connection, at
-    most that many ops in all (lab.history.from_wrk reads PREFIX.*)."""
+    most that many ops in all (lab.judges.history.from_wrk reads PREFIX.*)."""
     extra = {}
     if history:
         prefix, most = history

@@ -1,5 +1,5 @@
 """The chaos run's figures and verdict for one (fault, strategy) row, from every answer
-the load driver recorded (lab.load.Answer), the fault's timeline and the store's
+the load driver recorded (lab.drivers.load.Answer), the fault's timeline and the store's
 accounting afterwards.
 
 Timeline (monotonic seconds): `injecting` when the fault's command began, `injected`
@@ -17,7 +17,7 @@ stays, requests sent after `injected` must get 200s before `back`. Once back, it
 must answer 200 again within RECOVER_S, without stockd being restarted, and no
 request sent later than that may get a 503. A strategy claiming safety must show 0
 oversold and 0 lost, and its store's ledger must hold the 200s' units plus at most
-the outcome_unknown answers' units (lab.outcomes.ledger_problem)."""
+the outcome_unknown answers' units (lab.client.outcomes.ledger_problem)."""
 
 from collections import Counter
 

@@ -19,7 +19,7 @@ strategy fails when its ledger holds fewer units than the 200s it answered.
 Driver-bound: a row within DRIVER_BOUND of the calibration's throughput measured
 the driver more than the strategy.
 Two witnesses (compare and chaos rows): the ledger's verdict (nothing oversold or
-lost) and the clients' history's (lab.linearize: linearizable) must agree; a row
+lost) and the clients' history's (lab.judges.linearize: linearizable) must agree; a row
 where one says safe and the other not fails with both figures, whatever the
 strategy claims (its claim is judged on the ledger above). A history the checker
 could not decide is reported, never counted as agreement or disagreement."""
@@ -109,7 +109,7 @@ def bench_verdict(claims_safe, outcomes, acct, qty):
 
 
 def witnesses_problem(acct, hist):
-    """Why the ledger and the history disagree, or None. hist: lab.history.judge()."""
+    """Why the ledger and the history disagree, or None. hist: lab.judges.history.judge()."""
     said = hist.get("history_linearizable")
     if said is None or acct is None:
         return None

@@ -1,6 +1,6 @@
 """The clients' history of a run, the second witness beside the store's ledger.
 
-Every request becomes one op for lab.linearize: when it was sent (invoke), when its
+Every request becomes one op for lab.judges.linearize: when it was sent (invoke), when its
 answer came (complete; none: never answered), its qty, its outcome and, when the
 reply said it, the stock it left (or the stock a sold_out saw):
 
@@ -17,7 +17,7 @@ history never uses the ledger's `sold`: that is the other witness.
 
 Sources: JMeter's CSV JTL (timeStamp is when the request began, ms; + elapsed, when
 it answered; the plan extracts the reply's `remaining`), the chaos driver's answers
-(lab.load, monotonic seconds), the bench's wrk pass (bench/history.lua: a file per
+(lab.drivers.load, monotonic seconds), the bench's wrk pass (bench/history.lua: a file per
 thread, monotonic microseconds) and the race driver's JSON (POST /lab/race, monotonic
 microseconds). Times are integers; a JTL's millisecond interval is widened by 1 ms
 so that truncation never orders two requests that may have overlapped. Each history
@@ -91,7 +91,7 @@ def from_jtl(jtl, path, qty):
 
 
 def from_answers(answers, path, qty):
-    """The ops of lab.load answers (monotonic seconds, to microseconds)."""
+    """The ops of lab.drivers.load answers (monotonic seconds, to microseconds)."""
     w = Writer(path)
     for n, a in enumerate(answers, 1):
         outcome = outcome_of(a.status, a.word)
@@ -108,7 +108,7 @@ def from_wrk(prefix, threads, path, qty, settled=None):
     """The ops of a wrk pass recorded by bench/history.lua (PREFIX.1 .. PREFIX.threads,
     PREFIX.end), and the instant its window closed (the earliest "cut": a thread
     that reached its bound) or None. An op's id is THREAD.LINE. In a window, the ops
-    sent from that instant on are left out (lab.linearize's `future`). settled: an
+    sent from that instant on are left out (lab.judges.linearize's `future`). settled: an
     instant (monotonic µs) by which wrk had closed its connections and stockd had
     finished every request it had: a request that never got its answer took effect
     before it, if at all (its complete)."""
@@ -180,7 +180,7 @@ def with_final_read(ops, remaining, path=None):
 
 def judge(initial, ops, future=None):
     """The row's history fields: history (the words), linearizable, ops, searched,
-    seconds. future: a window's end (lab.linearize), said in the words."""
+    seconds. future: a window's end (lab.judges.linearize), said in the words."""
     t0 = time.monotonic()
     r = linearize.check(initial, ops, future=future)
     said = text(r) if future is None else f"{text(r)} (a window: the first {r['ops']} requests)"

@@ -123,7 +123,7 @@ def _ask(port, send, enough, timeout=PROBE_TIMEOUT_S):
 
 def _redis_ask(port, command, lines):
     """`command` on the Redis at port, after an AUTH with the stack's password when
-    there is one (REDISCLI_AUTH, which lab.service.stack_env sets); the reply's bytes
+    there is one (REDISCLI_AUTH, which lab.stack.service.stack_env sets); the reply's bytes
     once it has `lines` lines, the AUTH's +OK not counted."""
     password = os.environ.get("REDISCLI_AUTH", "")
     auth = f"AUTH {password}\r\n".encode() if password else b""

@@ -71,7 +71,7 @@ def render(rows, params, races):
              "answered sold that the stock read afterwards does not show. Unexplained: units "
              "gone from the stock that no sold or unknown answer took. History: every "
              "request's times and answer, with the stock it says it left and the stock read "
-             "afterwards, checked for linearizability (lab/linearize.py; "
+             "afterwards, checked for linearizability (lab/judges/linearize.py; "
              "history-run-N.jsonl beside this page). A verdict KNOWN is a violation the "
              "baseline already showed.")
     timeline = ""

@@ -83,7 +83,7 @@ def cell_html(r, f):
 
 
 def expectations(rows):
-    """What lab.browser must find: table#results rows, and bars per chart."""
+    """What lab.reports.browser must find: table#results rows, and bars per chart."""
     return {"table": "results", "rows": [r.get("label") for r in rows],
             "charts": {c: ("bar", len(rows)) for c in CHARTS}}
 
@@ -160,7 +160,7 @@ def render(rows, params, races=None):
              "driver can do on this machine in this run. Raw JMeter results: the .jtl files "
              "beside this page. History: the second witness, independent of the ledger: "
              "each row's JMeter requests (sent, answered, the stock the reply left) and the "
-             "store's counter read after them, checked for linearizability (lab/linearize.py; "
+             "store's counter read after them, checked for linearizability (lab/judges/linearize.py; "
              "history-&lt;row&gt;.jsonl beside this page); a row where it and the ledger "
              "disagree fails.")
     intro = ("Same JMeter load on every strategy: reset the stock, sell through the strategy's "

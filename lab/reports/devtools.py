@@ -2,7 +2,7 @@
 library only. The protocol runs over a pipe (--remote-debugging-pipe: Chromium reads
 commands from its fd 3 and writes replies and events to its fd 4, each a JSON text
 ended by a NUL byte), so there is no port and no WebSocket. Chromium is launched as
-lab.browser launches it (its flags, a throwaway profile).
+lab.reports.browser launches it (its flags, a throwaway profile).
 
     with Page(url) as page:
         page.wait_for("document.body.dataset.state === 'live'")

@@ -1,6 +1,6 @@
 """The pieces of a self-contained report page: inline CSS, no script, nothing fetched
 from the network, charts as inline SVG. Charts and tables carry the ids and classes
-that lab.browser checks in the rendered DOM: svg#<id> with one g.bar per bar or one
+that lab.reports.browser checks in the rendered DOM: svg#<id> with one g.bar per bar or one
 g.series per line, table#<id> with one tr.row per row."""
 
 import html

@@ -1,6 +1,6 @@
-"""report.html's race timelines: one figure per race of lab.race_runs, drawn in the
+"""report.html's race timelines: one figure per race of lab.drivers.race_runs, drawn in the
 page by web/race.js from the race driver's JSON embedded beside it, with the
-history checker's verdict (lab.linearize here, web/linearize.js again in the page)
+history checker's verdict (lab.judges.linearize here, web/linearize.js again in the page)
 and the race's ledger.
 
 web/race.js is the live page's renderer; it sets window.StockdRace, whose render

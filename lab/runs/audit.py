@@ -1,7 +1,7 @@
 """Audit a foreign service: does it oversell under a flash sale, and did this release
 make it worse? (make audit TARGET=file, docs/audit.md)
 
-A target file (lab.target) says how to reset a product, how to buy, what the answers
+A target file (lab.client.target) says how to reset a product, how to buy, what the answers
 mean and how to read the stock afterwards; the whole file is checked, and the reset
 (and the stock read after it) must work, before any load is sent. Then each run:
 reset the product to --stock units, drive the purchase with JMeter (jmeter/audit.jmx
@@ -12,7 +12,7 @@ and judge by what the clients saw:
     lost updates    units answered sold that the stock read afterwards does not show
     unexplained     units gone from the stock that no sold (or unknown) answer took
     history         the clients' history (every request's times, answer and the stock
-                    it says it left) checked for linearizability (lab.linearize):
+                    it says it left) checked for linearizability (lab.judges.linearize):
                     linearizable, or the first violation in words
 
 A run fails on any of them (and when no answer was recognised as sold or sold out:

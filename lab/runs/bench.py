@@ -9,7 +9,7 @@ same run:
               stockd's loops sent at that concurrency (`lua`'s mean batch)
     mariadb   sysbench running the `sql` strategy's sale transaction
 
-And the peer (bench/peer/, lab/peer.py): the `lua` and `sql` sales and GET
+And the peer (bench/peer/, lab/drivers/peer.py): the `lua` and `sql` sales and GET
 /strategies served by Node.js (fastify, ioredis, mysql2) on the same stack, with the
 same script and statements, at every concurrency; its sales are checked by the same
 accounting as a safe strategy's. Without node or npm the peer rows are skipped, with
@@ -24,7 +24,7 @@ row's x limit is the median of its pairs' ratios: two measures seconds apart sha
 the host's mood, two minutes apart may not.
 
 A row during which the host stole more than --steal-max percent of the CPU (a
-neighbour on a virtual machine: lab/host.py) is measured again, up to --retries more
+neighbour on a virtual machine: lab/stack/host.py) is measured again, up to --retries more
 times while --retry-budget seconds of re-measuring last; every row reports the steal
 it saw and its attempts.
 
@@ -33,7 +33,7 @@ nothing oversold and nothing lost for a strategy that claims safety, and at leas
 units of its 200 answers (exit status 1 otherwise). And it has a second witness: a
 pass of its own (--history-duration seconds, same concurrency, bench/history.lua)
 records every request's send and answer times and answer, the checker judges that
-history (lab.history, lab.linearize), and the row fails when the history and that
+history (lab.judges.history, lab.judges.linearize), and the row fails when the history and that
 pass's ledger disagree (one says oversold or lost, the other not), with both figures.
 The pass is separate because recording needs a wrk thread per connection, which
 slows wrk (bench/README.md has the figures). Exit status 2: the bench could not
@@ -156,7 +156,7 @@ class Bench:
         self.history_spent_s = 0.0  # the history passes, judging included
         self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
         self.batches = {}  # concurrency -> the `lua` row's mean sales per write
-        self.peer = None   # the running peer (lab.peer.Peer), if any
+        self.peer = None   # the running peer (lab.drivers.peer.Peer), if any
         self.peer_note = "not run"
 
     # ------------------------------------------------------------------ rows
@@ -367,7 +367,7 @@ class Bench:
         `conc` with every request recorded (bench/history.lua: a wrk thread per
         connection, at most --history-max requests), the store's counter read once
         every request had answered, the history judged (history-<strategy>-c<conc>.jsonl
-        beside the results). Returns lab.history.judge()'s fields, history_rps (the
+        beside the results). Returns lab.judges.history.judge()'s fields, history_rps (the
         pass's req/s), history_oversold and history_lost (its ledger), pass_acct (its
         accounting, for the witnesses) and pass_problem (its ledger's verdict, when not
         a pass)."""

@@ -2,22 +2,22 @@
 instead of hanging while a backend is gone, sell again soon after it returns, and keep
 its ledger straight?
 
-For each fault (lab.faults: MariaDB and Redis killed with -9 and restarted, Redis
+For each fault (lab.nemesis.faults: MariaDB and Redis killed with -9 and restarted, Redis
 frozen with SIGSTOP, one and then two of the three Redlock servers stopped, ZooKeeper
 killed) the run resets one product per strategy to a stock that never runs out and
 drives a safe strategy of each store, the lockless safe strategies of the faulted
-backend and its lock zoo (lab.faults says which), with
-keep-alive connections back to back and a probe every 50 ms (lab.load); after
+backend and its lock zoo (lab.nemesis.faults says which), with
+keep-alive connections back to back and a probe every 50 ms (lab.drivers.load); after
 --before seconds it injects the fault, keeps it --hold seconds, brings the backend
 back, and goes on for --after seconds (up to 15 s while a strategy has not sold
-again). Each (fault, strategy) row is judged by lab.chaos_gate: stockd alive (never
+again). Each (fault, strategy) row is judged by lab.judges.chaos_gate: stockd alive (never
 restarted), no request past the deadline plus --margin-ms, 503 while the backend was
 gone (judged by when each request was sent), the first 200 within 2 s of its return and no 503 after that, 0 oversold and 0
 lost, a ledger equal to the 200s plus at most the outcome_unknown answers, and a
 second witness that agrees with the ledger: the clients' history of the row (every
 answer with its send and answer times, the stock its reply said it left, and the
 store's counter read at the end; history-<fault>-<strategy>.jsonl) is linearizable
-exactly when nothing was oversold or lost (lab.history, lab.linearize).
+exactly when nothing was oversold or lost (lab.judges.history, lab.judges.linearize).
 
 It starts its own stockd on host:port (refusing a port where something answers), with
 a short deadline and backend timeouts (--request-timeout-ms, --io-timeout-ms), and a

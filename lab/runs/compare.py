@@ -4,7 +4,7 @@ First a calibration row: the same plan against GET /strategies, which touches no
 backend, gives the driver's ceiling for this run. Then for each strategy (default:
 every one GET /strategies lists): reset the product -> run jmeter/deduct.jmx -> read
 GET /stock/{product} -> one row. What runs and what each row must show comes from the
-strategies' facts in GET /strategies (lab.plan): strategies that do not claim safety
+strategies' facts in GET /strategies (lab.judges.plan): strategies that do not claim safety
 for this number of instances get an "exposed" row with the request parameters their
 exposed_by names; strategies with a lease get "hold>ttl" and "pause>ttl" rows.
 
@@ -13,16 +13,16 @@ Writes results/<timestamp>/ and points results/latest at it:
     params.json    the run's parameters report.html   table, charts, race timelines
     junit.xml      one test case per row, for CI
     <row>.jtl      JMeter's CSV results of each row (<row>.log, <row>.out: its log, console)
-    history-<row>.jsonl  the row's clients' history, one op per line (lab.history)
-    races.json     the race driver's answers behind the timelines (lab.race_runs)
+    history-<row>.jsonl  the row's clients' history, one op per line (lab.judges.history)
+    races.json     the race driver's answers behind the timelines (lab.drivers.race_runs)
 and prints the table on stdout; progress goes to stderr.
 
-The gate (lab.gate), exit status 1: a row contradicts its claim (a safe row oversold
+The gate (lab.judges.gate), exit status 1: a row contradicts its claim (a safe row oversold
 or lost updates, its ledger disagrees with its answers, a "waits" strategy answered
 busy early; an exposed row or a lease that oversells did not show its race; JMeter
 produced no results), or its two witnesses disagree: the store's ledger says nothing
 was oversold or lost and the clients' history (the JTL, with the store's counter read
-after it) is not linearizable (lab.linearize), or the reverse. Throughput is reported, never gated; rows within 20% of the
+after it) is not linearizable (lab.judges.linearize), or the reverse. Throughput is reported, never gated; rows within 20% of the
 calibration's throughput are marked driver_bound. Exit status 2: the run could not be
 made (stockd not reachable or startable, a fact missing from /strategies, a needed
 backend down, a number of instances other than --instances, unknown strategy, results

@@ -3,7 +3,7 @@ every strategy that touches Redis, with the dangerous window made to happen ever
 
 The window is the one the seed articles argue about: a write reaches the primary but
 not the replica, the primary dies, Sentinel promotes the replica, a second client
-comes. lab.redis_group makes it happen on demand (the replica held back with CLIENT
+comes. lab.nemesis.redis_group makes it happen on demand (the replica held back with CLIENT
 PAUSE WRITE, released once its link to the dead primary is down). Two stockd
 instances follow the group through its Sentinels (--redis-sentinel): A, the first
 client's, and B, the second client's and the probe's. Each row runs the sequence its

@@ -1,13 +1,13 @@
 """The Redlock debate's faults, staged whole (`make partition`): a server's clock that
 jumps, a server restarted without its data, a grant answered late, each under a lock
-that is held, in a network namespace of the run's own (lab.netns: root only; only
+that is held, in a network namespace of the run's own (lab.nemesis.netns: root only; only
 loopback, checked before anything starts).
 
 Inside it: MariaDB (scripts/stack.sh, the service `mysql`, under run/partition), four
 Redis servers the run starts itself, each on its own address and with its own wall
 clock (build/clockshim.so: an offset in a file, read at every call) - R0, the main
 Redis, on 127.0.0.10, and the three Redlock servers R1..R3 on 127.0.0.11..13 - two
-delay proxies (lab.delay_proxy), and two stockd instances: A on 127.0.0.2 and B on
+delay proxies (lab.nemesis.delay_proxy), and two stockd instances: A on 127.0.0.2 and B on
 127.0.0.3, each listening there and making every backend connection from there
 (--bind-source), so that nftables rules between addresses cut exactly one stockd
 from one server. A reaches R0 and R3 through the proxies (127.0.0.20, 127.0.0.23).
@@ -19,7 +19,7 @@ lease.empty_restart, lease.late_grant), on the servers its lock uses: the three
 Redlock servers when it needs them, else R0. A's sale takes the lock and reads the
 last unit, then stays between its read and its write (hold_ms); the fault happens;
 B's sale comes; A writes. Judged by the ledger (oversold) and by the clients'
-history (lab.history: linearizable exactly when nothing was oversold):
+history (lab.judges.history: linearizable exactly when nothing was oversold):
 
   clock_jump     Kleppmann's scenario. Redlock: A cut from R3, B cut from R1; A holds
                  R1 and R2; R2's clock jumps past the TTL (the key expires at once);
@@ -296,7 +296,7 @@ def clock_jump_marks(first, second, moments):
 
 
 def clock_jump_svg(name, m):
-    """Kleppmann's scenario along its real clock (lab.failover_report's primitives): A
+    """Kleppmann's scenario along its real clock (lab.reports.failover_report's primitives): A
     holds R1 and R2, R2's clock jumps past the TTL, B takes R2 and R3, A writes."""
     lanes = ("R1", "R2", "R3", "client A", "client B")
     end = max(m["a_end"], m["b_end"]) + 0.1

@@ -1,6 +1,6 @@
 """MySQL's half of the partition debate (`make partition`, after the Redis locks' run):
 a Galera node cut from the other two under load, in a network namespace of the run's
-own (lab.netns: root only; only loopback, checked before anything starts).
+own (lab.nemesis.netns: root only; only loopback, checked before anything starts).
 
 Inside it: the stack's three Galera nodes (scripts/stack.sh, the service `cluster`,
 under run/partition_galera), each on its own address (STACK_CLUSTER_HOSTS: N1..N3 on
@@ -8,7 +8,7 @@ under run/partition_galera), each on its own address (STACK_CLUSTER_HOSTS: N1..N
 from its gcomm address, so a rule between two addresses cuts exactly one link), and one
 stockd per node: A on 127.0.0.2 (its node first: N1, then N2, N3), B on 127.0.0.3 (N2
 first), C on 127.0.0.4 (N3 first), each listening there and connecting from there
-(--bind-source), as the cluster run (lab.cluster) configures its instances.
+(--bind-source), as the cluster run (lab.runs.cluster) configures its instances.
 
 A row is a strategy whose cluster fact claims it sells safely on the cluster (safe,
 conflicts_at_commit: the rows the cluster run kills a node under) and that needs MySQL
@@ -140,7 +140,7 @@ def chosen(facts, args):
 def phase_counts(answers, cut, heal):
     """Per side, what was answered to sales that started while N1 was cut (for A, a 200
     answered after the heal apart: its COMMIT waited out the cut): `answers`
-    are (instance index, lab.load.Answer), instance 0 being A (the minority)."""
+    are (instance index, lab.drivers.load.Answer), instance 0 being A (the minority)."""
     out = {"ok_before": 0, "ok_minority": 0, "minority_503": 0, "minority_busy": 0,
            "minority_unknown": 0, "minority_other": 0, "minority_held": 0, "ok_majority": 0,
            "majority_first_ok_s": None}
@@ -247,7 +247,7 @@ def timeline_marks(answers, t0, marks, row, seconds):
 
 def timeline_svg(row):
     """One row along its real clock: N1 cut and out, the majority's stall and its sales
-    on, the heal, N1's return, A's 503s and its sales again (lab.failover_report's
+    on, the heal, N1's return, A's 503s and its sales again (lab.reports.failover_report's
     primitives)."""
     m = row["timeline"]
     lanes = ("N1", "N2, N3", "stockd A", "stockd B, C")

@@ -1,6 +1,6 @@
 """Jepsen's 2013 Redis scenario, staged under every strategy that keeps anything in the
-main Redis (`make partition`, after lab.partition): a Sentinel-watched primary cut
-away from the majority, in a network namespace of the run's own (lab.netns).
+main Redis (`make partition`, after lab.runs.partition): a Sentinel-watched primary cut
+away from the majority, in a network namespace of the run's own (lab.nemesis.netns).
 
 Inside it, each process on its own 127.0.0.N, listening there and connecting from
 there (Redis's bind-source-addr, Sentinel's announce-ip, stockd's --bind-source): two
@@ -42,7 +42,7 @@ window from the cut to A's last 200 (bound: the lag plus 2 s - the replica's
 one-second REPLCONF ACK period, the lag counted in whole seconds, the primary's
 once-a-second recount - plus --margin-ms) and the loss inside it.
 
-Each row is judged by the clients' history too (lab.history): every sale A and B sent
+Each row is judged by the clients' history too (lab.judges.history): every sale A and B sent
 on its product, timed, with the `remaining` its reply said, and the store's counter
 read at the end. A safe row's must be linearizable; any other's must not (A's 200s
 lost from the ledger, or the last unit sold twice, have no order that explains them);
@@ -510,7 +510,7 @@ def client_bars(axis, lane, m, what):
 
 
 def timeline_svg(row, safe=None):
-    """The partition along its real clock, seconds from the cut (lab.failover_report's
+    """The partition along its real clock, seconds from the cut (lab.reports.failover_report's
     primitives): A's sales through the old primary, the promotion, B's through the new
     one, the heal, the old primary's rejoin that discards A's; `safe` (lua-wait), when
     given, in two lanes of its own."""

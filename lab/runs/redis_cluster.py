@@ -4,7 +4,7 @@ strategy that keeps something in the main Redis, with stockd routing on the clus
 (--redis-cluster) and never restarted.
 
   kill   (a row per strategy with a `failover` fact that the cluster serves) the sequence
-         of `make failover` (lab.failover: its judge, its window made to happen every
+         of `make failover` (lab.runs.failover: its judge, its window made to happen every
          run) on the shard that serves the row's products: the shard's replica held back
          (CLIENT PAUSE WRITE), sales acknowledged by instance A (or A's first holder
          frozen in its critical section), the primary killed with -9; the replica is
@@ -155,7 +155,7 @@ def products_on(nodes, shard_port, start, count, step=1):
 
 class Cluster(Group):
     """The stack's Redis Cluster, read with redis-cli, changed through scripts/stack.sh
-    (kill-one, start-one) and CLUSTER SETSLOT / MIGRATE. As lab.redis_group.Group for the
+    (kill-one, start-one) and CLUSTER SETSLOT / MIGRATE. As lab.nemesis.redis_group.Group for the
     failover sequence: one shard, the one serving `slot`, as its replicated group."""
 
     def __init__(self, ports, node_timeout_ms):

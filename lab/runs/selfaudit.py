@@ -12,7 +12,7 @@ its own results (report.html, junit.xml, history) in a directory named after it;
 results.json and junit.xml hold the rows. Exit status 1 when a row disagrees, 2 when
 the run cannot be made (stockd not reachable or startable, a needed backend down).
 
-With --peer it also audits the bench's Node.js peer (bench/peer/, lab.peer) through
+With --peer it also audits the bench's Node.js peer (bench/peer/, lab.drivers.peer) through
 audit/targets/peer.toml: its conditional-UPDATE sale on the stack's MySQL, which must
 pass (a peer that cannot run here, without Node.js 20 or npm, is skipped with the
 reason, as the bench skips it).

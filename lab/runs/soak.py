@@ -3,7 +3,7 @@
 A mix of strategies (default: every one GET /strategies lists, safe and unsafe, both
 stores), each on its own product with a stock that never runs out, driven at a fixed
 total rate (--rate requests per second, shared evenly, --conns keep-alive connections
-per strategy: lab.load's paced mode) for --seconds. Every --interval seconds it samples
+per strategy: lab.drivers.load's paced mode) for --seconds. Every --interval seconds it samples
 stockd's resident memory and open file descriptors (from /proc/<pid> when it started
 stockd itself, else from /metrics: process_resident_memory_bytes, process_open_fds).
 

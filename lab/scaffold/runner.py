@@ -13,7 +13,7 @@ A runner module declares only what is its own:
                     host=True, port=True, results="soak-", instances=1)
     main, parse_args = RUNNER.main, RUNNER.parse
 
-`options(o)` adds its flags to a lab.common.Options; `work(run)` does the run and
+`options(o)` adds its flags to a lab.base.common.Options; `work(run)` does the run and
 returns what `report(run, done)` prints; `run` (a Run) holds args, say, api, service,
 t0, started and makes the results directory."""
 

@@ -19,7 +19,7 @@ from .service import secret, stack_env, stack_script
 ADDRESS = {"A": "127.0.0.2", "B": "127.0.0.3", "R0": "127.0.0.10", "R1": "127.0.0.11",
            "R2": "127.0.0.12", "R3": "127.0.0.13"}
 REDIS_PORT = 6379
-OFFSET_WIDTH = 31  # the clock file's text, written in place (tests/clockshim.c)
+OFFSET_WIDTH = 31  # the clock file's text, written in place (lab/nemesis/clockshim.c)
 
 
 def clockshim():
