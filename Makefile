@@ -30,7 +30,7 @@ UNIT_SRC := $(wildcard tests/unit/unit_*.c)
 IT_SRC := $(wildcard tests/it/it_*.c)
 HARNESS_SRC := tests/it/harness.c
 # The C that clang-format holds, whichever folder of tests/ it is in.
-TEST_C := $(wildcard tests/*.c tests/*/*.c tests/*/*.h)
+TEST_C := $(wildcard tests/*.c tests/*/*.c tests/*/*.h) lab/nemesis/clockshim.c
 
 RELEASE_OBJ := $(SERVER_SRC:server/%.c=build/release/%.o)
 TEST_LIB_OBJ := $(LIB_SRC:server/%.c=build/test/server/%.o)
@@ -183,7 +183,7 @@ bench: build
 	@python3 -B -m lab bench
 	@python3 -B -m lab stream bench
 
-# make chaos: faults injected under load (lab/chaos.py): MariaDB, Redis and
+# make chaos: faults injected under load (lab/runs/chaos.py): MariaDB, Redis and
 # ZooKeeper killed with -9 and restarted, Redis frozen, one then two Redlock
 # servers stopped, each under a safe strategy of each store and the lock zoo
 # of the faulted backend. Starts its own stockd at PORT with short timeouts
@@ -195,7 +195,7 @@ chaos: build
 	@python3 -B -m lab chaos
 	@python3 -B -m lab stream chaos
 
-# make stream-chaos: lua-stream's faults (lab/stream.py): its consumer killed -9
+# make stream-chaos: lua-stream's faults (lab/runs/stream.py): its consumer killed -9
 # before its COMMIT and between COMMIT and XACK, MariaDB down, Redis killed -9;
 # each row drains the stream and checks every 200's order id is in MySQL once.
 # Knobs: STREAM_ROWS=none,kill-before-commit,... STREAM_PORT=23089
@@ -216,7 +216,7 @@ reconcile: build
 	@STREAM_ORDERS="$(ORDERS)" STREAM_PRODUCT="$(PRODUCT)" python3 -B -m lab stream reconcile
 
 # make failover: Redis primary failover under every strategy that touches Redis
-# (lab/failover.py): a write lands on the group's primary but not its replica (the
+# (lab/runs/failover.py): a write lands on the group's primary but not its replica (the
 # replica held back with CLIENT PAUSE WRITE), the primary is killed, Sentinel
 # promotes the replica, a second client comes; each row is judged against its
 # strategy's failover fact (loses_sales, two_holders, safe). Starts two stockds
@@ -227,15 +227,15 @@ failover: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab failover
 
-# make partition: the Redlock debate's faults under the Redis locks (lab/partition.py,
+# make partition: the Redlock debate's faults under the Redis locks (lab/runs/partition.py,
 # docs/failover.md): a Redis server's clock jumps past the TTL (build/clockshim.so), a
 # server restarts empty, a lock's grant is answered late, each while a lock is held,
 # in a network namespace of its own (root only; only loopback). Each row is judged
 # against its strategy's lease fact. Then Jepsen 2013's Sentinel partition
-# (lab/partition_sentinel.py): a primary and one stockd cut from the replica, the
+# (lab/runs/partition_sentinel.py): a primary and one stockd cut from the replica, the
 # Sentinels and the other stockd, healed; each Redis row's acknowledged sales lost and
 # oversold judged against its failover fact, and the sales rows again with
-# min-replicas-to-write. Then MySQL's half (lab/partition_galera.py, docs/cluster.md):
+# min-replicas-to-write. Then MySQL's half (lab/runs/partition_galera.py, docs/cluster.md):
 # one Galera node and its stockd cut from the other two under load, the node's stockd
 # answering 503 while the majority sells on, the heal's IST, the ledger against the
 # 200s. PARTITION_QUICK=1: the gate's short versions.
@@ -245,15 +245,15 @@ partition: build build/clockshim.so
 	@python3 -B -m lab partition_sentinel $(if $(PARTITION_QUICK),--quick)
 	@python3 -B -m lab partition_galera $(if $(PARTITION_QUICK),--quick)
 
-# The wall clock that can be moved per process (tests/clockshim.c): LD_PRELOAD'ed into
+# The wall clock that can be moved per process (lab/nemesis/clockshim.c): LD_PRELOAD'ed into
 # one Redis server at a time; no sanitizers (it runs inside redis-server).
-build/clockshim.so: tests/clockshim.c
+build/clockshim.so: lab/nemesis/clockshim.c
 	@echo "  CC    $< (shared)"
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $<
 
 # make cluster: every strategy whose stock is in MySQL on the stack's three-node
-# Galera cluster (lab/cluster.py, docs/cluster.md): three stockd instances, each
+# Galera cluster (lab/runs/cluster.py, docs/cluster.md): three stockd instances, each
 # bound to its own node, sell out a product (as many buyers as units) and are
 # compared with the same instances on one MariaDB; then one node is killed (-9)
 # under load and restarted, and every node is killed within a second, with
@@ -283,7 +283,7 @@ redis-cluster-up:
 	@$(DEPS) stack
 	@scripts/stack.sh start-one rcluster
 
-# make redis-cluster: faults on the Redis Cluster (lab/redis_cluster.py,
+# make redis-cluster: faults on the Redis Cluster (lab/runs/redis_cluster.py,
 # docs/redis-cluster.md), with two stockds given --redis-cluster at PORT and
 # PORT+1 (nothing may answer there): the primary of the hot product's shard
 # killed -9 under load, its replica promoted by the cluster, the killed node
@@ -298,7 +298,7 @@ redis-cluster: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab redis_cluster $(if $(RCLUSTER_QUICK),--quick)
 
-# make probe: hostile clients (lab/probe.py, docs/security.md): a rebinding Host,
+# make probe: hostile clients (lab/runs/probe.py, docs/security.md): a rebinding Host,
 # a same-site page, an encoded NUL, two body lengths, a flood of held sales whose
 # clients went, nine addresses trickling a thousand heads each, half-sent requests
 # closed by their clients, a trickled head,
@@ -330,7 +330,7 @@ admission: build
 	@python3 -B -m lab admission
 
 # make audit TARGET=file: a foreign service audited through its target file
-# (lab/audit.py, docs/audit.md): JMeter drives its purchase request, the run judges
+# (lab/runs/audit.py, docs/audit.md): JMeter drives its purchase request, the run judges
 # what the clients saw (oversold, lost updates, the history checker), prints the
 # table, writes results/audit-<timestamp>/ (report.html, junit.xml) and exits 1 on a
 # violation. Needs no stack unless the target does. Knobs: VARS=port=9000,...

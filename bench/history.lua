@@ -1,5 +1,5 @@
 -- bench/history.lua: count.lua's counts, and every request's history for the
--- checker (lab/history.py reads it, lab/linearize.py judges it): when it was sent,
+-- checker (lab/judges/history.py reads it, lab/judges/linearize.py judges it): when it was sent,
 -- when its answer came, its status, the stock the reply says it left, its error word.
 --
 -- wrk hands response() no connection, so a request and its answer pair up only

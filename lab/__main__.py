@@ -43,10 +43,11 @@ import json
 import os
 import sys
 
-from . import (admission, audit, bench, bench_report, browser, chaos, cluster, compare,
-               compare_report, failover, partition, partition_galera, partition_sentinel, probe,
-               readme, redis_cluster, selfaudit, shards, soak, stream)
-from .common import REPO, SetupError, write_text
+from .base.common import REPO, SetupError, write_text
+from .reports import bench_report, browser, compare_report
+from .runs import (admission, audit, bench, chaos, cluster, compare, failover, partition,
+                   partition_galera, partition_sentinel, probe, readme, redis_cluster, selfaudit,
+                   shards, soak, stream)
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
     "report.html": ("results.json", compare_report, lambda doc: doc),
@@ -99,7 +100,7 @@ def render(argv):
     return 0
 
 
-# The runs, each declared by its module's RUNNER (lab.runner), and two page tools.
+# The runs, each declared by its module's RUNNER (lab.scaffold.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
         probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster, shards)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},

@@ -1,10 +1,10 @@
 /*
- * linearize.js - the history checker of lab/linearize.py, for the live page and
+ * linearize.js - the history checker of lab/judges/linearize.py, for the live page and
  * report.html: is a history of sale attempts linearizable for a stock counter?
  *
  * The same algorithm and the same words as the Python module (its top comment
- * explains the model and the order of the proofs); tests/test_lab_linearize.py
- * runs both over tests/histories.json and wants the same verdicts and the same
+ * explains the model and the order of the proofs); tests/lab/test_lab_linearize.py
+ * runs both over tests/lab/histories.json and wants the same verdicts and the same
  * violation text. The page runs it on small histories (a race of at most 64
  * buyers); the search is bounded all the same and says "undecided" past BUDGET.
  *
@@ -346,7 +346,7 @@
     }
 
     /* The race driver's history (POST /lab/race) as the checker's ops, with the
-     * ledger's counter after the race as a final read (lab/history.py does the
+     * ledger's counter after the race as a final read (lab/judges/history.py does the
      * same). */
     function fromRace(race) {
         const ops = race.history.map(h => {

@@ -17,7 +17,7 @@
  *
  * Nothing of the sale is written here: the script, the two statements, the
  * two strategies' names (LUA, SQL) and the static bytes come from the bench
- * (lab/peer.py), which reads them from stockd's sources and its GET
+ * (lab/drivers/peer.py), which reads them from stockd's sources and its GET
  * /strategies, so the two servers do the same work. Answers follow stockd's
  * contract for these cases: 200 sold, 409 sold_out, 404 unknown_product, 400
  * bad_request, 503 backend_unavailable.

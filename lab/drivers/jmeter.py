@@ -1,0 +1,137 @@
+"""The JMeter driver: jmeter/deduct.jmx run non-GUI with jmeter/deduct.properties (or
+another plan and its properties: the audit's, lab.drivers.audit_plan), one CSV JTL per row,
+and what a JTL says (outcomes, latencies, throughput, the instances that answered)."""
+
+import csv
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+from ..base.common import REPO, percentile
+from ..client.outcomes import Outcomes
+
+HERE = os.path.join(REPO, "jmeter")
+PLAN = os.path.join(HERE, "deduct.jmx")
+PROPERTIES = os.path.join(HERE, "deduct.properties")
+
+
+class Run:
+    def __init__(self, jtl, rc, seconds):
+        self.jtl, self.rc, self.seconds = jtl, rc, seconds
+
+    @property
+    def out(self):
+        return self.jtl[:-4] + ".out"
+
+
+def run(jmeter, out_dir, name, props, timeout, token=None, plan=PLAN, properties=PROPERTIES):
+    """Run the plan once with `props` (-J); the admin token, when given, goes to
+    JMeter in a private properties file rather than on its command line."""
+    jtl = os.path.join(out_dir, name + ".jtl")
+    cmd = [jmeter, "-n", "-t", plan, "-q", properties, "-l", jtl,
+           "-j", os.path.join(out_dir, name + ".log")]
+    secret = None
+    if token:
+        fd, secret = tempfile.mkstemp(prefix="jmeter-token.", suffix=".properties")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"admin_token={token}\n")
+        cmd += ["-q", secret]
+    cmd += [f"-J{k}={v}" for k, v in props.items()]
+    started = time.time()
+    try:
+        with open(os.path.join(out_dir, name + ".out"), "wb") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            rc = _wait(proc, timeout)
+    finally:
+        if secret:
+            os.unlink(secret)
+    return Run(jtl, rc, time.time() - started)
+
+
+def _wait(proc, timeout):
+    """JMeter's exit status, or "timeout" after stopping its process group."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return "timeout"
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
+class Results:
+    """What one JTL says."""
+
+    def __init__(self):
+        self.outcomes = Outcomes()
+        self.p50_ms = self.p95_ms = self.p99_ms = self.max_ms = None
+        self.throughput_rps = self.duration_s = None
+        self.instances = set()        # X-Stockd-Instance names ("none": no header)
+        self.fastest_busy_ms = None   # the quickest busy answer
+
+    @property
+    def requests(self):
+        return self.outcomes.requests
+
+
+def read_jtl(path):
+    """Results of a CSV JTL written with deduct.properties (columns outcome and
+    instance come from the plan's extractors); empty when there is none."""
+    res = Results()
+    if not os.path.exists(path):
+        return res
+    elapsed, first, last = [], None, None
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "responseCode" not in reader.fieldnames:
+            return res
+        for rec in reader:
+            code = (rec.get("responseCode") or "").strip()
+            word = (rec.get("outcome") or "").strip()
+            what = None if code.isdigit() else (rec.get("responseMessage") or code)[:80]
+            res.outcomes.add(code, word, what=what)
+            if rec.get("instance") is not None:
+                res.instances.add(rec["instance"].strip() or "none")
+            try:
+                ms, ts = int(rec["elapsed"]), int(rec["timeStamp"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if code == "409" and word == "busy":
+                fastest = res.fastest_busy_ms
+                res.fastest_busy_ms = ms if fastest is None else min(ms, fastest)
+            elapsed.append(ms)
+            first = ts if first is None else min(first, ts)
+            last = ts + ms if last is None else max(last, ts + ms)
+    if elapsed:
+        elapsed.sort()
+        res.p50_ms, res.p95_ms = percentile(elapsed, 50), percentile(elapsed, 95)
+        res.p99_ms, res.max_ms = percentile(elapsed, 99), elapsed[-1]
+        span = max(1, last - first) / 1000.0
+        res.duration_s = round(span, 3)
+        res.throughput_rps = round(res.requests / span, 1)
+    return res
+
+
+def version(out_dir):
+    """JMeter's version, best effort, from the logs of a run."""
+    try:
+        for name in sorted(os.listdir(out_dir)):
+            if name.endswith(".log"):
+                with open(os.path.join(out_dir, name), errors="replace") as f:
+                    m = re.search(r"Version (\d[^\s,]*)", f.read(20000))
+                if m:
+                    return m.group(1)
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,737 @@
+"""What each strategy costs: every strategy driven by wrk (keep-alive) at several
+concurrencies against a stock that never sells out, next to the raw limits of the
+same run:
+
+    http      a private nginx serving the exact bytes of GET /strategies as a static
+              file, and stockd's own GET /strategies (no backend)
+    redis     redis-benchmark running the `lua` strategy's sale script by EVALSHA,
+              and (after the `lua` rows) pipelined by as many calls per write as
+              stockd's loops sent at that concurrency (`lua`'s mean batch)
+    mariadb   sysbench running the `sql` strategy's sale transaction
+
+And the peer (bench/peer/, lab/drivers/peer.py): the `lua` and `sql` sales and GET
+/strategies served by Node.js (fastify, ioredis, mysql2) on the same stack, with the
+same script and statements, at every concurrency; its sales are checked by the same
+accounting as a safe strategy's. Without node or npm the peer rows are skipped, with
+a line that says why.
+
+Then the headline ratios once more, at one concurrency (64, or the highest below
+it), each subject alternated with its limit --pairs times: stockd's GET /strategies
+with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
+strategy with the sale transaction, each of the three with the peer's, and `lua`
+with trace=1 on every sale against `lua` without (what a trace costs). A pair
+row's x limit is the median of its pairs' ratios: two measures seconds apart share
+the host's mood, two minutes apart may not.
+
+A row during which the host stole more than --steal-max percent of the CPU (a
+neighbour on a virtual machine: lab/stack/host.py) is measured again, up to --retries more
+times while --retry-budget seconds of re-measuring last; every row reports the steal
+it saw and its attempts.
+
+Each strategy row is also a correctness run: afterwards the store's ledger must show
+nothing oversold and nothing lost for a strategy that claims safety, and at least the
+units of its 200 answers (exit status 1 otherwise). And it has a second witness: a
+pass of its own (--history-duration seconds, same concurrency, bench/history.lua)
+records every request's send and answer times and answer, the checker judges that
+history (lab.judges.history, lab.judges.linearize), and the row fails when the history and that
+pass's ledger disagree (one says oversold or lost, the other not), with both figures.
+The pass is separate because recording needs a wrk thread per connection, which
+slows wrk (bench/README.md has the figures). Exit status 2: the bench could not
+be made. Writes results/bench-<timestamp>/ (bench.json, bench.csv, bench.html, the
+tools' consoles) and points results/bench-latest at it; checks bench.html in headless
+Chromium; prints the table and the elapsed time.
+
+--quick (the test gate): the first strategy claiming safety of each store, one
+concurrency, one second per row, no pairs, no peer."""
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from statistics import median
+
+from ..base.common import (ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso,
+                           write_text)
+from ..client import facts as facts_mod, sources
+from ..client.api import Api
+from ..client.outcomes import Outcomes
+from ..client.sales import deduct_path
+from ..stack import host
+from ..stack.service import StaticServer, run_dir, stack_env
+from ..drivers import peer as peer_mod, raw, wrk
+from ..judges import history
+from ..judges.gate import bench_verdict, witnesses_problem
+from ..reports import bench_report, browser, junit, tables
+from ..scaffold.runner import Runner
+
+LIMIT_OF_STORE = {"mysql": "mariadb", "redis": "redis"}
+# The raw limits' rows: each limit's name, and the row that defines it.
+LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale script",
+              "redis-pipelined": "redis EVALSHA sale script, pipelined",
+              "mariadb": "mariadb sale transaction"}
+STOCKD_HTTP_ROW = "stockd GET /strategies"
+# The peer's rows: what it serves, its row's name, the store and limit it is judged by.
+PEER_HTTP = ("/strategies", "peer GET /strategies", None, "http")
+PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
+              sources.SQL_STRATEGY_FILE: ("peer sql", "mysql", "mariadb")}
+
+
+def options(o):
+    o.add("--strategies", ["STRATEGIES"], "", comma_list,
+          "comma list; empty: all from GET /strategies")
+    o.add("--conns", ["CONNS"], "", str,
+          "concurrencies, keep-alive connections (empty: 1,16,64,256; with --quick: 16)")
+    o.add("--duration", ["DURATION"], 2, int, "seconds per row", 1)
+    o.add("--warmup", ["WARMUP"], 1, int, "seconds of unrecorded load per strategy first", 0)
+    o.add("--steal-max", ["STEAL_MAX"], 5.0, float,
+          "percent of the CPU the host may steal during a row before it is measured again", 0)
+    o.add("--retries", ["RETRIES"], 2, int, "at most this many more attempts per disturbed row", 0)
+    o.add("--pairs", ["PAIRS"], 5, int, "alternating pairs per headline ratio (0: none)", 0)
+    o.add("--retry-budget", ["RETRY_BUDGET"], 45, int,
+          "seconds the whole run may spend measuring disturbed rows again", 0)
+    o.add("--http-port", ["BENCH_HTTP_PORT"], 0, int, "the private nginx's port (0: --port + 1)", 0)
+    o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
+    o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
+          "the peer's processes (cluster module; bench/README.md says why one here)", 1)
+    o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
+          "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
+          "runs)", 0)
+    o.add("--history-duration", ["HISTORY_DURATION"], 1, int,
+          "seconds of each strategy row's history pass (0: no history)", 0)
+    o.add("--history-max", ["HISTORY_MAX"], 200000, int,
+          "the most requests a history pass records (past it: a window, judged as one)", 1)
+    o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
+    o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
+                      "no warm-up, no peer (the test gate's bench)")
+
+
+def after_parse(ns, error):
+    try:
+        ns.conns = [int(c) for c in comma_list(ns.conns or ("16" if ns.quick else "1,16,64,256"))]
+    except ValueError:
+        error(f"--conns: not a comma list of numbers: {ns.conns!r}")
+    if not ns.conns or min(ns.conns) < 1:
+        error("--conns: at least one concurrency, each at least 1")
+    if ns.quick:
+        ns.duration, ns.warmup, ns.pairs, ns.no_peer = 1, 0, 0, True
+    ns.http_port = ns.http_port or ns.port + 1
+    ns.peer_port = ns.peer_port or ns.port + 2
+
+
+def ratio(rps, limit):
+    return round(rps / limit, 3) if rps and limit else None
+
+
+def mean_batch(before, after):
+    """Sales per batch between two batch_totals() readings, or None."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 1)
+
+
+def headline_conc(conns):
+    """The concurrency of the pairs and the /metrics cost rows: 64, or the highest
+    below it, or the lowest there is."""
+    return max([c for c in conns if c <= 64] or [min(conns)])
+
+
+def disturbance_note(seen):
+    """What a row's progress line adds about the host: its steal when there was
+    any, and its attempts when there were several."""
+    note = f"; the host stole {seen['steal_pct']}% of the CPU" if seen.get("steal_pct") else ""
+    return note + (f" (attempt {seen['attempts']})" if seen.get("attempts", 1) > 1 else "")
+
+
+class Bench:
+    def __init__(self, args, api, facts, claim_instances, out_dir, say, stockd_pid=None):
+        self.args, self.api, self.facts, self.say = args, api, facts, say
+        self.stockd_pid = stockd_pid  # the stockd this run started, if it did
+        self.instances = claim_instances
+        self.out_dir = out_dir
+        self.log = lambda name: os.path.join(out_dir, name + ".log")
+        self.rows = []
+        self.retry_spent_s = 0.0
+        self.history_spent_s = 0.0  # the history passes, judging included
+        self.limits = {}  # a backend's limit -> run(conc), its measure: for the pairs
+        self.batches = {}  # concurrency -> the `lua` row's mean sales per write
+        self.peer = None   # the running peer (lab.drivers.peer.Peer), if any
+        self.peer_note = "not run"
+
+    # ------------------------------------------------------------------ rows
+    def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
+            seen, instances=(), witness=None):
+        a = self.args
+        r = {"label": f"{name} c={conc}", "name": name, "kind": kind, "store": store,
+             "claim": claim, "concurrency": conc, "duration_s": a.duration,
+             "requests": outcomes.requests, "throughput_rps": measure.rps,
+             "p50_ms": measure.p50_ms, "p95_ms": measure.p95_ms, "p99_ms": measure.p99_ms,
+             "max_ms": measure.max_ms, "limit": limit, "store_sold": (acct or {}).get("sold"),
+             "oversold": (acct or {}).get("oversold"),
+             "lost_updates": (acct or {}).get("lost_updates"),
+             "remaining": (acct or {}).get("remaining"), "mean_batch": None, "pipeline": None,
+             "cpu_us": None, "limit_cpu_us": None,
+             "instances_seen": sorted(instances),
+             "verdict": verdict, "reason": reason}
+        r.update(outcomes.fields())
+        r.update(seen)
+        r.update(witness or history.not_judged("not a strategy row"))
+        self.rows.append(r)
+        p99 = "" if measure.p99_ms is None else f", p99 {measure.p99_ms} ms"
+        said = f"; history ({r['history_ops']} requests): {r['history']}" \
+            if r["history_ops"] is not None else ""
+        self.say(f"{r['label']}: {measure.rps} req/s{p99}; "
+                 f"{verdict.upper()} - {reason}{said}{disturbance_note(seen)}")
+        return r
+
+    def reset(self):
+        self.api.must_reset(self.args.product, ENDLESS_STOCK)
+
+    def url(self, port, path):
+        return f"http://{self.args.host}:{port}{path}"
+
+    def sale_path(self, strategy, trace=False):
+        """One unit of the bench's product with `strategy` (and its trace)."""
+        return deduct_path(strategy, self.args.product, trace=trace)
+
+    def wrk(self, url, conns, seconds, counting=True):
+        return wrk.run(url, conns, seconds, self.log("wrk"), counting)
+
+    def measured(self, attempt):
+        """attempt() measures a row once; it is run again while the host stole more
+        than --steal-max percent of the CPU during it, at most --retries more times and
+        while the retry budget lasts. Returns the last attempt's result and what was
+        seen: {"steal_pct", "attempts"} (steal_pct None where /proc/stat is missing)."""
+        a, attempts = self.args, 0
+        while True:
+            before, started = host.cpu_times(), time.monotonic()
+            result = attempt()
+            steal = host.steal_pct(before, host.cpu_times())
+            attempts += 1
+            seen = {"steal_pct": steal, "attempts": attempts}
+            if (steal is None or steal <= a.steal_max or attempts > a.retries
+                    or self.retry_spent_s >= a.retry_budget):
+                return result, seen
+            self.retry_spent_s += time.monotonic() - started
+            self.say(f"the host stole {steal}% of the CPU during that row: measuring it again")
+
+    # ------------------------------------------------------------ raw limits
+    @contextlib.contextmanager
+    def static_strategies(self):
+        """The private nginx serving GET /strategies' bytes, for the time of a with."""
+        static = StaticServer(os.path.join(run_dir(), "bench-nginx"), self.args.http_port,
+                              "/strategies", self.api.strategies().raw)
+        static.start(lambda port: Api(self.args.host, port))
+        try:
+            yield
+        finally:
+            static.stop()
+
+    def http_limit(self):
+        with self.static_strategies():
+            for c in self.args.conns:
+                self.http_row(LIMIT_ROWS["http"], self.args.http_port, c)
+        for c in self.args.conns:
+            self.http_row(STOCKD_HTTP_ROW, self.args.port, c)
+
+    def http_row(self, name, port, conc, kind="raw"):
+        url = self.url(port, "/strategies")
+        res, seen = self.measured(lambda: self.wrk(url, conc, self.args.duration))
+        ok = res.outcomes["sold"] == res.requests and res.requests > 0
+        self.add(name, kind, None, None, conc, res, res.outcomes, "http", None,
+                 "pass" if ok else "fail",
+                 "every answer 200" if ok else f"not every answer 200: {res.outcomes.detail()}",
+                 seen, res.instances)
+
+    def ledger_sold(self, store):
+        acct = self.api.account(self.args.product, store)
+        if acct is None:
+            raise SetupError(f"could not read the {store} accounting of product "
+                             f"{self.args.product}")
+        return acct
+
+    def raw_row(self, name, store, limit, conc, run):
+        """A raw row (run() measures it): its sales are what the store's ledger gained."""
+        def attempt():
+            sold_before = self.ledger_sold(store)["sold"]
+            return sold_before, run(), self.ledger_sold(store)
+
+        (before, measure, acct), seen = self.measured(attempt)
+        gained = acct["sold"] - before
+        missing = measure.sent - gained
+        outcomes = Outcomes()
+        outcomes.add(200, "", measure.requests - max(0, missing))
+        if missing > 0:
+            outcomes.add("", "", missing, what="not in the ledger")
+        ok = missing == 0 and not acct.get("oversold") and not acct.get("lost_updates")
+        self.add(name, "raw", store, None, conc, measure, outcomes, limit, acct,
+                 "pass" if ok else "fail",
+                 "ledger gained one sale per request" if ok else
+                 f"ledger gained {gained} for {measure.sent} requests", seen)
+
+    def redis_limit(self):
+        lua = sources.strategy_name(sources.LUA_FILE)
+        if lua not in self.facts.by_name:
+            raise SetupError(f"server/sale/strategies/lua.c registers '{lua}', which GET /strategies "
+                             "does not list")
+        script = sources.redis_script(sources.SALE_SCRIPT_FILE, sources.SALE_SCRIPT)
+        sha = sources.sha1(script)
+        port = int(stack_env()["STOCKD_REDIS_PORT"])
+        self.reset()
+        r = self.api.call("GET", self.sale_path(lua))
+        if r.status != 200:
+            raise SetupError(f"one '{lua}' sale answered {r.status}: {str(r.body)[:160]}")
+        if not raw.script_loaded(port, sha):
+            raise SetupError(f"after a '{lua}' sale, Redis has no script {sha}: the sale script "
+                             "read from server/sale/strategies/lua.c is not the one stockd runs "
+                             "(rebuild stockd?)")
+        self.say(f"redis: SCRIPT EXISTS {sha} after one '{lua}' sale: yes")
+        keys, log = [f"stock:{{{self.args.product}}}", f"ledger:{{{self.args.product}}}"], \
+            self.log("redis-benchmark")
+        self.evalsha = lambda c, pipeline: raw.redis_for(self.args.duration, port, sha, keys, [1],
+                                                         c, log, pipeline)
+        self.limit_rows("redis", "redis", lambda c: self.evalsha(c, 1))
+
+    def pipeline_at(self, conc):
+        """redis-benchmark's -P at a concurrency: the `lua` row's mean sales per write
+        there, rounded (1 when it had no batch)."""
+        return max(1, round(self.batches.get(conc) or 1))
+
+    def pipelined_limit(self):
+        """The sale script pipelined as stockd's loops pipeline it: at each concurrency
+        the `lua` strategy ran, as many EVALSHA per write as its mean batch there."""
+        if "redis" not in self.limits or not self.batches:
+            return
+        self.limits["redis-pipelined"] = lambda c: self.evalsha(c, self.pipeline_at(c))
+        self.reset()  # an unsafe strategy's row may have left lost updates in the ledger
+        for c in self.args.conns:
+            if c in self.batches:
+                self.raw_row(LIMIT_ROWS["redis-pipelined"], "redis", "redis-pipelined", c,
+                             lambda: self.evalsha(c, self.pipeline_at(c)))
+                self.rows[-1]["pipeline"] = self.pipeline_at(c)
+
+    def mariadb_limit(self):
+        deduct = sources.sql_statement(sources.SQL_FILE, "SQL_DEDUCT_IF_ENOUGH")
+        insert = sources.sql_statement(sources.SQL_FILE, "SQL_INSERT_ORDER")
+        name = sources.strategy_name(sources.SQL_STRATEGY_FILE)
+        db = stack_env()
+        self.reset()
+        self.limit_rows("mariadb", "mysql", lambda c: raw.mariadb_sale(
+            db, deduct, insert, self.args.product, name, c, self.args.duration,
+            self.log("sysbench")))
+
+    def limit_rows(self, limit, store, run):
+        """The raw rows of a backend's limit at every concurrency (run(conc) measures
+        one); `run` is kept for the pairs."""
+        self.limits[limit] = run
+        for c in self.args.conns:
+            self.raw_row(LIMIT_ROWS[limit], store, limit, c, lambda: run(c))
+
+    # ------------------------------------------------------------ strategies
+    def strategy(self, s):
+        a = self.args
+        safe = s.safe_for(self.instances)
+        url = self.url(a.port, self.sale_path(s.name))
+        if a.warmup:
+            self.reset()
+            self.wrk(url, max(a.conns), a.warmup)
+            self.api.wait_idle(SETTLE_S)
+        for c in a.conns:
+            def attempt():
+                self.reset()
+                batches_before = self.api.batch_totals(s.name)
+                load = self.wrk(url, c, a.duration)
+                self.api.wait_idle(SETTLE_S)
+                return (batches_before, load, self.api.account(a.product, s.store),
+                        self.api.batch_totals(s.name))
+
+            (before, res, acct, after), seen = self.measured(attempt)
+            verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
+            witness = self.history_pass(s, c, safe) if a.history_duration else \
+                history.not_judged("no history pass (--history-duration 0)")
+            for problem in (witness.pop("pass_problem", None),
+                            witnesses_problem(witness.pop("pass_acct", None), witness)):
+                if problem:
+                    verdict, reason = "fail", (f"history pass: {problem}" if verdict == "pass"
+                                               else f"{reason}; history pass: {problem}")
+            row = self.add(s.name, "strategy", s.store, "safe" if safe else "unsafe", c, res,
+                           res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
+                           seen, res.instances, witness)
+            row["mean_batch"] = mean_batch(before, after)
+            if s.name == sources.strategy_name(sources.LUA_FILE):
+                self.batches[c] = row["mean_batch"]
+
+    def history_pass(self, s, conc, safe):
+        """The second witness of a strategy row: reset, --history-duration seconds at
+        `conc` with every request recorded (bench/history.lua: a wrk thread per
+        connection, at most --history-max requests), the store's counter read once
+        every request had answered, the history judged (history-<strategy>-c<conc>.jsonl
+        beside the results). Returns lab.judges.history.judge()'s fields, history_rps (the
+        pass's req/s), history_oversold and history_lost (its ledger), pass_acct (its
+        accounting, for the witnesses) and pass_problem (its ledger's verdict, when not
+        a pass)."""
+        a, started = self.args, time.monotonic()
+        name = f"history-{s.name}-c{conc}"
+        prefix = os.path.join(self.out_dir, name + ".wrk")
+        self.reset()
+        load = wrk.run(self.url(a.port, self.sale_path(s.name)), conc, a.history_duration,
+                       self.log("wrk-history"), history=(prefix, a.history_max))
+        self.api.wait_idle(SETTLE_S)
+        settled = int(time.monotonic() * 1e6)  # CLOCK_MONOTONIC, history.lua's clock
+        acct = self.api.account(a.product, s.store)
+        path = os.path.join(self.out_dir, name + ".jsonl")
+        ops, cut = history.from_wrk(prefix, conc, path, 1, settled)
+        for f in os.listdir(self.out_dir):  # the history is in the .jsonl now
+            if f.startswith(name + ".wrk."):
+                os.remove(os.path.join(self.out_dir, f))
+        final = acct.get("remaining") if cut is None and acct else None
+        out = history.judge_final(ENDLESS_STOCK, ops, final, path, future=cut)
+        verdict, why = bench_verdict(safe, load.outcomes, acct, 1)
+        out.update(history_rps=load.rps, history_oversold=(acct or {}).get("oversold"),
+                   history_lost=(acct or {}).get("lost_updates"), pass_acct=acct,
+                   pass_problem=None if verdict == "pass" else why)
+        self.history_spent_s += time.monotonic() - started
+        return out
+
+    # ------------------------------------------------------------------ peer
+    @contextlib.contextmanager
+    def peer_running(self):
+        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
+        run here, the with runs without it (self.peer None) and self.peer_note says
+        why."""
+        if self.args.no_peer:
+            self.peer_note = "left out (--no-peer, --quick)"
+            yield
+            return
+        texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
+                                      self.args.peer_workers)
+        peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
+                             os.path.join(run_dir(), "bench-peer", "strategies.json"),
+                             self.log("peer"))
+        try:
+            peer.start(Api(self.args.host, self.args.peer_port))
+        except peer_mod.PeerMissing as e:
+            self.peer_note = f"skipped: {e}"
+            self.say(f"the peer rows are skipped: {e}")
+            yield
+            return
+        self.peer, self.peer_note = peer, "ran"
+        self.say(f"the peer answers at {self.args.host}:{self.args.peer_port} "
+                 f"({peer_mod.describe()})")
+        try:
+            yield
+        finally:
+            peer.stop()
+            self.peer = None
+
+    def peer_subjects(self, selected):
+        """(path, row name, store, limit) of what the peer serves of this run."""
+        names = {s.name for s in selected}
+        out = [PEER_HTTP]
+        for source, (name, store, limit) in PEER_SALES.items():
+            strategy = sources.strategy_name(source)
+            if strategy in names:
+                out.append((self.sale_path(strategy), name, store, limit))
+        return out
+
+    def peer_settled(self, store):
+        """The store's accounting once the peer's last sales landed: it has no
+        in-flight gauge, so the ledger is read until two readings agree."""
+        last, deadline = None, time.time() + SETTLE_S
+        while True:
+            acct = self.api.account(self.args.product, store)
+            if acct == last or time.time() >= deadline:
+                return acct
+            last = acct
+            time.sleep(0.2)
+
+    def peer_rows(self, selected):
+        """The peer at every concurrency; a sale row is judged as a safe strategy's,
+        and answers it should not give (errors) fail it too: either is a bug in the
+        peer."""
+        a = self.args
+        for path, name, store, limit in self.peer_subjects(selected):
+            if a.peer_warmup:  # V8 compiles a hot path only after it ran a while
+                self.reset()
+                self.wrk(self.url(a.peer_port, path), max(a.conns), a.peer_warmup)
+                if store:
+                    self.peer_settled(store)
+            for c in a.conns:
+                if store is None:
+                    self.http_row(name, a.peer_port, c, kind="peer")
+                    continue
+
+                def attempt():
+                    self.reset()
+                    load = self.wrk(self.url(a.peer_port, path), c, a.duration)
+                    return load, self.peer_settled(store)
+
+                (res, acct), seen = self.measured(attempt)
+                verdict, reason = bench_verdict(True, res.outcomes, acct, 1)
+                if verdict == "pass" and res.outcomes["errors"]:
+                    verdict, reason = "fail", f"errors: {res.outcomes.detail()}"
+                if verdict != "pass":
+                    reason = f"a bug in the peer: {reason}"
+                self.add(name, "peer", store, "safe", c, res, res.outcomes, limit, acct, verdict,
+                         reason, seen)
+
+    # ----------------------------------------------------------------- pairs
+    def pairs(self, selected):
+        """The headline ratios, each from --pairs alternating measures of a subject and
+        its limit at headline_conc(): stockd's GET /strategies against nginx, the
+        strategies of server/sale/strategies/lua.c and server/sale/strategies/sql.c (when selected)
+        against EVALSHA and the sale transaction, `lua` against EVALSHA pipelined too,
+        and each of the three against the peer's when it runs. wrk runs with
+        bench/rate.lua here: its per-answer counting would be charged to stockd
+        against tools that count in C."""
+        a = self.args
+        conc = headline_conc(a.conns)
+
+        def wrk_rate(port, path, store=None):
+            def run():
+                pids = self.server_pids(port)
+                before = host.process_cpu_s(pids) if pids else None
+                load = self.wrk(self.url(port, path), conc, a.duration, counting=False)
+                if port == a.port and store:
+                    self.api.wait_idle(SETTLE_S)
+                elif store:
+                    self.peer_settled(store)
+                after = host.process_cpu_s(pids) if pids else None
+                load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
+                               if None not in (before, after) and load.requests else None)
+                return load
+            return run
+
+        with self.static_strategies():
+            self.pair_row(STOCKD_HTTP_ROW, None, None, "http", LIMIT_ROWS["http"], conc,
+                          wrk_rate(a.http_port, "/strategies"), wrk_rate(a.port, "/strategies"))
+        names = {s.name: s for s in selected}
+        subjects = {}
+        for source, limits in ((sources.LUA_FILE, ("redis", "redis-pipelined")),
+                               (sources.SQL_STRATEGY_FILE, ("mariadb",))):
+            s = names.get(sources.strategy_name(source))
+            if s is None:
+                continue
+            subjects[source] = s
+            claim = "safe" if s.safe_for(self.instances) else "unsafe"
+            for limit in (lim for lim in limits if lim in self.limits):
+                self.reset()
+                self.pair_row(s.name, s.store, claim, limit, LIMIT_ROWS[limit], conc,
+                              lambda: self.limits[limit](conc),
+                              wrk_rate(a.port, self.sale_path(s.name), s.store))
+            if source == sources.LUA_FILE:  # what a trace costs: the same sale without
+                self.reset()
+                self.pair_row(f"{s.name}, trace=1", s.store, claim, "untraced", s.name, conc,
+                              wrk_rate(a.port, self.sale_path(s.name), s.store),
+                              wrk_rate(a.port, self.sale_path(s.name, trace=True), s.store))
+        if self.peer is None:
+            return
+        for path, name, store, _ in self.peer_subjects(selected):
+            s = next((s for src, s in subjects.items() if PEER_SALES[src][0] == name), None)
+            subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
+                if s else (STOCKD_HTTP_ROW, None)
+            if store:
+                self.reset()
+            self.pair_row(subject, store, claim, "peer", name, conc,
+                          wrk_rate(a.peer_port, path, store), wrk_rate(a.port, path, store))
+
+    def server_pids(self, port):
+        """The processes serving `port` whose CPU time the pairs with the peer read:
+        the stockd this run started, and the peer's processes; None otherwise."""
+        if port == self.args.port and self.stockd_pid:
+            return [self.stockd_pid]
+        if port == self.args.peer_port and self.peer:
+            return host.process_tree(self.peer.proc.pid)
+        return None
+
+    def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
+        """One pair row: --pairs times the limit then the subject, each pair measured
+        again if the host stole CPU during it. Its req/s and limit_rps are medians, its
+        x limit the median of the pairs' ratios (pair_ratios); its steal is its pairs'
+        highest, its attempts 1 + the pairs measured again."""
+        limit_rates, rates, ratios, steals, again = [], [], [], [], 0
+        cpu, limit_cpu = [], []
+        outcomes = Outcomes()
+        for _ in range(self.args.pairs):
+            (base, load), seen = self.measured(lambda: (run_limit(), run_subject()))
+            limit_rates.append(base.rps)
+            rates.append(load.rps)
+            limit_cpu.append(getattr(base, "cpu_us", None))
+            cpu.append(getattr(load, "cpu_us", None))
+            ratios.append(round(load.rps / base.rps, 3) if base.rps and load.rps else 0.0)
+            outcomes.merge(load.outcomes)
+            steals.append(seen["steal_pct"] or 0.0)
+            again += seen["attempts"] - 1
+        ok = outcomes.requests > 0 and outcomes["errors"] == 0
+        measure = raw.Measure(outcomes.requests, median(rates), None, None, None, None)
+        row = self.add(f"{subject} paired with {limit_name}", "pair", store, claim, conc,
+                       measure, outcomes, limit, None, "pass" if ok else "fail",
+                       f"median of {len(ratios)} pairs' ratios {ratios}" if ok else
+                       f"errors: {outcomes.detail()}",
+                       {"steal_pct": max(steals), "attempts": 1 + again})
+        row.update(limit_rps=median(limit_rates), x_limit=median(ratios), pair_ratios=ratios)
+        if cpu and None not in cpu + limit_cpu:
+            row.update(cpu_us=median(cpu), limit_cpu_us=median(limit_cpu))
+
+    def scrape_cost(self):
+        """What /metrics costs: the lua strategy at 64 connections (or the highest
+        concurrency below), alternately scraped every second and not, twice each; the
+        scraped rows' x limit is their throughput over the unscraped ones'."""
+        a = self.args
+        lua = sources.strategy_name(sources.LUA_FILE)
+        conc = headline_conc(a.conns)
+        url = self.url(a.port, self.sale_path(lua))
+        for _ in range(2):
+            for scraped in (False, True):
+                def attempt():
+                    self.reset()
+                    scraper = Scraper(self.api) if scraped else None
+                    load = self.wrk(url, conc, a.duration)
+                    if scraper:
+                        scraper.stop()
+                    self.api.wait_idle(SETTLE_S)
+                    return load, scraper
+
+                (res, scraper), seen = self.measured(attempt)
+                name = f"{lua}, /metrics every 1 s" if scraped else f"{lua}, not scraped"
+                self.add(name, "scrape", "redis", None, conc, res, res.outcomes,
+                         "scraped" if scraped else "unscraped", None, "pass",
+                         f"{scraper.scrapes} scrapes" if scraper else "no scrape", seen)
+
+    def run(self, selected):
+        self.http_limit()
+        self.redis_limit()
+        self.mariadb_limit()
+        for s in selected:
+            self.strategy(s)
+        self.pipelined_limit()
+        with self.peer_running():
+            if self.peer:
+                self.peer_rows(selected)
+            if self.args.pairs:
+                self.pairs(selected)
+        if not self.args.quick:
+            self.scrape_cost()
+        self.mark_limits()
+        return self.rows
+
+    def mark_limits(self):
+        """limit_rps and x_limit: each row against the best of its limit's own rows; a
+        scraped row against the mean of the unscraped ones."""
+        defining = {name: limit for limit, name in LIMIT_ROWS.items()}
+        best = {}
+        for r in self.rows:
+            kind = defining.get(r["name"])
+            if kind and r["throughput_rps"]:
+                best[kind] = max(best.get(kind, 0), r["throughput_rps"])
+        unscraped = [r["throughput_rps"] for r in self.rows
+                     if r["limit"] == "unscraped" and r["throughput_rps"]]
+        if unscraped:
+            best["unscraped"] = sum(unscraped) / len(unscraped)
+            best["scraped"] = best["unscraped"]
+        for r in self.rows:
+            if r["kind"] != "pair":  # a pair row's figures are its own medians
+                r["limit_rps"] = best.get(r["limit"])
+                r["x_limit"] = ratio(r["throughput_rps"], r["limit_rps"])
+
+
+class Scraper:
+    """GET /metrics every second from a thread of its own, as Prometheus would."""
+
+    def __init__(self, api):
+        self.api, self.scrapes = api, 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.done.wait(1.0):
+            try:
+                self.api.call("GET", "/metrics", timeout=5)
+                self.scrapes += 1
+            except OSError:
+                pass
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+
+
+def claim_instances(api):
+    names = api.instance_names(4)
+    if None in names or not names:
+        raise SetupError(f"stockd at {api.where()} answers without an X-Stockd-Instance header: "
+                         "cannot tell which claim (safe_single, safe_multi) to judge")
+    return sorted(names)
+
+
+def write_outputs(out_dir, rows, params):
+    page = os.path.join(out_dir, "bench.html")
+    write_text(os.path.join(out_dir, "bench.json"), tables.json_text({"params": params,
+                                                                      "rows": rows}))
+    write_text(os.path.join(out_dir, "bench.csv"), tables.csv_text(rows, bench_report.ROW_FIELDS))
+    write_text(page, bench_report.render(rows, params))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.bench", rows,
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
+    return page
+
+
+def work(run):
+    args, api, service, say = run.args, run.api, run.service, run.say
+    facts = facts_mod.parse(api.strategies().body)
+    names = claim_instances(api)
+    selected = (facts.first_safe_per_store(len(names)) if args.quick and not args.strategies
+                else facts.select(args.strategies))
+    facts_mod.check_needs(api, facts, selected)
+    out_dir = run.out_dir()
+    say(f"results in {out_dir}; strategies: {', '.join(s.name for s in selected)}; "
+        f"concurrencies {args.conns}, {args.duration} s each")
+    bench = Bench(args, api, facts, len(names), out_dir, say,
+                  service.proc.pid if service.proc else None)
+    rows = bench.run(selected)
+    params = {"started": run.started, "finished": now_iso(), "host": args.host,
+              "port": args.port, "instance_names": names,
+              "claim": facts_mod.claim_name(len(names)), "conns": args.conns,
+              "duration_s": args.duration, "warmup_s": args.warmup, "stock": ENDLESS_STOCK,
+              "product": args.product, "strategies": [s.name for s in selected],
+              "settings": facts.settings, "elapsed_s": round(run.elapsed()),
+              "driver": "wrk (keep-alive), redis-benchmark, sysbench",
+              "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
+              "pairs": args.pairs, "peer": bench.peer_note,
+              "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
+              "peer_stack": peer_mod.describe(),
+              "retries": args.retries, "retry_budget_s": args.retry_budget,
+              "retry_spent_s": round(bench.retry_spent_s, 1),
+              "history_duration_s": args.history_duration, "history_max": args.history_max,
+              "history_spent_s": round(bench.history_spent_s, 1)}
+    page = write_outputs(out_dir, rows, params)
+    return rows, page, browser.check(page, bench_report.expectations(rows))
+
+
+def report(run, done):
+    rows, page, found = done
+    print(tables.text_table(rows, bench_report.TABLE))
+    print()
+    failed = [r for r in rows if r["verdict"] != "pass"]
+    for r in failed:
+        print(f"FAIL {r['label']}: {r['reason']}")
+    for p in found:
+        print(f"FAIL bench.html in Chromium: {p}")
+    again = [r for r in rows if r.get("attempts", 1) > 1]
+    if again:
+        rows_word = "rows" if len(again) > 1 else "row"
+        print(f"{len(again)} {rows_word} measured again: the host stole more than "
+              f"{run.args.steal_max}% of the CPU during them (steal % column)")
+    print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; bench.html "
+          f"{'checked in Chromium' if not found else 'WRONG'}: {page}")
+    print(elapsed_line(run.elapsed()))
+    return 1 if failed or found else 0
+
+
+RUNNER = Runner("bench", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report, host=True, port=True, results="bench-", instances=1)
+main, parse_args = RUNNER.main, RUNNER.parse
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

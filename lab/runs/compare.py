@@ -1,0 +1,314 @@
+"""Compare stockd's strategies under the same JMeter load: who oversells, at what cost.
+
+First a calibration row: the same plan against GET /strategies, which touches no
+backend, gives the driver's ceiling for this run. Then for each strategy (default:
+every one GET /strategies lists): reset the product -> run jmeter/deduct.jmx -> read
+GET /stock/{product} -> one row. What runs and what each row must show comes from the
+strategies' facts in GET /strategies (lab.judges.plan): strategies that do not claim safety
+for this number of instances get an "exposed" row with the request parameters their
+exposed_by names; strategies with a lease get "hold>ttl" and "pause>ttl" rows.
+
+Writes results/<timestamp>/ and points results/latest at it:
+    results.json   array of rows        results.csv   the same rows
+    params.json    the run's parameters report.html   table, charts, race timelines
+    junit.xml      one test case per row, for CI
+    <row>.jtl      JMeter's CSV results of each row (<row>.log, <row>.out: its log, console)
+    history-<row>.jsonl  the row's clients' history, one op per line (lab.judges.history)
+    races.json     the race driver's answers behind the timelines (lab.drivers.race_runs)
+and prints the table on stdout; progress goes to stderr.
+
+The gate (lab.judges.gate), exit status 1: a row contradicts its claim (a safe row oversold
+or lost updates, its ledger disagrees with its answers, a "waits" strategy answered
+busy early; an exposed row or a lease that oversells did not show its race; JMeter
+produced no results), or its two witnesses disagree: the store's ledger says nothing
+was oversold or lost and the clients' history (the JTL, with the store's counter read
+after it) is not linearizable (lab.judges.linearize), or the reverse. Throughput is reported, never gated; rows within 20% of the
+calibration's throughput are marked driver_bound. Exit status 2: the run could not be
+made (stockd not reachable or startable, a fact missing from /strategies, a needed
+backend down, a number of instances other than --instances, unknown strategy, results
+directory not writable, bad arguments).
+
+When nothing answers at host:port (and host is local) it brings the private stack up
+(scripts/stack.sh up), starts build/stockd in the background (log in
+$STOCKD_RUN_DIR/stockd.log, pid in $STOCKD_RUN_DIR/stockd.pid) and stops it at the end
+(with --keep-stockd, as make demo runs it, that stockd stays up for its live page, GET /,
+until make stack-down); the stack is left running. With --instances N >= 2 it starts N instances behind a
+private nginx listening on host:port instead (scripts/stack.sh instances-up N, instance
+ports from STACK_STOCKD_PORT_BASE) and stops them and nginx at the end. With
+STOCKD_ADMIN_TOKEN set, resets carry it (Authorization: Bearer) and so does the plan.
+
+Every flag also reads an environment variable (so `make compare THREADS=20` works);
+an empty value means the default."""
+
+import os
+import sys
+import time
+
+from ..base.common import REPO, SetupError, comma_list, now_iso, slug, tail, write_text
+from ..client import facts as facts_mod
+from ..stack.prometheus import SCRAPE_S, Prometheus
+from ..drivers import jmeter, race_runs
+from ..judges import history, plan as plan_mod
+from ..judges.gate import compare_verdict, mark_driver_bound, race_check, with_witnesses
+from ..judges.settlement import settled_account
+from ..reports import compare_report, junit, tables
+from ..scaffold.runner import Runner
+
+
+def options(o):
+    o.add("--strategies", ["STRATEGIES"], "", comma_list,
+          "comma list; empty: all from GET /strategies")
+    o.add("--threads", ["THREADS"], 100, int, "JMeter threads", 1)
+    o.add("--loops", ["LOOPS"], 50, int, "requests per thread", 1)
+    o.add("--rampup", ["RAMPUP"], 1, int, "seconds to start all threads", 0)
+    o.add("--stock", ["STOCK"], 5000, int, "units at reset", 1)
+    o.add("--qty", ["QTY"], 1, int, "units per request", 1)
+    o.add("--hold-ms", ["HOLD_MS"], 0, int, "hold_ms of the normal rows", 0)
+    o.add("--exposed-hold-ms", ["EXPOSED_HOLD_MS"], 20, int,
+          "hold_ms of an exposed row (when its exposed_by names hold_ms)", 0)
+    o.add("--exposed-ttl-ms", ["EXPOSED_TTL_MS"], 5, int,
+          "ttl_ms of an exposed row (when its exposed_by names ttl_ms), shorter than the hold", 0)
+    o.add("--exposed-pause-ms", ["EXPOSED_PAUSE_MS"], 20, int,
+          "pause_ms of an exposed row (when its exposed_by names pause_ms)", 0)
+    o.add("--exposed-requests", ["EXPOSED_REQUESTS"], 1000, int,
+          "at most this many requests (rounded to whole loops) in an exposed row", 1)
+    o.add("--instances", ["INSTANCES"], 1, int,
+          "stockd instances behind host:port (>1 judges safe_multi)", 1)
+    o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
+    o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 900, int,
+          "seconds before a JMeter run is stopped", 1)
+    o.flag("--keep-stockd", "leave the stockd (or instances) this run started running at the "
+           "end, for the live page (make demo); make stack-down stops them")
+
+
+def check_instances(api, n):
+    """The instance names answering at host:port; SetupError unless there are n."""
+    names = api.instance_names(max(4, 3 * n))
+    if not names:
+        raise SetupError(f"nothing answered GET /health at {api.where()}")
+    if None in names:
+        raise SetupError(f"stockd at {api.where()} answers without an X-Stockd-Instance "
+                         "header: cannot count its instances; refusing to judge")
+    if len(names) != n:
+        raise SetupError(f"told INSTANCES={n}, but {len(names)} distinct stockd instances "
+                         f"answer at {api.where()} ({', '.join(sorted(names))}): "
+                         "refusing to judge")
+    return sorted(names)
+
+
+class Comparison:
+    def __init__(self, args, api, service, facts, selected, out_dir, say, prom=None):
+        self.args, self.api, self.service, self.facts = args, api, service, facts
+        self.selected, self.out_dir, self.say = selected, out_dir, say
+        self.prom = prom
+
+    def jmeter_props(self, row):
+        a = self.args
+        props = {"host": a.host, "port": a.port, "strategy": row.strategy or "none",
+                 "product": a.product, "qty": a.qty, "threads": a.threads,
+                 "loops": row.loops, "rampup": a.rampup}
+        if row.kind == "calibration":
+            props["path"] = plan_mod.CALIBRATION_PATH
+        props.update(row.params)
+        return props
+
+    def run_row(self, row):
+        a, strategy = self.args, self.facts.by_name.get(row.strategy)
+        extra = "".join(f", {k}={v}" for k, v in row.params.items() if v)
+        self.say(f"{row.label}: " + ("" if row.kind == "calibration" else
+                                     f"reset product {a.product} to {row.stock}; ")
+                 + f"{a.threads} threads x {row.loops} loops{extra}")
+        reset_error = None if row.kind == "calibration" else self.api.reset(a.product, row.stock)
+        started = time.time()
+        if reset_error:
+            # No run on stock in an unknown state; the row fails, the others still run.
+            run = jmeter.Run(os.path.join(self.out_dir, slug(row.label) + ".jtl"), 0, 0.0)
+        else:
+            run = jmeter.run(a.jmeter, self.out_dir, slug(row.label), self.jmeter_props(row),
+                             a.jmeter_timeout, self.api.token)
+        res = jmeter.read_jtl(run.jtl)
+        window = (started, time.time())
+        acct = self.api.account(a.product, strategy.store) if strategy else None
+        settled_problem = None
+        if strategy and strategy.settles and acct:
+            acct, settled_problem = settled_account(self.api, a.product, acct)
+        verdict, reason = compare_verdict(row, strategy, res, acct, a.qty, self.facts.settings)
+        if settled_problem:
+            verdict, reason = "fail", settled_problem
+        elif strategy and strategy.settles:
+            reason += "; judged by MySQL after the stream drained"
+        hist = self.history(row, run, res, acct, reset_error)
+        verdict, reason = with_witnesses(verdict, reason, acct, hist)
+        if reset_error:
+            verdict, reason = "fail", f"not run: {reset_error}"
+        elif run.rc == "timeout":
+            verdict, reason = "fail", f"JMeter timed out after {a.jmeter_timeout}s; {reason}"
+        elif run.rc != 0 and res.requests == 0:
+            last = [ln.strip() for ln in tail(run.out, 5).splitlines() if ln.strip()]
+            reason += (f" (jmeter exit status {run.rc}: {last[-1][:160] if last else 'no output'}"
+                       f"; see {os.path.basename(run.out)})")
+        self.say(f"{row.label}: {verdict.upper()} - {reason} "
+                 f"({res.requests} requests in {run.seconds:.1f}s)")
+        r = self.result(row, strategy, res, acct or {}, verdict, reason, run)
+        r.update(hist)
+        r["window"] = window
+        return r
+
+    def history(self, row, run, res, acct, reset_error):
+        """The row's second witness: its JTL as a history (streamed to
+        history-<row>.jsonl) with the store's counter read after it, checked."""
+        if row.kind == "calibration":
+            return history.not_judged("the calibration sells nothing")
+        if reset_error or res.requests == 0:
+            return history.not_judged("no requests")
+        path = os.path.join(self.out_dir, "history-" + slug(row.label) + ".jsonl")
+        ops = history.from_jtl(run.jtl, path, self.args.qty)
+        facts = self.facts.by_name.get(row.strategy)
+        ops = history.for_undersells(ops, facts and facts.undersells, self.args.qty)
+        hist = history.judge_final(row.stock, ops, (acct or {}).get("remaining"), path)
+        self.say(f"{row.label}: history ({hist['history_ops']} ops, {hist['history_s']} s): "
+                 f"{hist['history']}")
+        return hist
+
+    def inside_figures(self, rows):
+        """What Prometheus saw inside stockd during each row: the peak of requests in
+        flight, and the lock wait p99 of a lock strategy's row."""
+        time.sleep(1.5 * SCRAPE_S)  # the last row's final scrape
+        for r in rows:
+            t0, t1 = r.pop("window")
+            strategy = self.facts.by_name.get(r["strategy"])
+            r["peak_in_flight"] = self.prom.peak_in_flight(t0, t1) if self.prom else None
+            r["lock_wait_p99_ms"] = (self.prom.lock_wait_p99_ms(strategy.name, t0, t1)
+                                     if self.prom and strategy and strategy.lock else None)
+
+    def result(self, row, strategy, res, acct, verdict, reason, run):
+        a = self.args
+        rss, by_instance = self.service.memory()
+        r = {"label": row.label, "strategy": row.strategy, "kind": row.kind,
+             "store": strategy.store if strategy else None, "instances": a.instances,
+             "threads": a.threads, "loops": row.loops, "requests": res.requests, "qty": a.qty,
+             "stock": None if row.kind == "calibration" else row.stock,
+             "hold_ms": row.params.get("hold_ms", 0), "ttl_ms": row.params.get("ttl_ms", 0),
+             "pause_ms": row.params.get("pause_ms", 0),
+             "store_sold": acct.get("sold"), "oversold": acct.get("oversold"),
+             "lost_updates": acct.get("lost_updates"), "remaining": acct.get("remaining"),
+             "throughput_rps": res.throughput_rps, "p50_ms": res.p50_ms, "p95_ms": res.p95_ms,
+             "p99_ms": res.p99_ms, "max_ms": res.max_ms, "duration_s": res.duration_s,
+             "stockd_rss_kib": rss, "stockd_rss_by_instance": by_instance,
+             "instances_seen": sorted(res.instances - {"none"}),
+             "expected_safe": row.expected_safe, "verdict": verdict, "reason": reason,
+             "jtl": os.path.basename(run.jtl)}
+        r.update(res.outcomes.fields())
+        return r
+
+    def run(self):
+        rows = [self.run_row(row) for row in plan_mod.plan(self.args, self.selected)]
+        self.inside_figures(rows)
+        ceiling = rows[0]["throughput_rps"] if rows and rows[0]["kind"] == "calibration" else None
+        mark_driver_bound(rows, ceiling)
+        return rows, ceiling
+
+
+def write_outputs(out_dir, rows, params, races=None):
+    path = os.path.join(out_dir, "report.html")
+    write_text(os.path.join(out_dir, "results.json"), tables.json_text(rows))
+    write_text(os.path.join(out_dir, "params.json"), tables.json_text(params))
+    if races:
+        write_text(os.path.join(out_dir, "races.json"), tables.json_text(races))
+    write_text(os.path.join(out_dir, "results.csv"),
+               tables.csv_text(rows, compare_report.ROW_FIELDS))
+    write_text(path, compare_report.render(rows, params, races))
+    junit.write(os.path.join(out_dir, "junit.xml"), "stockd.compare", rows,
+                lambda r: r["label"], lambda r: r.get("duration_s"), params)
+    return path
+
+
+def run_params(args, selected, service, names, ceiling, peak, out_dir, started):
+    return {
+        "started": started, "finished": now_iso(), "host": args.host, "port": args.port,
+        "instances": args.instances, "instance_names": names, "threads": args.threads,
+        "loops": args.loops, "rampup": args.rampup, "stock": args.stock, "qty": args.qty,
+        "hold_ms": args.hold_ms, "exposed_hold_ms": args.exposed_hold_ms,
+        "exposed_ttl_ms": args.exposed_ttl_ms, "exposed_pause_ms": args.exposed_pause_ms,
+        "product": args.product, "strategies": [s.name for s in selected],
+        "claim": facts_mod.claim_name(args.instances), "driver_ceiling_rps": ceiling,
+        "stockd_started_by_compare": service.started, "jmeter": jmeter.version(out_dir),
+        "stockd_memory_source": service.memory_source(), "stockd_peak_rss_kib": peak,
+    }
+
+
+def peak_memory(service, rows):
+    """Peak resident KiB over the run: the stockd we started's VmHWM, else the
+    largest total any row recorded."""
+    own = service.own_memory_kib("VmHWM")
+    if own is not None:
+        return own
+    seen = [r["stockd_rss_kib"] for r in rows if r.get("stockd_rss_kib")]
+    return max(seen) if seen else None
+
+
+def kept(api, service):
+    """What --keep-stockd leaves: the live page's URL, and how to stop what serves it."""
+    line = f"The live page: http://{api.where()}/"
+    if service.instances_started:
+        line += (" (the stockd instances and nginx this run started keep running for it; "
+                 "make stack-down stops them)")
+    elif service.started:
+        line += " (the stockd this run started keeps running for it; make stack-down stops it)"
+    return line
+
+
+def work(run):
+    args, api, service, say = run.args, run.api, run.service, run.say
+    say(f"watch it live: http://{api.where()}/")
+    facts = facts_mod.parse(api.strategies().body)
+    selected = facts.select(args.strategies)
+    facts_mod.check_needs(api, facts, selected)
+    names = check_instances(api, args.instances)
+    out_dir = run.out_dir()
+    say(f"results in {out_dir}")
+    prom = Prometheus.up(service.scrape_targets(), say)
+    rows, ceiling = Comparison(args, api, service, facts, selected, out_dir, say, prom).run()
+    races = race_runs.run(api, facts, selected, args.instances, say, race_check)
+    peak = peak_memory(service, rows)
+    seen = sorted({n for r in rows for n in r["instances_seen"]})
+    params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
+                        run.started)
+    return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
+
+
+def report(run, done):
+    rows, path, peak, ceiling, seen = done
+    args = run.args
+    print(tables.text_table(rows, compare_report.TABLE))
+    failed = [r for r in rows if r["verdict"] != "pass"]
+    print()
+    for r in rows:
+        if r.get("history_ops") is not None:
+            print(f"history {r['label']}: {r['history']}")
+    for r in failed:
+        print(f"FAIL {r['label']}: {r['reason']}")
+    if ceiling:
+        bound = sum(1 for r in rows if r.get("driver_bound"))
+        print(f"driver ceiling (calibration, GET /strategies): {ceiling:.0f} req/s; "
+              f"{bound} row(s) driver-bound (within 20% of it)")
+    if peak:
+        print(f"stockd peak resident memory over the run: {peak / 1024:.1f} MiB")
+    print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; report: {path}")
+    if args.keep_stockd:
+        print(kept(run.api, run.service))
+    if seen and len(seen) != args.instances:
+        print(f"told INSTANCES={args.instances}, but the plan's answers came from {len(seen)} "
+              f"distinct instances ({', '.join(seen)}): refusing to judge")
+        return 2
+    return 1 if failed else 0
+
+
+RUNNER = Runner("compare", __doc__, options=options, work=work, report=report,
+                host="where stockd (or its balancer) listens", port=True, results="",
+                instances=lambda args: args.instances, keep=lambda args: args.keep_stockd)
+main, parse_args = RUNNER.main, RUNNER.parse
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,10 @@
+"""The scaffold: what a run is built from, just below the runs. The runner every run
+declares, and the sequences more than one run drives, written once so that no run
+borrows another's insides.
+
+    runner        a run's scaffold, written once: --host, --port, --results-dir, the admin
+                  client, progress, the service, the guarded run (exit 2, 130), the report
+    failover_window  the failover window made to happen on demand, for make failover and
+                  make redis-cluster's kill rows
+    auditing      the audit of one target, for make audit and make audit-stockd
+"""

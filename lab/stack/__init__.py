@@ -1,0 +1,13 @@
+"""The stack and the services a run starts on it: the private stack (scripts/stack.sh),
+the stockd instances a run starts itself, the namespace lab's nodes, and what the host
+and the stack's Prometheus say about them.
+
+    service       the private stack (scripts/stack.sh), one stockd or N behind nginx,
+                  a private nginx serving a static file, the one wait for a healthy
+                  stockd, the Galera nodes' names
+    instances     a stockd a run starts itself: started, looked into, frozen, stopped
+    nodes         the namespace lab's nodes, each on its own 127.0.0.N: stockd, Redis with
+                  its own clock, MariaDB open to them
+    prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
+    host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
+"""
