@@ -101,7 +101,7 @@ class PlanTest(unittest.TestCase):
     def test_calibration_first_then_a_safe_strategy_once(self):
         rows = self.rows(strategy("alpha"))
         self.assertEqual([(r.label, r.kind) for r in rows],
-                         [("calibration /strategies", "calibration"), ("alpha", "normal")])
+                         [("calibration /ping", "calibration"), ("alpha", "normal")])
         self.assertIsNone(rows[0].strategy)
         self.assertTrue(rows[1].expected_safe)
 
@@ -141,7 +141,7 @@ class PlanTest(unittest.TestCase):
         entry = strategy("shaky", safe=False, lease=LEASE_WATCHDOG,
                          exposed_by=["hold_ms", "ttl_ms"])
         self.assertEqual([r.label for r in self.rows(entry)],
-                         ["calibration /strategies", "shaky", "shaky pause>ttl"])
+                         ["calibration /ping", "shaky", "shaky pause>ttl"])
         both = strategy("brittle", safe=False, lease=LEASE_BOTH_OVERSELL,
                         exposed_by=["hold_ms", "ttl_ms"])
         self.assertEqual([r.label for r in self.rows(both)][2:],
@@ -154,7 +154,7 @@ class PlanTest(unittest.TestCase):
         local = strategy("local", safe=True, safe_multi=False, lease=fenced,
                          exposed_by=["hold_ms"])
         self.assertEqual([r.label for r in self.rows(local, instances=2)],
-                         ["calibration /strategies", "local", "local exposed"])
+                         ["calibration /ping", "local", "local exposed"])
 
 
 if __name__ == "__main__":

@@ -136,8 +136,12 @@ class CompareVerdictTest(unittest.TestCase):
 
     def test_calibration(self):
         row, _ = row_of(strategy("a"), "calibration")
-        self.assertEqual(gate.compare_verdict(row, None, results(sold=500, rps=3000.0), None, 1,
-                                              SETTINGS)[0], "pass")
+        self.assertEqual(row.label, "calibration /ping")
+        res = results(sold=500, rps=3000.0)
+        res.reply_bytes = 150
+        verdict, reason = gate.compare_verdict(row, None, res, None, 1, SETTINGS)
+        self.assertEqual(verdict, "pass")
+        self.assertIn("150 bytes a reply", reason)
         self.assertEqual(gate.compare_verdict(row, None, results(errors=[(404, "not_found")]),
                                               None, 1, SETTINGS)[0], "fail")
 
@@ -160,9 +164,39 @@ class BenchAndBoundTest(unittest.TestCase):
                 {"kind": "normal", "throughput_rps": 800.0},
                 {"kind": "normal", "throughput_rps": 799.0},
                 {"kind": "lease", "throughput_rps": None}]
-        gate.mark_driver_bound(rows, 1000.0)
+        self.assertEqual(gate.mark_driver_bound(rows, 1000.0), [])
         self.assertEqual([r["driver_bound"] for r in rows], [None, True, True, False, None])
         self.assertEqual(rows[1]["throughput_vs_ceiling"], 0.85)
+
+    def test_a_row_within_the_noise_above_the_ceiling_is_driver_bound(self):
+        rows = [{"kind": "calibration", "throughput_rps": 1000.0},
+                {"kind": "normal", "throughput_rps": 1100.0},
+                {"kind": "normal", "throughput_rps": 500.0}]
+        self.assertEqual(gate.mark_driver_bound(rows, 1000.0), [])
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, False])
+        self.assertEqual(rows[1]["throughput_vs_ceiling"], 1.1)
+
+    def test_a_row_beyond_the_noise_makes_the_ceiling_suspect(self):
+        # issue 49: a calibration on a 10 KB reply ran at 623 req/s, safe rows at 1,506
+        rows = [{"label": "calibration /ping", "kind": "calibration", "throughput_rps": 623.0},
+                {"label": "alpha", "kind": "normal", "throughput_rps": 1506.0},
+                {"label": "beta", "kind": "normal", "throughput_rps": 1446.0},
+                {"label": "gamma", "kind": "normal", "throughput_rps": 600.0},
+                {"label": "nolock exposed", "kind": "exposed", "throughput_rps": 90.0}]
+        beaten = gate.mark_driver_bound(rows, 623.0)
+        self.assertEqual([r["label"] for r in beaten], ["alpha", "beta"])
+        # no row is called driver-bound against a ceiling that does not hold...
+        self.assertEqual([r["driver_bound"] for r in rows], [None] * 5)
+        # ...and every row still says how it stood against it
+        self.assertEqual([r["throughput_vs_ceiling"] for r in rows], [1.0, 2.42, 2.32, 0.96, 0.14])
+        said = gate.ceiling_text(beaten)
+        self.assertIn("suspect: 2 row(s) beat it by more than 10%", said)
+        self.assertLess(said.index("alpha 2.42x"), said.index("beta 2.32x"))
+
+    def test_no_ceiling_marks_nothing(self):
+        rows = [{"kind": "normal", "throughput_rps": 900.0}]
+        self.assertEqual(gate.mark_driver_bound(rows, None), [])
+        self.assertEqual((rows[0]["driver_bound"], rows[0]["throughput_vs_ceiling"]), (None, None))
 
 
 class MeanBatchTest(unittest.TestCase):
