@@ -91,13 +91,15 @@ static void test_ping(void **state)
     (void)state;
     struct http_reply r;
     http_call("GET", "/ping", NULL, &r);
-    assert_int_equal(r.status, 200);
-    assert_string_equal(r.content_type, "application/json");
-    assert_non_null(r.json);
-    assert_true(json_is_true(json_object_get(r.json, "ok")));
-    assert_string_equal(json_str_member(r.json, "instance"), r.instance);
-    assert_true(strlen(r.text) < 100); /* a sale's 200 is about 90 bytes */
+    long status = r.status;
+    int ok = r.json && json_is_true(json_object_get(r.json, "ok"));
+    int names_itself = ok && strcmp(json_str_member(r.json, "instance"), r.instance) == 0;
+    int small = r.text && strlen(r.text) < 100; /* a sale's 200 is about 90 bytes */
     http_reply_free(&r);
+    assert_int_equal(status, 200);
+    assert_true(ok);
+    assert_true(names_itself);
+    assert_true(small);
 }
 
 /* One entry of /strategies: complete, consistent, and the only one of its
