@@ -112,8 +112,10 @@ def ceiling_figure(p):
         return "–"
     said = f"{fmt(ceiling)} req/s"
     if p.get("driver_ceiling_request"):
+        samples = " and ".join(fmt(x) for x in p.get("driver_ceiling_samples_rps") or [])
         said += (f" ({p['driver_ceiling_request']}, "
-                 f"{fmt(p.get('driver_ceiling_reply_bytes'))} bytes a reply)")
+                 f"{fmt(p.get('driver_ceiling_reply_bytes'))} bytes a reply; the better of "
+                 f"{samples})")
     beaten = p.get("driver_ceiling_beaten_by")
     if beaten:
         said += (f"; suspect: beaten by more than the noise by {len(beaten)} row(s), so no "
@@ -171,10 +173,10 @@ def render(rows, params, races=None):
     notes = ("sold / sold out / busy / outcome unknown / errors count answers (200, 409 sold_out, "
              "409 busy, 503 outcome_unknown: the sale may have happened, anything else); "
              "oversold, lost updates and remaining come from the store's accounting; latency "
-             "percentiles from JMeter's results. The calibration row runs the same plan "
-             "against GET /ping, which touches no backend and answers a few dozen bytes as "
-             "a sale does: its throughput is what the driver can do on this machine in this "
-             "run; a row that beats it by more than 10% makes it suspect, and then no row is "
+             "percentiles from JMeter's results. The calibration rows, first and last, run the "
+             "same plan against GET /ping, which touches no backend and answers a few dozen "
+             "bytes as a sale does: the better one's throughput is what the driver can do on "
+             "this machine in this run; a row that beats it by more than 10% makes it suspect, and then no row is "
              "called driver-bound. Raw JMeter results: the .jtl files "
              "beside this page. History: the second witness, independent of the ledger: "
              "each row's JMeter requests (sent, answered, the stock the reply left) and the "

@@ -148,19 +148,17 @@ def ceiling_beaten(rows, ceiling, field="throughput_rps"):
 
 def mark_driver_bound(rows, ceiling, field="throughput_rps"):
     """Set throughput_vs_ceiling on every row, and driver_bound on every row but the
-    calibration, against a ceiling that holds: when a row beats it by more than the
+    calibrations, against a ceiling that holds: when a row beats it by more than the
     noise, driver_bound is None (unknown) everywhere. Returns the rows that beat it."""
     beaten = ceiling_beaten(rows, ceiling, field)
     for r in rows:
-        if r.get("kind") == "calibration":
-            r["driver_bound"], r["throughput_vs_ceiling"] = None, 1.0 if ceiling else None
-            continue
         rps = r.get(field)
         if not ceiling or not rps:
             r["driver_bound"], r["throughput_vs_ceiling"] = None, None
             continue
         r["throughput_vs_ceiling"] = round(rps / ceiling, 2)
-        r["driver_bound"] = None if beaten else rps >= DRIVER_BOUND * ceiling
+        calibration = r.get("kind") == "calibration"
+        r["driver_bound"] = None if beaten or calibration else rps >= DRIVER_BOUND * ceiling
     return beaten
 
 

@@ -5,7 +5,7 @@ import types
 import unittest
 
 from fakestockd import document, strategy
-from lab import facts, gate, jmeter, plan
+from lab import compare, facts, gate, jmeter, plan
 from lab.bench import mean_batch
 from lab.outcomes import Outcomes, classify, ledger_problem
 
@@ -192,6 +192,34 @@ class BenchAndBoundTest(unittest.TestCase):
         said = gate.ceiling_text(beaten)
         self.assertIn("suspect: 2 row(s) beat it by more than 10%", said)
         self.assertLess(said.index("alpha 2.42x"), said.index("beta 2.32x"))
+
+    def test_every_calibration_is_measured_against_the_ceiling_and_none_is_bound(self):
+        rows = [{"kind": "calibration", "throughput_rps": 1000.0},
+                {"kind": "normal", "throughput_rps": 900.0},
+                {"kind": "calibration", "throughput_rps": 800.0}]
+        gate.mark_driver_bound(rows, 1000.0)
+        self.assertEqual([r["throughput_vs_ceiling"] for r in rows], [1.0, 0.9, 0.8])
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, None])
+
+    def test_the_comparison_judges_against_the_better_calibration(self):
+        def row(label, kind, rps, verdict="pass"):
+            return {"label": label, "kind": kind, "throughput_rps": rps, "verdict": verdict,
+                    "reason": "r", "reply_bytes": 193}
+        rows = [row("calibration /ping", "calibration", 600.0), row("alpha", "normal", 700.0),
+                row("beta", "normal", 400.0), row("calibration /ping again", "calibration", 680.0)]
+        said = compare.judge_ceiling(rows)
+        self.assertEqual((said["driver_ceiling_rps"], said["driver_ceiling_samples_rps"]),
+                         (680.0, [600.0, 680.0]))
+        self.assertTrue(said["driver_ceiling_holds"])  # 700 / 680 = 1.03: within the noise
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, False, None])
+        self.assertIn("the better of 600 and 680", compare.ceiling_line(rows, said))
+        rows[1]["throughput_rps"] = 800.0  # 1.18: the ceiling does not hold
+        said = compare.judge_ceiling(rows)
+        self.assertEqual((said["driver_ceiling_holds"], said["driver_ceiling_beaten_by"]),
+                         (False, {"alpha": 1.18}))
+        self.assertIn("suspect", rows[3]["reason"])
+        self.assertIn("suspect: 1 row(s)", compare.ceiling_line(rows, said))
+        self.assertEqual([r["driver_bound"] for r in rows], [None] * 4)
 
     def test_no_ceiling_marks_nothing(self):
         rows = [{"kind": "normal", "throughput_rps": 900.0}]

@@ -80,10 +80,11 @@ class ReportsTest(unittest.TestCase):
     def test_run_card_tells_the_ceiling_and_whether_it_held(self):
         rows = compare_rows()
         held = compare_report.render(rows, {"driver_ceiling_rps": 1000.0,
+                                            "driver_ceiling_samples_rps": [1000.0, 940.0],
                                             "driver_ceiling_request": "GET /ping",
                                             "driver_ceiling_reply_bytes": 150,
                                             "driver_ceiling_beaten_by": {}})
-        self.assertIn("<dd>1,000 req/s (GET /ping, 150 bytes a reply)</dd>", held)
+        self.assertIn("<dd>1,000 req/s (GET /ping, 150 bytes a reply; the better of 1,000 and 940)</dd>", held)
         suspect = compare_report.render(rows, {"driver_ceiling_rps": 1000.0,
                                                "driver_ceiling_request": "GET /ping",
                                                "driver_ceiling_reply_bytes": 150,
