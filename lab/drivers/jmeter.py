@@ -79,6 +79,7 @@ class Results:
         self.throughput_rps = self.duration_s = None
         self.instances = set()        # X-Stockd-Instance names ("none": no header)
         self.fastest_busy_ms = None   # the quickest busy answer
+        self.reply_bytes = None       # JMeter's bytes received per reply, head and body (mean)
 
     @property
     def requests(self):
@@ -91,7 +92,7 @@ def read_jtl(path):
     res = Results()
     if not os.path.exists(path):
         return res
-    elapsed, first, last = [], None, None
+    elapsed, first, last, received = [], None, None, []
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames or "responseCode" not in reader.fieldnames:
@@ -103,6 +104,8 @@ def read_jtl(path):
             res.outcomes.add(code, word, what=what)
             if rec.get("instance") is not None:
                 res.instances.add(rec["instance"].strip() or "none")
+            if code.isdigit() and (rec.get("bytes") or "").strip().isdigit():
+                received.append(int(rec["bytes"]))
             try:
                 ms, ts = int(rec["elapsed"]), int(rec["timeStamp"])
             except (KeyError, TypeError, ValueError):
@@ -120,6 +123,8 @@ def read_jtl(path):
         span = max(1, last - first) / 1000.0
         res.duration_s = round(span, 3)
         res.throughput_rps = round(res.requests / span, 1)
+    if received:
+        res.reply_bytes = round(sum(received) / len(received))
     return res
 
 

@@ -105,6 +105,25 @@ def memory_origin(p):
             "each instance's GET /metrics, read after every row")
 
 
+def ceiling_figure(p):
+    """The run card's driver ceiling: its throughput, what the calibration requested
+    and each reply's size, and whether it held."""
+    ceiling = p.get("driver_ceiling_rps")
+    if not ceiling:
+        return "–"
+    said = f"{fmt(ceiling)} req/s"
+    if p.get("driver_ceiling_request"):
+        samples = " and ".join(fmt(x) for x in p.get("driver_ceiling_samples_rps") or [])
+        said += (f" ({p['driver_ceiling_request']}, "
+                 f"{fmt(p.get('driver_ceiling_reply_bytes'))} bytes a reply; the better of "
+                 f"{samples})")
+    beaten = p.get("driver_ceiling_beaten_by")
+    if beaten:
+        said += (f"; suspect: beaten by more than the noise by {len(beaten)} row(s), so no "
+                 "row is called driver-bound")
+    return said
+
+
 def render(rows, params, races=None):
     failed = [(r.get("label"), r.get("reason")) for r in rows if r.get("verdict") != "pass"]
     when = str(params.get("started") or "").replace("T", " ")
@@ -120,7 +139,7 @@ def render(rows, params, races=None):
         ("qty per request", p.get("qty")), ("hold_ms", p.get("hold_ms")),
         ("exposed hold / ttl / pause ms", f"{p.get('exposed_hold_ms')} / "
          f"{p.get('exposed_ttl_ms')} / {p.get('exposed_pause_ms')}"),
-        ("driver ceiling", f"{fmt(ceiling)} req/s" if ceiling else "–"),
+        ("driver ceiling", ceiling_figure(p)),
         ("product", p.get("product")), ("JMeter", p.get("jmeter") or "–"),
         ("stockd memory", memory_figure(p)),
     ]
@@ -155,9 +174,11 @@ def render(rows, params, races=None):
     notes = ("sold / sold out / busy / outcome unknown / errors count answers (200, 409 sold_out, "
              "409 busy, 503 outcome_unknown: the sale may have happened, anything else); "
              "oversold, lost updates and remaining come from the store's accounting; latency "
-             "percentiles from JMeter's results. The calibration row runs the same plan "
-             "against GET /strategies, which touches no backend: its throughput is what the "
-             "driver can do on this machine in this run. Raw JMeter results: the .jtl files "
+             "percentiles from JMeter's results. The calibration rows, first and last, run the "
+             "same plan against GET /ping, which touches no backend and answers a few dozen "
+             "bytes as a sale does: the better one's throughput is what the driver can do on "
+             "this machine in this run; a row that beats it by more than 10% makes it suspect, and then no row is "
+             "called driver-bound. Raw JMeter results: the .jtl files "
              "beside this page. History: the second witness, independent of the ledger: "
              "each row's JMeter requests (sent, answered, the stock the reply left) and the "
              "store's counter read after them, checked for linearizability (lab/judges/linearize.py; "

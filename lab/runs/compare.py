@@ -1,12 +1,13 @@
 """Compare stockd's strategies under the same JMeter load: who oversells, at what cost.
 
-First a calibration row: the same plan against GET /strategies, which touches no
-backend, gives the driver's ceiling for this run. Then for each strategy (default:
-every one GET /strategies lists): reset the product -> run jmeter/deduct.jmx -> read
-GET /stock/{product} -> one row. What runs and what each row must show comes from the
-strategies' facts in GET /strategies (lab.judges.plan): strategies that do not claim safety
-for this number of instances get an "exposed" row with the request parameters their
-exposed_by names; strategies with a lease get "hold>ttl" and "pause>ttl" rows.
+First a calibration row: the same plan against GET /ping, which touches no backend
+and answers a few dozen bytes as a sale does; it runs again after the last strategy,
+and the better of the two is the driver's ceiling for this run. Then for each strategy (default: every one GET /strategies lists): reset the
+product -> run jmeter/deduct.jmx -> read GET /stock/{product} -> one row. What runs
+and what each row must show comes from the strategies' facts in GET /strategies
+(lab.judges.plan): strategies that do not claim safety for this number of instances get an
+"exposed" row with the request parameters their exposed_by names; strategies with a
+lease get "hold>ttl" and "pause>ttl" rows.
 
 Writes results/<timestamp>/ and points results/latest at it:
     results.json   array of rows        results.csv   the same rows
@@ -23,7 +24,8 @@ busy early; an exposed row or a lease that oversells did not show its race; JMet
 produced no results), or its two witnesses disagree: the store's ledger says nothing
 was oversold or lost and the clients' history (the JTL, with the store's counter read
 after it) is not linearizable (lab.judges.linearize), or the reverse. Throughput is reported, never gated; rows within 20% of the
-calibration's throughput are marked driver_bound. Exit status 2: the run could not be
+ceiling are marked driver_bound, unless a row beat it by more than 10%: then the
+ceiling is reported suspect, with the rows that beat it, and no row is marked. Exit status 2: the run could not be
 made (stockd not reachable or startable, a fact missing from /strategies, a needed
 backend down, a number of instances other than --instances, unknown strategy, results
 directory not writable, bad arguments).
@@ -49,7 +51,8 @@ from ..client import facts as facts_mod
 from ..stack.prometheus import SCRAPE_S, Prometheus
 from ..drivers import jmeter, race_runs
 from ..judges import history, plan as plan_mod
-from ..judges.gate import compare_verdict, mark_driver_bound, race_check, with_witnesses
+from ..judges.gate import (ceiling_text, compare_verdict, mark_driver_bound, race_check,
+                          with_witnesses)
 from ..judges.settlement import settled_account
 from ..reports import compare_report, junit, tables
 from ..scaffold.runner import Runner
@@ -200,14 +203,37 @@ class Comparison:
              "expected_safe": row.expected_safe, "verdict": verdict, "reason": reason,
              "jtl": os.path.basename(run.jtl)}
         r.update(res.outcomes.fields())
+        r["reply_bytes"] = res.reply_bytes
         return r
 
     def run(self):
         rows = [self.run_row(row) for row in plan_mod.plan(self.args, self.selected)]
         self.inside_figures(rows)
-        ceiling = rows[0]["throughput_rps"] if rows and rows[0]["kind"] == "calibration" else None
-        mark_driver_bound(rows, ceiling)
-        return rows, ceiling
+        return rows, judge_ceiling(rows)
+
+
+def judge_ceiling(rows):
+    """Marks the rows driver-bound against the better calibration, or the ceiling
+    suspect (in that calibration's reason); returns the ceiling's figures."""
+    samples = [r for r in rows if r["kind"] == "calibration" and r["verdict"] == "pass"]
+    best = max(samples, key=lambda r: r["throughput_rps"], default=None)
+    beaten = mark_driver_bound(rows, best and best["throughput_rps"])
+    if beaten:
+        best["reason"] += "; " + ceiling_text(beaten)
+    return ceiling_figures(best, samples, beaten)
+
+
+def ceiling_figures(best, samples, beaten):
+    """The driver's ceiling as params.json and the report tell it: what the calibrations
+    requested, each one's throughput, the better one's reply size, whether it held."""
+    if not best:
+        return {"driver_ceiling_rps": None}
+    return {"driver_ceiling_rps": best["throughput_rps"],
+            "driver_ceiling_samples_rps": [r["throughput_rps"] for r in samples],
+            "driver_ceiling_request": f"GET {plan_mod.CALIBRATION_PATH}",
+            "driver_ceiling_reply_bytes": best.get("reply_bytes"),
+            "driver_ceiling_holds": not beaten,
+            "driver_ceiling_beaten_by": {r["label"]: r["throughput_vs_ceiling"] for r in beaten}}
 
 
 def write_outputs(out_dir, rows, params, races=None):
@@ -232,7 +258,7 @@ def run_params(args, selected, service, names, ceiling, peak, out_dir, started):
         "hold_ms": args.hold_ms, "exposed_hold_ms": args.exposed_hold_ms,
         "exposed_ttl_ms": args.exposed_ttl_ms, "exposed_pause_ms": args.exposed_pause_ms,
         "product": args.product, "strategies": [s.name for s in selected],
-        "claim": facts_mod.claim_name(args.instances), "driver_ceiling_rps": ceiling,
+        "claim": facts_mod.claim_name(args.instances), **ceiling,
         "stockd_started_by_compare": service.started, "jmeter": jmeter.version(out_dir),
         "stockd_memory_source": service.memory_source(), "stockd_peak_rss_kib": peak,
     }
@@ -278,6 +304,20 @@ def work(run):
     return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
 
 
+def ceiling_line(rows, ceiling):
+    """The driver's ceiling in one line: what it requested, each reply's size, and
+    the driver-bound rows, or why none is called so."""
+    samples = " and ".join(f"{x:.0f}" for x in ceiling["driver_ceiling_samples_rps"])
+    said = (f"driver ceiling (calibration, {ceiling['driver_ceiling_request']}, "
+            f"{ceiling['driver_ceiling_reply_bytes']} bytes a reply): "
+            f"{ceiling['driver_ceiling_rps']:.0f} req/s, the better of {samples}; ")
+    if not ceiling["driver_ceiling_holds"]:
+        return said + ceiling_text([r for r in rows if r["label"] in
+                                    ceiling["driver_ceiling_beaten_by"]])
+    bound = sum(1 for r in rows if r.get("driver_bound"))
+    return said + f"{bound} row(s) driver-bound (within 20% of it)"
+
+
 def report(run, done):
     rows, path, peak, ceiling, seen = done
     args = run.args
@@ -289,10 +329,8 @@ def report(run, done):
             print(f"history {r['label']}: {r['history']}")
     for r in failed:
         print(f"FAIL {r['label']}: {r['reason']}")
-    if ceiling:
-        bound = sum(1 for r in rows if r.get("driver_bound"))
-        print(f"driver ceiling (calibration, GET /strategies): {ceiling:.0f} req/s; "
-              f"{bound} row(s) driver-bound (within 20% of it)")
+    if ceiling["driver_ceiling_rps"]:
+        print(ceiling_line(rows, ceiling))
     if peak:
         print(f"stockd peak resident memory over the run: {peak / 1024:.1f} MiB")
     print(f"{len(rows) - len(failed)}/{len(rows)} rows pass; report: {path}")

@@ -118,6 +118,16 @@ void api_health(const struct http_request *req, struct page *out)
     page_json(out, all_up ? 200 : result_status(ST_BACKEND_UNAVAILABLE), doc);
 }
 
+/* The smallest answer that still goes through the whole HTTP path: a few
+ * dozen bytes, like a sale's, and no backend, lock or worker behind it. A
+ * load driver aimed at it measures itself, not stockd: the comparison's
+ * calibration row runs its plan against it for the driver's ceiling. */
+void api_ping(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    page_json(out, 200, json_pack("{s:b, s:s}", "ok", 1, "instance", config.instance_name));
+}
+
 void api_asset(const struct http_request *req, struct page *out)
 {
     const struct asset *a = asset_find(req->path);

@@ -9,10 +9,10 @@
  * builds an error document itself, and the fields it put in `reply`
  * (strategy, product, qty...) stay in it.
  *
- * Introspection endpoints (/strategies, /health, /metrics, the lab page)
- * never wait for anything: they are answered on the HTTP thread itself,
- * from bytes built once or from state other threads keep up to date, so
- * they answer at once however busy the workers are.
+ * Introspection endpoints (/strategies, /health, /ping, /metrics, the lab
+ * page) never wait for anything: they are answered on the HTTP thread
+ * itself, from bytes built once or from state other threads keep up to
+ * date, so they answer at once however busy the workers are.
  */
 #ifndef STOCKD_API_H
 #define STOCKD_API_H
@@ -77,6 +77,7 @@ extern const struct param_table api_deduct_params;
 /* On the HTTP thread. */
 void api_strategies(const struct http_request *req, struct page *out);
 void api_health(const struct http_request *req, struct page *out);
+void api_ping(const struct http_request *req, struct page *out);
 void api_metrics(const struct http_request *req, struct page *out);
 void api_asset(const struct http_request *req, struct page *out);
 void api_lab_state(const struct http_request *req, struct page *out);

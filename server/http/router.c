@@ -25,6 +25,7 @@ static const struct route {
     const struct param_table *params; /* its parameters, when some may wait */
 } routes[] = {
     {"/health", 0, GET, 0, NULL, api_health, NULL, NULL},
+    {"/ping", 0, GET, 0, NULL, api_ping, NULL, NULL},
     {"/strategies", 0, GET, 0, NULL, api_strategies, NULL, NULL},
     {"/metrics", 0, GET, 0, NULL, api_metrics, NULL, NULL},
     {"/openapi.json", 0, GET, 0, NULL, api_asset, NULL, NULL},

@@ -2,6 +2,8 @@
  * it_api.c - the contract's HTTP surface, against a running stockd.
  *
  * Proves: /health names every backend and answers 200 while they are up;
+ * /ping answers a few dozen bytes naming its instance (the calibration's
+ * request: no bigger than a sale's answer);
  * /metrics is valid Prometheus text (promtool) and counts the sales;
  * /strategies describes every strategy and the settings in force; reset
  * creates a product and sets its stock in both stores, clearing the
@@ -80,6 +82,24 @@ static void test_health(void **state)
     expect_backend_up(backends, "mysql");
     expect_backend_up(backends, "redis");
     json_decref(doc);
+}
+
+/* GET /ping: the comparison's calibration measures the driver against it,
+ * so it stays as small as a sale's answer, and needs no product or backend. */
+static void test_ping(void **state)
+{
+    (void)state;
+    struct http_reply r;
+    http_call("GET", "/ping", NULL, &r);
+    long status = r.status;
+    int ok = r.json && json_is_true(json_object_get(r.json, "ok"));
+    int names_itself = ok && strcmp(json_str_member(r.json, "instance"), r.instance) == 0;
+    int small = r.text && strlen(r.text) < 100; /* a sale's 200 is about 90 bytes */
+    http_reply_free(&r);
+    assert_int_equal(status, 200);
+    assert_true(ok);
+    assert_true(names_itself);
+    assert_true(small);
 }
 
 /* One entry of /strategies: complete, consistent, and the only one of its
@@ -427,6 +447,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health),
+        cmocka_unit_test(test_ping),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_strategies),
         cmocka_unit_test(test_reset_and_accounting),

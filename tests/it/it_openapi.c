@@ -48,6 +48,7 @@ static const struct exchange {
     {"/stock/{product}", "GET", "/stock/9603", NULL, 404},
     {"/strategies", "GET", "/strategies", NULL, 200},
     {"/health", "GET", "/health", NULL, 200},
+    {"/ping", "GET", "/ping", NULL, 200},
     {"/metrics", "GET", "/metrics", NULL, 200},
     {"/openapi.json", "GET", "/openapi.json", NULL, 200},
     {"/lab/state", "GET", "/lab/state", NULL, 200},

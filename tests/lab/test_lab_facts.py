@@ -99,11 +99,13 @@ class PlanTest(unittest.TestCase):
     def rows(self, *entries, **over):
         return plan.plan(args(**over), parsed(*entries).strategies)
 
-    def test_calibration_first_then_a_safe_strategy_once(self):
+    def test_calibration_first_and_last_then_a_safe_strategy_once(self):
         rows = self.rows(strategy("alpha"))
         self.assertEqual([(r.label, r.kind) for r in rows],
-                         [("calibration /strategies", "calibration"), ("alpha", "normal")])
+                         [("calibration /ping", "calibration"), ("alpha", "normal"),
+                          ("calibration /ping again", "calibration")])
         self.assertIsNone(rows[0].strategy)
+        self.assertEqual(rows[0].params, rows[-1].params)
         self.assertTrue(rows[1].expected_safe)
 
     def test_exposed_row_uses_exposed_by(self):
@@ -124,8 +126,8 @@ class PlanTest(unittest.TestCase):
 
     def test_instances_choose_the_claim(self):
         entry = strategy("local", safe=True, safe_multi=False, exposed_by=["hold_ms"])
-        self.assertEqual([r.kind for r in self.rows(entry)], ["calibration", "normal"])
-        self.assertEqual([r.kind for r in self.rows(entry, instances=2)],
+        self.assertEqual([r.kind for r in self.rows(entry)][:-1], ["calibration", "normal"])
+        self.assertEqual([r.kind for r in self.rows(entry, instances=2)][:-1],
                          ["calibration", "normal", "exposed"])
 
     def test_lease_rows_from_the_lease_field(self):
@@ -141,21 +143,21 @@ class PlanTest(unittest.TestCase):
     def test_a_lease_that_oversells_exposes_an_unsafe_strategy(self):
         entry = strategy("shaky", safe=False, lease=LEASE_WATCHDOG,
                          exposed_by=["hold_ms", "ttl_ms"])
-        self.assertEqual([r.label for r in self.rows(entry)],
-                         ["calibration /strategies", "shaky", "shaky pause>ttl"])
+        self.assertEqual([r.label for r in self.rows(entry)][:-1],
+                         ["calibration /ping", "shaky", "shaky pause>ttl"])
         both = strategy("brittle", safe=False, lease=LEASE_BOTH_OVERSELL,
                         exposed_by=["hold_ms", "ttl_ms"])
-        self.assertEqual([r.label for r in self.rows(both)][2:],
+        self.assertEqual([r.label for r in self.rows(both)][2:-1],
                          ["brittle hold>ttl", "brittle pause>ttl"])
 
     def test_a_lease_that_holds_is_judged_only_where_the_strategy_claims_safety(self):
         fenced = {"busy_holder": "safe", "paused_holder": "safe"}
         safe_here = strategy("tokens", lease=fenced)
-        self.assertEqual([r.expected_safe for r in self.rows(safe_here)][2:], [True, True])
+        self.assertEqual([r.expected_safe for r in self.rows(safe_here)][2:-1], [True, True])
         local = strategy("local", safe=True, safe_multi=False, lease=fenced,
                          exposed_by=["hold_ms"])
-        self.assertEqual([r.label for r in self.rows(local, instances=2)],
-                         ["calibration /strategies", "local", "local exposed"])
+        self.assertEqual([r.label for r in self.rows(local, instances=2)][:-1],
+                         ["calibration /ping", "local", "local exposed"])
 
 
 if __name__ == "__main__":

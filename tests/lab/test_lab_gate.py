@@ -9,6 +9,7 @@ from lab.client import facts
 from lab.client.outcomes import Outcomes, classify, ledger_problem
 from lab.drivers import jmeter
 from lab.judges import gate, plan
+from lab.runs import compare
 from lab.runs.bench import mean_batch
 
 SETTINGS = {"lock_wait_ms": 5000}
@@ -138,8 +139,12 @@ class CompareVerdictTest(unittest.TestCase):
 
     def test_calibration(self):
         row, _ = row_of(strategy("a"), "calibration")
-        self.assertEqual(gate.compare_verdict(row, None, results(sold=500, rps=3000.0), None, 1,
-                                              SETTINGS)[0], "pass")
+        self.assertEqual(row.label, "calibration /ping")
+        res = results(sold=500, rps=3000.0)
+        res.reply_bytes = 150
+        verdict, reason = gate.compare_verdict(row, None, res, None, 1, SETTINGS)
+        self.assertEqual(verdict, "pass")
+        self.assertIn("150 bytes a reply", reason)
         self.assertEqual(gate.compare_verdict(row, None, results(errors=[(404, "not_found")]),
                                               None, 1, SETTINGS)[0], "fail")
 
@@ -162,9 +167,67 @@ class BenchAndBoundTest(unittest.TestCase):
                 {"kind": "normal", "throughput_rps": 800.0},
                 {"kind": "normal", "throughput_rps": 799.0},
                 {"kind": "lease", "throughput_rps": None}]
-        gate.mark_driver_bound(rows, 1000.0)
+        self.assertEqual(gate.mark_driver_bound(rows, 1000.0), [])
         self.assertEqual([r["driver_bound"] for r in rows], [None, True, True, False, None])
         self.assertEqual(rows[1]["throughput_vs_ceiling"], 0.85)
+
+    def test_a_row_within_the_noise_above_the_ceiling_is_driver_bound(self):
+        rows = [{"kind": "calibration", "throughput_rps": 1000.0},
+                {"kind": "normal", "throughput_rps": 1100.0},
+                {"kind": "normal", "throughput_rps": 500.0}]
+        self.assertEqual(gate.mark_driver_bound(rows, 1000.0), [])
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, False])
+        self.assertEqual(rows[1]["throughput_vs_ceiling"], 1.1)
+
+    def test_a_row_beyond_the_noise_makes_the_ceiling_suspect(self):
+        # issue 49: a calibration on a 10 KB reply ran at 623 req/s, safe rows at 1,506
+        rows = [{"label": "calibration /ping", "kind": "calibration", "throughput_rps": 623.0},
+                {"label": "alpha", "kind": "normal", "throughput_rps": 1506.0},
+                {"label": "beta", "kind": "normal", "throughput_rps": 1446.0},
+                {"label": "gamma", "kind": "normal", "throughput_rps": 600.0},
+                {"label": "nolock exposed", "kind": "exposed", "throughput_rps": 90.0}]
+        beaten = gate.mark_driver_bound(rows, 623.0)
+        self.assertEqual([r["label"] for r in beaten], ["alpha", "beta"])
+        # no row is called driver-bound against a ceiling that does not hold...
+        self.assertEqual([r["driver_bound"] for r in rows], [None] * 5)
+        # ...and every row still says how it stood against it
+        self.assertEqual([r["throughput_vs_ceiling"] for r in rows], [1.0, 2.42, 2.32, 0.96, 0.14])
+        said = gate.ceiling_text(beaten)
+        self.assertIn("suspect: 2 row(s) beat it by more than 10%", said)
+        self.assertLess(said.index("alpha 2.42x"), said.index("beta 2.32x"))
+
+    def test_every_calibration_is_measured_against_the_ceiling_and_none_is_bound(self):
+        rows = [{"kind": "calibration", "throughput_rps": 1000.0},
+                {"kind": "normal", "throughput_rps": 900.0},
+                {"kind": "calibration", "throughput_rps": 800.0}]
+        gate.mark_driver_bound(rows, 1000.0)
+        self.assertEqual([r["throughput_vs_ceiling"] for r in rows], [1.0, 0.9, 0.8])
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, None])
+
+    def test_the_comparison_judges_against_the_better_calibration(self):
+        def row(label, kind, rps, verdict="pass"):
+            return {"label": label, "kind": kind, "throughput_rps": rps, "verdict": verdict,
+                    "reason": "r", "reply_bytes": 193}
+        rows = [row("calibration /ping", "calibration", 600.0), row("alpha", "normal", 700.0),
+                row("beta", "normal", 400.0), row("calibration /ping again", "calibration", 680.0)]
+        said = compare.judge_ceiling(rows)
+        self.assertEqual((said["driver_ceiling_rps"], said["driver_ceiling_samples_rps"]),
+                         (680.0, [600.0, 680.0]))
+        self.assertTrue(said["driver_ceiling_holds"])  # 700 / 680 = 1.03: within the noise
+        self.assertEqual([r["driver_bound"] for r in rows], [None, True, False, None])
+        self.assertIn("the better of 600 and 680", compare.ceiling_line(rows, said))
+        rows[1]["throughput_rps"] = 800.0  # 1.18: the ceiling does not hold
+        said = compare.judge_ceiling(rows)
+        self.assertEqual((said["driver_ceiling_holds"], said["driver_ceiling_beaten_by"]),
+                         (False, {"alpha": 1.18}))
+        self.assertIn("suspect", rows[3]["reason"])
+        self.assertIn("suspect: 1 row(s)", compare.ceiling_line(rows, said))
+        self.assertEqual([r["driver_bound"] for r in rows], [None] * 4)
+
+    def test_no_ceiling_marks_nothing(self):
+        rows = [{"kind": "normal", "throughput_rps": 900.0}]
+        self.assertEqual(gate.mark_driver_bound(rows, None), [])
+        self.assertEqual((rows[0]["driver_bound"], rows[0]["throughput_vs_ceiling"]), (None, None))
 
 
 class MeanBatchTest(unittest.TestCase):

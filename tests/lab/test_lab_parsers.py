@@ -18,7 +18,7 @@ JTL = """timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataTyp
 1030,50,deduct a,503,Service Unavailable,t 1-1,,false,x,150,2,2,50,0,outcome_unknown,host:1
 1040,60,deduct a,503,Service Unavailable,t 1-2,,false,x,150,2,2,60,0,overloaded,host:2
 1050,70,deduct a,Non HTTP response code: java.net.ConnectException,Non HTTP response message: Connection refused,t 1-1,,false,x,0,2,2,0,0,none,none
-1060,940,deduct a,200,OK,t 1-2,,true,,150,2,2,80,0,none,host:2
+1060,940,deduct a,200,OK,t 1-2,,true,,157,2,2,80,0,none,host:2
 """
 
 WRK = """Running 2s test @ http://127.0.0.1:1/stock/deduct/a
@@ -70,6 +70,9 @@ class JtlTest(unittest.TestCase):
         self.assertEqual((res.p50_ms, res.max_ms), (40, 940))
         self.assertEqual(res.duration_s, 1.0)
         self.assertEqual(res.throughput_rps, 8.0)
+        # received bytes, head and body, averaged over the answers (a refused
+        # connection received none and is no reply)
+        self.assertEqual(res.reply_bytes, 151)
 
     def test_missing_jtl_is_empty(self):
         self.assertEqual(jmeter.read_jtl("/nonexistent/x.jtl").requests, 0)

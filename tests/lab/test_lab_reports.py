@@ -18,7 +18,7 @@ def compare_rows():
             "expected_safe": True, "verdict": "pass", "reason": "safe",
             "stockd_rss_by_instance": {"h:1": 5000, "h:2": 5100}, "instances_seen": ["h:1", "h:2"]}
     return [
-        dict(base, label="calibration /strategies", strategy=None, kind="calibration", store=None,
+        dict(base, label="calibration /ping", strategy=None, kind="calibration", store=None,
              stock=None, throughput_rps=1000.0, expected_safe=None, driver_bound=None,
              throughput_vs_ceiling=1.0),
         dict(base, label="alpha", kind="normal", driver_bound=True, throughput_vs_ceiling=0.9),
@@ -76,6 +76,20 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("outcome unknown", page)
         self.assertIn("something &lt;odd&gt; &amp; &quot;quoted&quot;", page)
         self.assertIn('class="verdict-banner fail"', page)
+
+    def test_run_card_tells_the_ceiling_and_whether_it_held(self):
+        rows = compare_rows()
+        held = compare_report.render(rows, {"driver_ceiling_rps": 1000.0,
+                                            "driver_ceiling_samples_rps": [1000.0, 940.0],
+                                            "driver_ceiling_request": "GET /ping",
+                                            "driver_ceiling_reply_bytes": 150,
+                                            "driver_ceiling_beaten_by": {}})
+        self.assertIn("<dd>1,000 req/s (GET /ping, 150 bytes a reply; the better of 1,000 and 940)</dd>", held)
+        suspect = compare_report.render(rows, {"driver_ceiling_rps": 1000.0,
+                                               "driver_ceiling_request": "GET /ping",
+                                               "driver_ceiling_reply_bytes": 150,
+                                               "driver_ceiling_beaten_by": {"alpha": 1.5}})
+        self.assertIn("suspect: beaten by more than the noise by 1 row(s)", suspect)
 
     def test_run_card_shows_the_memory_figure_and_its_origin(self):
         rows = compare_rows()

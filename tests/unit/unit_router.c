@@ -53,6 +53,7 @@ static void test_contract_paths(void **state)
 {
     (void)state;
     expect_page("GET", "/health", api_health);
+    expect_page("GET", "/ping", api_ping);
     expect_page("GET", "/strategies", api_strategies);
     expect_page("GET", "/metrics", api_metrics);
     expect_page("GET", "/", api_asset); /* the live lab page */
@@ -85,6 +86,7 @@ static void test_wrong_method(void **state)
     (void)state;
     expect_refused("GET", "/stock/reset", ST_METHOD_NOT_ALLOWED, "POST");
     expect_refused("POST", "/health", ST_METHOD_NOT_ALLOWED, "GET");
+    expect_refused("POST", "/ping", ST_METHOD_NOT_ALLOWED, "GET");
     expect_refused("GET", "/lab/race", ST_METHOD_NOT_ALLOWED, "POST");
     expect_refused("DELETE", "/stock/deduct/sql", ST_METHOD_NOT_ALLOWED, "GET, POST");
     expect_refused("PUT", "/stock/1001", ST_METHOD_NOT_ALLOWED, "GET");
