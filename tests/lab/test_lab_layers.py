@@ -1,4 +1,4 @@
-"""lab/ keeps its floors, as tests/layers-check keeps server/'s: the floors are the map
+"""lab/ keeps its floors, as tests/checks/layers-check keeps server/'s: the floors are the map
 of lab/__init__.py in its order, bottom to top; a module imports only from its own floor
 and the floors below (lab/__main__.py, the entry, stands above them all); a run imports
 no other run; and the modules' imports make no circle."""
