@@ -77,6 +77,10 @@ NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
 STOCKD_PORT = 8080
 HEAL_GOAL_S = 30.0
+# How long N1 may stay in the primary component after the cut before the row says its
+# cut did not take (Galera notices a silent peer after its suspect timeout; a loaded
+# machine has taken longer than the row's whole cut to).
+OUT_GOAL_S = 15.0
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
               "minority_busy", "minority_unknown", "minority_other", "minority_held",
@@ -189,7 +193,11 @@ def majority_twins(answers, cut, heal):
 
 
 def judge(row):
-    """The rule of the module's docstring, and the row's cluster fact; the reasons."""
+    """The rule of the module's docstring, and the row's cluster fact; the reasons. A row
+    whose cut never took (row["setup"]) is not judged: its verdict is setup."""
+    if row.get("setup"):
+        row.update(verdict="setup", reason=f"setup: {row['setup']}")
+        return row
     problems = []
     if row["ok_minority"]:
         problems.append(f"A sold {row['ok_minority']} while its node was out")
@@ -350,6 +358,7 @@ class Galera:
             time.sleep(1.5)
             self.cut()
             marks["cut"] = time.monotonic()
+            self.wait_out(marks["cut"])  # the row's cut_s are counted once N1 is out
             time.sleep(self.args.cut_s)
             marks["out_ready"] = self.ready(self.n1)
             # the mark before the rules go: an answer the healed link carried while nft
@@ -387,6 +396,29 @@ class Galera:
             row["extra_in_ledger"] = max(0, row["sold"] - row["ok"])
         if account.get("initial") is not None:
             judge_history(row, buyers.answers, account)
+        return row
+
+    def wait_out(self, cut):
+        """Until N1 has left the primary component after the cut; SetupError past
+        OUT_GOAL_S (the cut did not take: not the strategy's doing)."""
+        while self.ready(self.n1):
+            if time.monotonic() - cut > OUT_GOAL_S:
+                raise SetupError(f"N1 was still in the primary component {OUT_GOAL_S:.0f} s "
+                                 "after the cut")
+            time.sleep(0.05)
+
+    def tried_row(self, s, product):
+        """run_row, run once more when its setup failed; a row whose setup fails twice
+        comes back with row["setup"] saying why, to be reported apart from the verdicts."""
+        for attempt in (1, 2):
+            try:
+                return self.run_row(s, product)
+            except SetupError as e:
+                why = str(e)
+                self.say(f"{s.name}: the row's setup failed: {why}"
+                         + ("; running it again" if attempt == 1 else ""))
+        row = {f: None for f in ROW_FIELDS}
+        row.update(strategy=s.name, fact=s.cluster, cut_s=self.args.cut_s, setup=why)
         return row
 
     def wait_back(self, buyers, heal):
@@ -463,7 +495,7 @@ def work(run):
         facts = facts_mod.parse(instances[1].api.strategies().body)
         g = Galera(args, nodes, instances, cuts, say)
         for i, s in enumerate(chosen(facts, args)):
-            row = judge(g.run_row(s, args.product + i))
+            row = judge(g.tried_row(s, args.product + i))
             row.pop("minority_answers_seen", None)
             row.pop("witnesses", None)
             rows.append(row)

@@ -168,5 +168,36 @@ class Facts(unittest.TestCase):
         self.assertIn("| 100 / 1 / 101 |", md)
 
 
+class Setup(unittest.TestCase):
+    """A cut that never took is tried once more, then reported as setup, not judged."""
+
+    def galera(self, *tries):
+        g = pg.Galera.__new__(pg.Galera)
+        g.say, g.args = (lambda line: None), type("Args", (), {"cut_s": 4.0})()
+        outcomes = iter(tries)
+
+        def run_row(s, product):
+            outcome = next(outcomes)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+        g.run_row = run_row
+        return g
+
+    def test_a_second_try_that_works_is_judged(self):
+        row = self.galera(pg.SetupError("N1 was still in the primary component"),
+                          {"strategy": "x"}).tried_row(STRATEGY, 1)
+        self.assertEqual(row, {"strategy": "x"})
+
+    def test_twice_is_setup_not_a_verdict(self):
+        row = pg.judge(self.galera(*[pg.SetupError("N1 was still in the primary component")]
+                                   * 2).tried_row(STRATEGY, 1))
+        self.assertEqual((row["verdict"], row["reason"]),
+                         ("setup", "setup: N1 was still in the primary component"))
+
+
+STRATEGY = type("Strategy", (), {"name": "plain", "cluster": "safe"})()
+
+
 if __name__ == "__main__":
     unittest.main()
