@@ -20,10 +20,10 @@
 #include <assert.h>
 #include <string.h>
 
-extern const struct expiry expiry_mysql_sweeper;
+extern const struct expiry expiry_mysql_sweeper, expiry_redis_zset;
 
 /* In the order GET /expiry lists them; each store's first is its default. */
-static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper};
+static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper, &expiry_redis_zset};
 
 #define MECHANISM_COUNT (sizeof mechanisms / sizeof mechanisms[0])
 
