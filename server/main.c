@@ -48,7 +48,8 @@
  *                      store implements; mysql_orders.c the mysql store's,
  *                      redis_orders.c the redis store's
  *     expiry.c         the expiry mechanisms' table and threads, a file
- *                      each: mysql_sweeper.c, redis_zset.c
+ *                      each: mysql_sweeper.c, redis_zset.c,
+ *                      redis_keyspace.c
  *   backend/           the servers stockd talks to (backend.h)
  *     backend.c        the backend table
  *     mysql.c          MySQL connections and statements; sql.c their texts

@@ -42,6 +42,7 @@
 #define PRODUCT_REDIS 460010 /* + the row's index in its test */
 #define PRODUCT_REDIS_LATE 460020
 #define PRODUCT_REDIS_SWEPT 460021
+#define PRODUCT_KEYSPACE 460022
 #define PRODUCT_ROWS 460100 /* + the row's index in /strategies */
 
 /* How long a test waits for what the store's clock decides (a deadline
@@ -58,11 +59,12 @@ struct order {
 
 /* POST /orders/{strategy}?product=P&qty=N&ttl_ms=T, which must answer 201
  * held. */
-static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
+static struct order hold_by(const char *strategy, int product, int qty, int ttl_ms,
+                            const char *expiry)
 {
-    char path[160];
-    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=%d", strategy, product, qty,
-             ttl_ms);
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=%d%s%s", strategy, product,
+             qty, ttl_ms, expiry ? "&expiry=" : "", expiry ? expiry : "");
     json_t *doc = expect_ok("POST", path, NULL, 201);
     struct order o;
     snprintf(o.id, sizeof o.id, "%s", json_str_member(doc, "order"));
@@ -71,6 +73,12 @@ static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
     o.expires_at_ms = json_int_member(doc, "expires_at_ms");
     json_decref(doc);
     return o;
+}
+
+/* A hold with its store's default expiry mechanism. */
+static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
+{
+    return hold_by(strategy, product, qty, ttl_ms, NULL);
 }
 
 /* POST /orders/{ID}/{action}[?query]: its status; its reply in *doc. */
@@ -512,6 +520,44 @@ static void test_redis_zset_returns_once(void **state)
     expect_store_balanced(PRODUCT_REDIS_SWEPT, "redis");
 }
 
+/* The subscriber claims an order once its hold key's expired event comes:
+ * never before the deadline; /expiry says it promises no lag and when it
+ * strands units. */
+static void test_redis_keyspace_returns_on_the_event(void **state)
+{
+    (void)state;
+    json_t *doc = expect_ok("GET", "/expiry", NULL, 200);
+    size_t i;
+    json_t *row;
+    int listed = 0;
+    json_array_foreach(json_object_get(doc, "expiry"), i, row)
+    {
+        if (strcmp(json_str_member(row, "name"), "redis-keyspace") != 0)
+            continue;
+        listed = 1;
+        assert_true(json_is_null(json_object_get(row, "lag_ms")));
+        assert_true(strlen(json_str_member(row, "strands_when")) > 0);
+    }
+    json_decref(doc);
+    assert_true(listed);
+    reset(PRODUCT_KEYSPACE, 6);
+    struct order o = hold_by("lua", PRODUCT_KEYSPACE, 2, 300, "redis-keyspace");
+    struct order paid = hold_by("watch", PRODUCT_KEYSPACE, 1, 300, "redis-keyspace");
+    expect_answer(&paid, "pay", "payment=in-time", 200, "", 0);
+    doc = await_return(&o);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_string_equal(json_str_member(doc, "expiry"), "redis-keyspace");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    assert_true(json_int_member(doc, "returned_at_ms") >= o.expires_at_ms);
+    json_decref(doc);
+    expect_state(&paid, "paid", 0, 0);
+    struct figures f = store_figures(PRODUCT_KEYSPACE, "redis");
+    assert_int_equal(f.remaining, 5);
+    assert_int_equal(f.paid, 1);
+    assert_int_equal(f.returned, 2);
+    expect_store_balanced(PRODUCT_KEYSPACE, "redis");
+}
+
 int main(void)
 {
     const struct CMUnitTest quiet[] = {
@@ -527,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_the_sweeper_returns_the_late_order_once),
         cmocka_unit_test(test_a_hold_is_returned_after_its_deadline_within_the_lag),
         cmocka_unit_test(test_redis_zset_returns_once),
+        cmocka_unit_test(test_redis_keyspace_returns_on_the_event),
     };
     int failed = cmocka_run_group_tests_name("orders, no sweeper", quiet, quiet_setup,
                                              stockd_group_teardown);
