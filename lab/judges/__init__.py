@@ -11,5 +11,7 @@ faults did; it sends nothing.
     audit_gate    an audit run's row and verdict from what its clients saw
     settlement    a row that settles later, judged once its order stream has drained
     history       the clients' history of a row, the second witness beside the ledger
+    orders        an orders row: every order's life from the clients' history, the
+                  orders' records and the accounting, against its expiry mechanism
     linearize     is a history linearizable for a stock counter (or its first violation)
 """

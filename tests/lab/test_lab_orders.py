@@ -1,0 +1,236 @@
+"""The orders judge on synthetic rows: a clean row passes, and each check fails on a
+history, records or accounting made to break it, with its words; the figures (lags,
+stranded unit-seconds, duplicates) from known records; the stranding row passes only
+when it strands."""
+
+import copy
+import unittest
+
+from lab.judges import orders
+
+DEADLINE = 10_000
+LAG = 1200
+ROW = {"lag_ms": LAG, "strands_when": None, "strands": False}
+KEYSPACE = {"lag_ms": None, "strands_when": "no subscriber is connected when the key expires",
+            "strands": True}
+
+
+def op(n, kind, order, status, word="", payment=None, duplicate=False):
+    return {"id": n, "kind": kind, "order": order, "payment": payment, "invoke": n * 10,
+            "complete": n * 10 + 5 if status else None, "status": status, "word": word,
+            "duplicate": duplicate}
+
+
+def record(state, qty=1, returned=0, returned_at=None, payment=None, refunds=0):
+    return {"state": state, "qty": qty, "expires_at_ms": DEADLINE, "payment": payment,
+            "returned": returned, "returned_at_ms": returned_at, "refunds_due": refunds}
+
+
+def clean():
+    """Four orders of 1 unit out of 10: A paid (its callback twice, then a late other
+    payment refused), B expired and returned (its late payment refused), C cancelled
+    (twice), D expired with no payment."""
+    history = [
+        op(1, "hold", "A", 201), op(2, "hold", "B", 201), op(3, "hold", "C", 201),
+        op(4, "hold", "D", 201),
+        op(5, "pay", "A", 200, payment="pa"),
+        op(6, "pay", "A", 200, payment="pa", duplicate=True),
+        op(7, "pay", "A", 409, "already_paid", payment="pa2"),
+        op(8, "pay", "B", 409, "expired", payment="pb"),
+        op(9, "pay", "B", 409, "expired", payment="pb", duplicate=True),
+        op(10, "cancel", "C", 200), op(11, "cancel", "C", 200, duplicate=True),
+    ]
+    records = {
+        "A": record("paid", payment="pa", refunds=1),
+        "B": record("expired", returned=1, returned_at=DEADLINE + 150, refunds=1),
+        "C": record("cancelled", returned=1, returned_at=DEADLINE - 900),
+        "D": record("expired", returned=1, returned_at=DEADLINE + 300),
+    }
+    stock = {"remaining": 9, "held": 0, "paid": 1, "returned": 3, "refunds_due": 2,
+             "oversold": 0, "stranded": 0}
+    return history, records, stock
+
+
+def verdict(row=ROW, history=None, records=None, stock=None, now_ms=DEADLINE + 5000):
+    h, r, s = clean()
+    return orders.judge(row, 10, h if history is None else history,
+                        r if records is None else records, s if stock is None else stock,
+                        now_ms)
+
+
+class CleanRowTest(unittest.TestCase):
+    def test_passes_with_its_figures(self):
+        v = verdict()
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+        self.assertEqual((v["held"], v["paid"], v["returned"], v["stranded"]), (0, 1, 3, 0))
+        self.assertEqual((v["lag_p50_ms"], v["lag_max_ms"]), (150, 300))
+        self.assertEqual((v["duplicates"], v["refunds_due"], v["oversold"]), (3, 2, 0))
+        self.assertEqual((v["returned_twice"], v["paid_and_returned"]), (0, 0))
+
+    def test_an_unanswered_payment_may_or_may_not_be_a_refund(self):
+        h, r, s = clean()
+        h.append(op(12, "pay", "D", 0, "client timeout", payment="pd"))
+        self.assertEqual(verdict(history=h)["verdict"], "pass")
+        r["D"]["refunds_due"], s["refunds_due"] = 1, 3
+        self.assertEqual(verdict(history=h, records=r, stock=s)["verdict"], "pass")
+
+
+class ViolationTest(unittest.TestCase):
+    """Each check, broken once: the row fails and the reason names it."""
+
+    def fails(self, words, **given):
+        v = verdict(**given)
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn(words, v["reason"])
+        return v
+
+    def test_units_not_in_one_place(self):
+        _, _, s = clean()
+        s["remaining"] = 10
+        self.fails("units not in one place", stock=s)
+
+    def test_oversold(self):
+        _, _, s = clean()
+        s["oversold"] = 2
+        self.fails("oversold 2", stock=s)
+
+    def test_the_store_counts_other_than_its_orders(self):
+        _, _, s = clean()
+        s["returned"] = 4
+        self.fails("the store counts returned 4, its orders 3", stock=s)
+
+    def test_missing_accounting(self):
+        _, _, s = clean()
+        del s["held"]
+        self.fails("has no held", stock=s)
+
+    def test_a_hold_the_store_does_not_know(self):
+        h, r, _ = clean()
+        h.append(op(12, "hold", "E", 201))
+        self.fails("hold E answered 201 but the store does not know it", history=h)
+
+    def test_returned_twice(self):
+        _, r, s = clean()
+        r["D"]["returned"], s["returned"] = 2, 4
+        v = self.fails("order D returned 2 times", records=r, stock=s)
+        self.assertEqual(v["returned_twice"], 1)
+
+    def test_paid_and_returned(self):
+        _, r, s = clean()
+        r["A"]["returned"], r["A"]["returned_at_ms"], s["returned"] = 1, DEADLINE + 10, 4
+        v = self.fails("order A paid and returned", records=r, stock=s)
+        self.assertEqual(v["paid_and_returned"], 1)
+
+    def test_expired_never_returned(self):
+        _, r, s = clean()
+        r["D"]["returned"], s["returned"] = 0, 2
+        self.fails("order D expired but returned 0 times", records=r, stock=s)
+
+    def test_released_before_its_deadline(self):
+        _, r, _ = clean()
+        r["D"]["returned_at_ms"] = DEADLINE - 40
+        self.fails("order D returned 40 ms before its deadline", records=r)
+
+    def test_released_later_than_its_lag(self):
+        _, r, _ = clean()
+        r["D"]["returned_at_ms"] = DEADLINE + LAG + 1
+        self.fails(f"returned {LAG + 1} ms after its deadline (promised {LAG} ms)", records=r)
+
+    def test_no_lag_promised_no_lag_violation(self):
+        _, r, _ = clean()
+        r["D"]["returned_at_ms"] = DEADLINE + 60_000
+        v = verdict(row=dict(ROW, lag_ms=None), records=r, now_ms=DEADLINE + 70_000)
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+        self.assertEqual(v["stranded_unit_s"], 59.0)
+
+    def test_a_fault_widens_the_lag_it_took(self):
+        _, r, _ = clean()
+        r["D"]["returned_at_ms"] = DEADLINE + LAG + 500
+        v = verdict(row=dict(ROW, lag_allowance_ms=1000), records=r)
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+
+    def test_a_captured_payment_not_the_orders(self):
+        _, r, _ = clean()
+        r["A"]["payment"] = "other"
+        self.fails("payment pa answered 200 but order A is paid with payment other", records=r)
+
+    def test_two_payments_captured(self):
+        h, _, _ = clean()
+        h.append(op(12, "pay", "A", 200, payment="pz"))
+        self.fails("order A captured 2 payments", history=h)
+
+    def test_a_refused_payment_not_counted(self):
+        _, r, s = clean()
+        r["B"]["refunds_due"], s["refunds_due"] = 0, 1
+        self.fails("order B has 0 refunds due, its refused payments say 1", records=r, stock=s)
+
+    def test_a_duplicate_refused_payment_counted_twice(self):
+        _, r, s = clean()
+        r["B"]["refunds_due"], s["refunds_due"] = 2, 3
+        self.fails("order B has 2 refunds due", records=r, stock=s)
+
+    def test_a_cancel_that_did_not_cancel(self):
+        _, r, s = clean()
+        r["C"] = record("expired", returned=1, returned_at=DEADLINE + 10)
+        self.fails("order C answered 200 to a cancel but is expired", records=r, stock=s)
+
+    def test_units_left_held(self):
+        _, r, s = clean()
+        r["D"] = record("held")
+        s.update(held=1, returned=2, remaining=8)
+        v = self.fails("1 units still held after the settle", records=r, stock=s)
+        self.assertEqual(v["stranded"], 1)
+        self.assertEqual(v["stranded_unit_s"], (5000 - LAG) / 1000.0)
+
+    def test_first_violation_is_said_first(self):
+        _, r, s = clean()
+        s["oversold"] = 1
+        r["D"]["returned_at_ms"] = DEADLINE - 1
+        self.fails("oversold 1", records=r, stock=s)
+
+
+class StrandingRowTest(unittest.TestCase):
+    def stranded_row(self):
+        _, r, s = clean()
+        r["D"] = record("held")
+        s.update(held=1, returned=2, remaining=8)
+        return r, s
+
+    def test_passes_when_it_strands_and_says_why(self):
+        r, s = self.stranded_row()
+        v = verdict(row=KEYSPACE, records=r, stock=s)
+        self.assertEqual(v["verdict"], "pass")
+        self.assertIn("strands 1 units as its facts state: no subscriber", v["reason"])
+
+    def test_a_fault_that_did_not_strand_is_setup(self):
+        v = verdict(row=KEYSPACE)
+        self.assertEqual(v["verdict"], "setup")
+        self.assertIn("none stranded", v["reason"])
+
+    def test_stranding_is_no_excuse_for_a_double_return(self):
+        r, s = self.stranded_row()
+        r["B"]["returned"], s["returned"] = 2, 3
+        v = verdict(row=KEYSPACE, records=r, stock=s)
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn("order B returned 2 times", v["reason"])
+
+
+class BoundsTest(unittest.TestCase):
+    def test_refund_bounds(self):
+        ops = [op(1, "pay", "A", 409, "expired", payment="p1"),
+               op(2, "pay", "A", 409, "expired", payment="p1", duplicate=True),
+               op(3, "pay", "A", 0, "reset", payment="p2"),
+               op(4, "pay", "A", 200, payment="p3"), op(5, "pay", "A", 0, payment="p3")]
+        self.assertEqual(orders.refund_bounds(ops), (1, 2))
+
+    def test_unanswered_hold_skips_the_sums_not_the_balance(self):
+        h, r, s = clean()
+        h.append(op(12, "hold", None, 0, "client timeout"))
+        s2 = dict(s, held=1, remaining=8)
+        self.assertEqual(verdict(history=h, stock=s2)["verdict"], "fail")  # held 1 after settle
+        self.assertEqual(orders.check_units(10, s2, r, all_known=False), None)
+        self.assertIn("held", orders.check_units(10, s2, r, all_known=True))
+
+
+if __name__ == "__main__":
+    unittest.main()
