@@ -1,11 +1,17 @@
 """The orders judge on synthetic rows: a clean row passes, and each check fails on a
 history, records or accounting made to break it, with its words; the figures (lags,
 stranded unit-seconds, duplicates) from known records; the stranding row passes only
-when it strands."""
+when it strands. Then the buyers driver against a stand-in for the orders routes
+(tests/lab/fakeorders.py): a sound store passes, one whose sweeper returns paid orders
+or returns early is caught."""
 
-import copy
+import time
 import unittest
 
+from fakeorders import FakeOrders
+from lab.client import orders as orders_client
+from lab.client.api import Api
+from lab.drivers.order_buyers import OrderBuyers, Plan
 from lab.judges import orders
 
 DEADLINE = 10_000
@@ -230,6 +236,54 @@ class BoundsTest(unittest.TestCase):
         self.assertEqual(verdict(history=h, stock=s2)["verdict"], "fail")  # held 1 after settle
         self.assertEqual(orders.check_units(10, s2, r, all_known=False), None)
         self.assertIn("held", orders.check_units(10, s2, r, all_known=True))
+
+
+class DriverTest(unittest.TestCase):
+    """Buyers against the stand-in, settled, read back and judged."""
+
+    def row(self, flaw=None, ttl_ms=300, at_deadline=False):
+        with FakeOrders(sweep_ms=20, flaw=flaw) as fake:
+            api = Api("127.0.0.1", fake.port)
+            api.must_reset(7, 500)
+            (mechanism,) = orders_client.read_mechanisms(api)
+            buyers = OrderBuyers([fake.port], Plan("s1", 7, ttl_ms=ttl_ms, expiry=mechanism.name,
+                                                   at_deadline=at_deadline, seed=3), buyers=6)
+            buyers.start()
+            time.sleep(0.6)
+            history = buyers.finish()
+            time.sleep((ttl_ms + 200) / 1000.0)
+            records = orders_client.records(api, history)
+            stock = api.account(7, "mysql")
+            row = {"lag_ms": mechanism.lag_ms, "strands_when": mechanism.strands_when}
+            return history, orders.judge(row, 500, history, records, stock,
+                                         int(time.time() * 1000))
+
+    def test_a_sound_store_passes_with_every_kind_of_answer(self):
+        history, v = self.row()
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+        kinds = {(op["kind"], op["status"], op["word"]) for op in history}
+        for seen in (("hold", 201, ""), ("pay", 200, ""), ("pay", 409, "expired"),
+                     ("cancel", 200, "")):
+            self.assertIn(seen, kinds)
+        self.assertGreater(v["duplicates"], 0)
+        self.assertGreater(v["returned"], 0)
+        self.assertTrue(all(op["complete"] >= op["invoke"] for op in history))
+
+    def test_a_sweeper_that_returns_paid_orders_is_caught(self):
+        _, v = self.row(flaw="unconditional", at_deadline=True)
+        self.assertEqual(v["verdict"], "fail")  # paid units back in stock: the first words
+        self.assertIn("units not in one place", v["reason"])
+        self.assertGreater(v["paid_and_returned"], 0)
+
+    def test_a_sweeper_that_returns_early_is_caught(self):
+        _, v = self.row(flaw="early")
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn("before its deadline", v["reason"])
+
+    def test_mechanisms_need_their_facts(self):
+        with self.assertRaises(Exception) as e:
+            orders_client.mechanisms({"expiry": [{"name": "x", "store": "mysql"}]})
+        self.assertIn("has no lag_ms, strands_when", str(e.exception))
 
 
 if __name__ == "__main__":
