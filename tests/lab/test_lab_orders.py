@@ -12,7 +12,10 @@ from fakeorders import FakeOrders
 from lab.client import orders as orders_client
 from lab.client.api import Api
 from lab.drivers.order_buyers import OrderBuyers, Plan
+from lab.base.common import SetupError
 from lab.judges import orders
+from lab.reports import orders_report
+from lab.runs import orders as orders_run
 
 DEADLINE = 10_000
 LAG = 1200
@@ -284,6 +287,60 @@ class DriverTest(unittest.TestCase):
         with self.assertRaises(Exception) as e:
             orders_client.mechanisms({"expiry": [{"name": "x", "store": "mysql"}]})
         self.assertIn("has no lag_ms, strands_when", str(e.exception))
+
+
+MECHANISMS = orders_client.mechanisms({"expiry": [
+    {"name": "m-sweep", "store": "mysql", "lag_ms": 1200, "strands_when": None},
+    {"name": "r-zset", "store": "redis", "lag_ms": 1200, "strands_when": None},
+    {"name": "r-keys", "store": "redis", "lag_ms": None, "strands_when": "no subscriber"}]})
+
+
+class PlanTest(unittest.TestCase):
+    def plan(self, *argv):
+        args = orders_run.parse_args(list(argv))
+        return [(m.name, f) for m, f in orders_run.planned(MECHANISMS, args)]
+
+    def test_the_short_form(self):
+        self.assertEqual(self.plan("--quick"), [
+            ("m-sweep", "none"), ("m-sweep", "two-sweepers"), ("r-zset", "two-sweepers"),
+            ("r-keys", "stopped")])
+
+    def test_the_whole_run_restarts_mysql_under_mysql_mechanisms_only(self):
+        rows = self.plan()
+        self.assertEqual(len(rows), 3 * len(orders_run.FAULTS) - 2)
+        self.assertIn(("m-sweep", "mysql-restart"), rows)
+        self.assertNotIn(("r-zset", "mysql-restart"), rows)
+
+    def test_chosen_rows_and_unknown_names(self):
+        self.assertEqual(self.plan("--expiry", "r-keys", "--faults", "stopped,none"),
+                         [("r-keys", "stopped"), ("r-keys", "none")])
+        with self.assertRaises(SetupError) as e:
+            self.plan("--expiry", "nope", "--faults", "late")
+        self.assertIn("unknown expiry nope faults late", str(e.exception))
+
+
+class ReportTest(unittest.TestCase):
+    def test_the_racing_order_and_its_picture(self):
+        h, r, _ = clean()
+        for n, o in enumerate(h):
+            o["wall_ms"] = DEADLINE - 1000 + 50 * n
+        h[7]["wall_ms"], h[8]["wall_ms"] = DEADLINE - 20, DEADLINE + 30  # B's callbacks
+        for oid in r:
+            r[oid]["order"] = oid
+        row = {"strategy": "s1", "expiry": "m-sweep", "fault": "none"}
+        race = orders_report.race_of(h, r, row)
+        self.assertEqual(race["record"]["order"], "B")  # its callbacks either side
+        svg = orders_report.timeline_svg(**race)
+        self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
+        self.assertIn("deadline (store clock)", svg)
+        self.assertIn("units returned (+150 ms)", svg)
+
+    def test_the_table_and_junit(self):
+        v = dict(verdict(), strategy="s1", expiry="m-sweep", fault="none", seconds=3.0)
+        self.assertIn("PASS", orders_report.tables.text_table([v], orders_report.COLUMNS))
+        xml = orders_report.junit.document("orders", [v, dict(v, verdict="fail")],
+                                           orders_report.name_of, lambda x: x["seconds"])
+        self.assertIn('failures="1"', xml)
 
 
 if __name__ == "__main__":
