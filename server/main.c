@@ -19,6 +19,7 @@
  *     router.c         the endpoint table: which handler, where it runs
  *   api/               the endpoints, knowing nothing of HTTP's wire
  *     api.c            the contract's endpoints
+ *     orders.c         the order endpoints: hold, pay, cancel, get, /expiry
  *     params.c         every parameter checked against its declared bounds
  *     race.c           the race driver: a run of buyers stockd fires at itself
  *     exposition.c     /metrics and the lab page's JSON
@@ -43,6 +44,10 @@
  *                      count check
  *     order_stream.c   lua-stream's orders, settled from a Redis stream into
  *                      MySQL by consumer threads (or a --consume 1 process)
+ *     orders.c         held orders: ids, payment ids, the transitions a
+ *                      store implements; mysql_orders.c the mysql store's
+ *     expiry.c         the expiry mechanisms' table and threads, a file
+ *                      each: mysql_sweeper.c
  *   backend/           the servers stockd talks to (backend.h)
  *     backend.c        the backend table
  *     mysql.c          MySQL connections and statements; sql.c their texts
@@ -92,6 +97,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "http/http.h"
+#include "store/expiry.h"
 #include "store/order_stream.h"
 
 #include <mysql.h>
@@ -128,13 +134,14 @@ static int start(void)
     }
     if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 ||
         redis_cluster_start() != 0 || health_start() != 0 || products_start() != 0 ||
-        order_stream_start(config.stream_consumers) != 0)
+        order_stream_start(config.stream_consumers) != 0 || expiry_start() != 0)
         return -1;
     return http_start();
 }
 
 static void release(void)
 {
+    expiry_stop();
     order_stream_stop();
     products_stop();
     health_stop();

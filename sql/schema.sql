@@ -8,6 +8,16 @@
 --          transaction as the deduction wherever the strategy has one. A sale
 --          that settles later (lua-stream) carries the order id stockd gave it,
 --          a unique key: a replayed stream entry inserts nothing.
+--          A hold (POST /orders/{strategy}) is a ledger row with an order on it:
+--          its state, its deadline (the server's clock, NOW(6)), the expiry
+--          mechanism that returns it and the payment that confirmed it. A plain
+--          sale keeps state NULL: a sale, not an order.
+-- order_returns  one row per return of an order's units (expiry or cancel). No
+--          unique key on purpose: a double return is a second row, counted by
+--          GET /stock/{product}, not hidden by the schema.
+-- payments one row per payment id an order saw: captured, or refund due (paid
+--          too late, or a second payment). Unique per order and payment id, so
+--          a repeated callback records nothing new.
 -- locks    the table lock of the mysql-lock strategy: a unique key is the lock.
 
 CREATE TABLE IF NOT EXISTS stock (
@@ -49,6 +59,40 @@ SET @add_order_id = (SELECT IF(COUNT(*) = 0,
 PREPARE add_order_id FROM @add_order_id;
 EXECUTE add_order_id;
 DEALLOCATE PREPARE add_order_id;
+
+-- A database made before orders could be held gets their columns here, the same way.
+SET @add_hold = (SELECT IF(COUNT(*) = 0,
+    'ALTER TABLE orders ADD COLUMN state ENUM(''held'', ''paid'', ''expired'', ''cancelled'') NULL,
+     ADD COLUMN expires_at TIMESTAMP(6) NULL, ADD COLUMN expiry VARCHAR(32) NULL,
+     ADD COLUMN payment VARCHAR(64) NULL, ADD KEY orders_by_deadline (state, expires_at)',
+    'DO 0')
+    FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'orders' AND column_name = 'state');
+PREPARE add_hold FROM @add_hold;
+EXECUTE add_hold;
+DEALLOCATE PREPARE add_hold;
+
+CREATE TABLE IF NOT EXISTS order_returns (
+    id          BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    order_id    VARCHAR(40) NOT NULL,
+    product_id  INT NOT NULL,
+    qty         INT NOT NULL,
+    by_what     VARCHAR(32) NOT NULL,      -- the expiry mechanism, or 'cancel'
+    returned_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    KEY order_returns_by_order (order_id),
+    KEY order_returns_by_product (product_id)
+) ENGINE = InnoDB;
+
+CREATE TABLE IF NOT EXISTS payments (
+    id          BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    order_id    VARCHAR(40) NOT NULL,
+    product_id  INT NOT NULL,
+    payment_id  VARCHAR(64) NOT NULL,
+    outcome     ENUM('captured', 'refund_due') NOT NULL,
+    received_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    UNIQUE KEY payments_once (order_id, payment_id),
+    KEY payments_by_product (product_id)
+) ENGINE = InnoDB;
 
 CREATE TABLE IF NOT EXISTS locks (
     name       VARCHAR(64) NOT NULL PRIMARY KEY,

@@ -174,7 +174,7 @@ st_result api_reset(struct worker *w, const struct http_request *req, json_t *re
 {
     static const struct param_spec specs[] = {
         PARAM_PRODUCT(DEFAULT_PRODUCT),
-        {"count", 0, 1000000000, PARAM_REQUIRED, 0},
+        {"count", 0, 1000000000, PARAM_REQUIRED, 0, NULL},
     };
     long long v[COUNT_OF(specs)];
     st_result r = params_parse(w, req, specs, COUNT_OF(specs), v);
@@ -279,7 +279,7 @@ void api_refused(const struct http_request *req, st_result r)
 /* A deduct's parameters, in the order sale_asked() reads them. */
 static const struct param_spec deduct_params[] = {
     PARAM_PRODUCT(DEFAULT_PRODUCT), PARAM_QTY, PARAM_HOLD_MS, PARAM_TTL_MS, PARAM_PAUSE_MS,
-    {"trace", 0, 1, 0, 0},
+    {"trace", 0, 1, 0, 0, NULL},
 };
 const struct param_table api_deduct_params = {deduct_params, COUNT_OF(deduct_params)};
 
@@ -414,6 +414,16 @@ static st_result admitted(struct worker *w, const struct strategy *s,
     return r;
 }
 
+/* Sells on this worker, the sale admitted: answered and counted. */
+static st_result sell_now(struct worker *w, const struct deduct_request *rq,
+                          const struct admission_ticket *ticket, const struct http_request *req,
+                          json_t *reply, struct deduct_reply *out)
+{
+    st_result r = strategy_run(rq->strategy, w, rq, out);
+    sale_answered(rq, out, ticket, r, reply, req->arrived_us);
+    return r;
+}
+
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const char *name = strategy_name(req->path);
@@ -435,9 +445,22 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     }
     if (s->answers_later)
         return sell_later(w, &rq, &ticket, req, reply);
-    r = strategy_run(s, w, &rq, &out);
-    sale_answered(&rq, &out, &ticket, r, reply, req->arrived_us);
-    return r;
+    return sell_now(w, &rq, &ticket, req, reply, &out);
+}
+
+st_result api_sell(struct worker *w, const struct deduct_request *rq,
+                   const struct http_request *req, json_t *reply, struct deduct_reply *out)
+{
+    struct admission_ticket ticket;
+    st_result r = needs_configured(w, rq->strategy);
+    if (r == ST_OK)
+        r = admitted(w, rq->strategy, rq, reply, &ticket);
+    if (r != ST_OK) {
+        count_answer(rq->strategy, r, req->arrived_us);
+        return r;
+    }
+    products_watch(rq->product);
+    return sell_now(w, rq, &ticket, req, reply, out);
 }
 
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)

@@ -24,6 +24,8 @@
 #include <stddef.h>
 
 struct worker;
+struct deduct_request;
+struct deduct_reply;
 
 typedef st_result (*handler_fn)(struct worker *w, const struct http_request *req, json_t *reply);
 
@@ -72,6 +74,12 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
  * (combine.h) or the loop's Redis pipe; anything else, errors included, is
  * left to the worker, which runs api_deduct() (and answers its errors). */
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply);
+
+/* On a worker: sells `rq` (its strategy set, a row that answers at once)
+ * as a deduct does - its backends checked, admission, the strategy, what
+ * the sale saw in `reply`, counted - for another endpoint (a hold). */
+st_result api_sell(struct worker *w, const struct deduct_request *rq,
+                   const struct http_request *req, json_t *reply, struct deduct_reply *out);
 extern const struct param_table api_deduct_params;
 
 /* On the HTTP thread. */

@@ -5,7 +5,9 @@
 
 #include "core/worker.h"
 
+#include <assert.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 int parse_bounded_int(const char *text, long long min, long long max, long long *out)
@@ -52,6 +54,38 @@ static st_result unknown_name(struct worker *w, const char *name, const char *wh
                        where, known);
 }
 
+static st_result bad_text(struct worker *w, const struct param_spec *spec, const char *where,
+                          const char *given)
+{
+    return worker_fail(w, ST_BAD_REQUEST,
+                       "%s in the %s must be a text of %lld..%lld of the characters it allows, "
+                       "not %s",
+                       spec->name, where, spec->min, spec->max, given);
+}
+
+/* Whether `value` is a text `spec` takes. */
+static int text_fits(const struct param_spec *spec, const char *value)
+{
+    long long len = (long long)strlen(value);
+    assert(spec->max <= PARAM_TEXT_MAX);
+    return len >= spec->min && len <= spec->max && spec->text(value);
+}
+
+/* Checks one query value against its row into values[i]. */
+static st_result query_value(struct worker *w, const struct param_spec *spec, const char *value,
+                             long long *slot)
+{
+    char shown[48];
+    snprintf(shown, sizeof shown, "'%.40s'", value);
+    if (spec->text) {
+        *slot = 1;
+        return text_fits(spec, value) ? ST_OK : bad_text(w, spec, "query", shown);
+    }
+    if (parse_bounded_int(value, spec->min, spec->max, slot) != 0)
+        return out_of_range(w, spec, "query", shown);
+    return ST_OK;
+}
+
 static st_result from_query(struct worker *w, const struct http_request *req,
                             const struct param_spec *specs, unsigned n, long long *values,
                             int *given)
@@ -67,20 +101,42 @@ static st_result from_query(struct worker *w, const struct http_request *req,
             return worker_fail(w, ST_BAD_REQUEST, "%s is given twice in the query", arg->key);
         if (!arg->value)
             return worker_fail(w, ST_BAD_REQUEST, "%s in the query has no value", arg->key);
-        char shown[48];
-        snprintf(shown, sizeof shown, "'%.40s'", arg->value);
-        if (parse_bounded_int(arg->value, specs[i].min, specs[i].max, &values[i]) != 0)
-            return out_of_range(w, &specs[i], "query", shown);
+        st_result r = query_value(w, &specs[i], arg->value, &values[i]);
+        if (r != ST_OK)
+            return r;
         given[i] = 1;
     }
     return ST_OK;
 }
 
-static st_result body_member(struct worker *w, const struct param_spec *spec, json_t *value,
-                             long long *slot, int *given)
+/* A text member of the body, which must be the query's when both give it. */
+static st_result body_text(struct worker *w, const struct http_request *req,
+                           const struct param_spec *spec, json_t *value, const char *shown,
+                           long long *slot, int *given)
+{
+    char in_query[PARAM_TEXT_MAX + 1];
+    if (!json_is_string(value) || !text_fits(spec, json_string_value(value)))
+        return bad_text(w, spec, "body", shown);
+    if (*given && params_text(req, spec, in_query) &&
+        strcmp(in_query, json_string_value(value)) != 0)
+        return worker_fail(w, ST_BAD_REQUEST, "%s is '%s' in the query but %s in the body",
+                           spec->name, in_query, shown);
+    *slot = 1;
+    *given = 1;
+    return ST_OK;
+}
+
+static st_result body_member(struct worker *w, const struct http_request *req,
+                             const struct param_spec *spec, json_t *value, long long *slot,
+                             int *given)
 {
     char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
     st_result r = ST_OK;
+    if (spec->text) {
+        r = body_text(w, req, spec, value, shown ? shown : "that", slot, given);
+        free(shown);
+        return r;
+    }
     long long v = json_is_integer(value) ? json_integer_value(value) : 0;
     if (!json_is_integer(value) || v < spec->min || v > spec->max)
         r = out_of_range(w, spec, "body", shown ? shown : "that");
@@ -120,7 +176,7 @@ static st_result from_body(struct worker *w, const struct http_request *req,
             break;
         int i = spec_index(specs, n, name);
         r = i < 0 ? unknown_name(w, name, "body", specs, n)
-                  : body_member(w, &specs[i], value, &values[i], &given[i]);
+                  : body_member(w, req, &specs[i], value, &values[i], &given[i]);
     }
     json_decref(root);
     return r;
@@ -143,6 +199,25 @@ st_result params_parse(struct worker *w, const struct http_request *req,
         values[i] = specs[i].fallback;
     }
     return r;
+}
+
+int params_text(const struct http_request *req, const struct param_spec *spec,
+                char out[PARAM_TEXT_MAX + 1])
+{
+    assert(spec->text);
+    for (unsigned a = 0; a < req->nargs; a++)
+        if (strcmp(req->args[a].key, spec->name) == 0 && req->args[a].value) {
+            snprintf(out, PARAM_TEXT_MAX + 1, "%s", req->args[a].value);
+            return 1;
+        }
+    if (!req->body_len)
+        return 0;
+    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, NULL);
+    const char *text = json_string_value(json_object_get(root, spec->name));
+    if (text)
+        snprintf(out, PARAM_TEXT_MAX + 1, "%s", text);
+    json_decref(root);
+    return text != NULL;
 }
 
 int params_ask_to_wait(const struct param_table *table, const struct http_request *req)

@@ -52,7 +52,14 @@ struct param_spec {
     long long min, max;
     long long fallback; /* used when absent; PARAM_REQUIRED if it must be given */
     int waits;          /* a value other than 0 makes the request wait on purpose */
+    /* A text parameter (an id, a name) has this, which says whether a
+     * value is one; min and max then bound its length, its value is 1 when
+     * given and the fallback (0) when not, and params_text() reads it. */
+    int (*text)(const char *value);
 };
+
+/* The longest text a parameter may be. */
+#define PARAM_TEXT_MAX 64
 
 /* An endpoint's parameters, as its route names them (router.c), so that
  * the HTTP layer can ask params_ask_to_wait() without naming any. */
@@ -68,28 +75,33 @@ struct param_table {
 #define PRODUCT_MAX 2147483647LL
 #define PARAM_PRODUCT(fallback)                                                                    \
     {                                                                                              \
-        "product", 1, PRODUCT_MAX, fallback, 0                                                     \
+        "product", 1, PRODUCT_MAX, fallback, 0, NULL                                               \
     }
 #define PARAM_QTY                                                                                  \
     {                                                                                              \
-        "qty", 1, 1000, 1, 0                                                                       \
+        "qty", 1, 1000, 1, 0, NULL                                                                 \
     }
 #define PARAM_HOLD_MS                                                                              \
     {                                                                                              \
-        "hold_ms", 0, 1000, 0, 1                                                                   \
+        "hold_ms", 0, 1000, 0, 1, NULL                                                             \
     }
 #define PARAM_TTL_MS                                                                               \
     {                                                                                              \
-        "ttl_ms", 0, 600000, 0, 0                                                                  \
+        "ttl_ms", 0, 600000, 0, 0, NULL                                                            \
     } /* 0: the server's lock_ttl_ms */
 #define PARAM_PAUSE_MS                                                                             \
     {                                                                                              \
-        "pause_ms", 0, 1000, 0, 1                                                                  \
+        "pause_ms", 0, 1000, 0, 1, NULL                                                            \
     }
 
 /* Fills values[i] for specs[i]; ST_BAD_REQUEST with the reason otherwise. */
 st_result params_parse(struct worker *w, const struct http_request *req,
                        const struct param_spec *specs, unsigned nspecs, long long *values);
+
+/* The text of `spec`, a text parameter params_parse() accepted, into
+ * `out` (PARAM_TEXT_MAX + 1 bytes): 1, or 0 when it was not given. */
+int params_text(const struct http_request *req, const struct param_spec *spec,
+                char out[PARAM_TEXT_MAX + 1]);
 
 /* Whether `req` asks, through a parameter of `table` that waits, to wait on
  * purpose: a query value other than 0, or a body that names it (taken at

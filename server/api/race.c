@@ -236,8 +236,8 @@ static void *run_race(void *cls)
  * them: its buyers' sale takes a deduct's bounds. */
 static const struct param_spec race_params[] = {
     PARAM_PRODUCT(RACE_PRODUCT),
-    {"buyers", 1, RACE_BUYERS_MAX, 12, 0},
-    {"units", 1, RACE_UNITS_MAX, 6, 0},
+    {"buyers", 1, RACE_BUYERS_MAX, 12, 0, NULL},
+    {"units", 1, RACE_UNITS_MAX, 6, 0, NULL},
     PARAM_QTY,
     PARAM_HOLD_MS,
     PARAM_TTL_MS,

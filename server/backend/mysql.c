@@ -259,7 +259,8 @@ static void bind_args(MYSQL_BIND *bind, unsigned long *lengths, const struct sql
     }
 }
 
-/* Reads the whole result, then takes its first row into `out`.
+/* Reads the whole result, then takes up to `max` rows of integers into
+ * rows[] (`width` columns each), *n how many.
  *
  * Whole, because the end of a result can be an error after its row: a
  * Galera node whose applier aborts the transaction (a conflicting write
@@ -269,40 +270,52 @@ static void bind_args(MYSQL_BIND *bind, unsigned long *lengths, const struct sql
  * computed from a read whose lock was gone, in a session whose transaction
  * was rolled back: its UPDATE and INSERT then ran in autocommit, a sale in
  * the ledger and not in the count (a lost update). */
-static st_result fetch_first_row(struct worker *w, enum sql_statement s, MYSQL_STMT *stmt,
-                                 struct sql_outcome *out)
+static st_result fetch_rows(struct worker *w, enum sql_statement s, MYSQL_STMT *stmt,
+                            long long *rows, unsigned width, unsigned max, unsigned *n)
 {
+    *n = 0;
     if (mysql_stmt_store_result(stmt) != 0)
         return statement_failed(w, s, stmt);
     unsigned ncols = mysql_stmt_field_count(stmt);
-    assert(ncols <= sizeof out->col / sizeof out->col[0]);
-    MYSQL_BIND bind[4];
-    my_bool is_null[4];
+    assert(ncols <= width && width <= SQL_COLUMNS_MAX);
+    long long row[SQL_COLUMNS_MAX];
+    MYSQL_BIND bind[SQL_COLUMNS_MAX];
+    my_bool is_null[SQL_COLUMNS_MAX];
     memset(bind, 0, sizeof bind);
     for (unsigned i = 0; i < ncols; i++) {
         bind[i].buffer_type = MYSQL_TYPE_LONGLONG;
-        bind[i].buffer = &out->col[i];
+        bind[i].buffer = &row[i];
         bind[i].is_null = &is_null[i];
     }
     if (mysql_stmt_bind_result(stmt, bind) != 0)
         return statement_failed(w, s, stmt);
-    int rc = mysql_stmt_fetch(stmt);
-    if (rc == 1)
-        return statement_failed(w, s, stmt);
-    out->found = rc != MYSQL_NO_DATA;
-    for (unsigned i = 0; out->found && i < ncols; i++)
-        if (is_null[i])
-            out->col[i] = 0;
+    int rc;
+    while (*n < max && (rc = mysql_stmt_fetch(stmt)) != MYSQL_NO_DATA) {
+        if (rc == 1)
+            return statement_failed(w, s, stmt);
+        for (unsigned i = 0; i < ncols; i++)
+            rows[*n * width + i] = is_null[i] ? 0 : row[i];
+        ++*n;
+    }
     mysql_stmt_free_result(stmt);
     return ST_OK;
 }
 
-/* Binds, executes and reads back `s`; with `accept_duplicate`, a duplicate
- * key is an answer (out->duplicate), not a failure. */
-static st_result execute(struct worker *w, enum sql_statement s, const struct sql_value *args,
-                         unsigned nargs, struct sql_outcome *out, int accept_duplicate)
+/* The first row of the result into `out` (fetch_rows()). */
+static st_result fetch_first_row(struct worker *w, enum sql_statement s, MYSQL_STMT *stmt,
+                                 struct sql_outcome *out)
 {
-    memset(out, 0, sizeof *out);
+    unsigned n;
+    st_result r = fetch_rows(w, s, stmt, out->col, SQL_COLUMNS_MAX, 1, &n);
+    out->found = n > 0;
+    return r;
+}
+
+/* Prepares (once), binds and executes `s` into *out_stmt; *duplicate (when
+ * not NULL) says a duplicate key was the answer, not a failure. */
+static st_result run(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                     unsigned nargs, MYSQL_STMT **out_stmt, int *duplicate)
+{
     MYSQL_STMT *stmt = NULL;
     st_result r = prepared(w, s, &stmt);
     if (r != ST_OK)
@@ -312,13 +325,26 @@ static st_result execute(struct worker *w, enum sql_statement s, const struct sq
     unsigned long lengths[8];
     assert(nargs <= 8);
     bind_args(bind, lengths, args, nargs);
-    if (mysql_stmt_bind_param(stmt, bind) != 0 || mysql_stmt_execute(stmt) != 0) {
-        if (accept_duplicate && mysql_stmt_errno(stmt) == ER_DUP_ENTRY) {
-            out->duplicate = 1;
-            return ST_OK;
-        }
-        return statement_failed(w, s, stmt);
+    *out_stmt = stmt;
+    if (mysql_stmt_bind_param(stmt, bind) == 0 && mysql_stmt_execute(stmt) == 0)
+        return ST_OK;
+    if (duplicate && mysql_stmt_errno(stmt) == ER_DUP_ENTRY) {
+        *duplicate = 1;
+        return ST_OK;
     }
+    return statement_failed(w, s, stmt);
+}
+
+/* Binds, executes and reads back `s`; with `accept_duplicate`, a duplicate
+ * key is an answer (out->duplicate), not a failure. */
+static st_result execute(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                         unsigned nargs, struct sql_outcome *out, int accept_duplicate)
+{
+    memset(out, 0, sizeof *out);
+    MYSQL_STMT *stmt = NULL;
+    st_result r = run(w, s, args, nargs, &stmt, accept_duplicate ? &out->duplicate : NULL);
+    if (r != ST_OK || out->duplicate)
+        return r;
     if (mysql_stmt_field_count(stmt) > 0)
         return fetch_first_row(w, s, stmt, out);
     out->matched = mysql_stmt_affected_rows(stmt);
@@ -341,6 +367,48 @@ st_result sql_insert_unique(struct worker *w, enum sql_statement s, const struct
     return r;
 }
 
+st_result sql_exec_rows(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                        unsigned nargs, long long *rows, unsigned max, unsigned *n)
+{
+    MYSQL_STMT *stmt = NULL;
+    *n = 0;
+    st_result r = run(w, s, args, nargs, &stmt, NULL);
+    return r == ST_OK ? fetch_rows(w, s, stmt, rows, 1, max, n) : r;
+}
+
+st_result sql_exec_text(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                        unsigned nargs, char *text, size_t size, int *found)
+{
+    MYSQL_STMT *stmt = NULL;
+    *found = 0;
+    assert(size > 1);
+    st_result r = run(w, s, args, nargs, &stmt, NULL);
+    if (r != ST_OK)
+        return r;
+    if (mysql_stmt_store_result(stmt) != 0)
+        return statement_failed(w, s, stmt);
+    assert(mysql_stmt_field_count(stmt) == 1);
+    unsigned long length = 0;
+    my_bool is_null = 0;
+    MYSQL_BIND bind = {.buffer_type = MYSQL_TYPE_STRING,
+                       .buffer = text,
+                       .buffer_length = size - 1,
+                       .length = &length,
+                       .is_null = &is_null};
+    if (mysql_stmt_bind_result(stmt, &bind) != 0)
+        return statement_failed(w, s, stmt);
+    int rc = mysql_stmt_fetch(stmt);
+    mysql_stmt_free_result(stmt);
+    if (rc == 1)
+        return statement_failed(w, s, stmt);
+    if (rc == MYSQL_DATA_TRUNCATED || length >= size)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: %s: a text over %zu bytes",
+                           sql_text(s), size - 1);
+    *found = rc != MYSQL_NO_DATA && !is_null;
+    text[*found ? length : 0] = '\0';
+    return ST_OK;
+}
+
 static st_result plain_query(struct worker *w, const char *sql)
 {
     MYSQL *conn;
@@ -355,6 +423,12 @@ static st_result plain_query(struct worker *w, const char *sql)
 st_result sql_begin(struct worker *w)
 {
     return plain_query(w, "START TRANSACTION");
+}
+
+st_result sql_begin_read_committed(struct worker *w)
+{
+    st_result r = plain_query(w, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    return r == ST_OK ? sql_begin(w) : r;
 }
 
 st_result sql_commit_failure(unsigned err)

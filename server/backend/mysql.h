@@ -28,8 +28,9 @@ struct sql_value {
 
 /* What one execution returned: the first row's columns (if any), whether a
  * row was there, and how many rows a write matched. */
+#define SQL_COLUMNS_MAX 8
 struct sql_outcome {
-    long long col[4];
+    long long col[SQL_COLUMNS_MAX];
     int found;
     unsigned long long matched;
     int duplicate; /* sql_insert_unique() only: the key was taken */
@@ -50,7 +51,21 @@ st_result sql_exec(struct worker *w, enum sql_statement s, const struct sql_valu
 st_result sql_insert_unique(struct worker *w, enum sql_statement s, const struct sql_value *args,
                             unsigned nargs, int *inserted);
 
+/* sql_exec() for a SELECT of one integer column whose every row counts
+ * (a batch of ids): at most `max` of them into rows[], *n how many. */
+st_result sql_exec_rows(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                        unsigned nargs, long long *rows, unsigned max, unsigned *n);
+
+/* sql_exec() for a SELECT of one text column (a JSON document the server
+ * renders): its first row into `text` (NUL-terminated), *found whether
+ * there was one. A text longer than `size` is ST_BACKEND_UNAVAILABLE. */
+st_result sql_exec_text(struct worker *w, enum sql_statement s, const struct sql_value *args,
+                        unsigned nargs, char *text, size_t size, int *found);
+
 st_result sql_begin(struct worker *w);
+/* A transaction at READ COMMITTED: its locking reads lock the rows they
+ * return and no gap, so a sweep claiming old rows blocks no new insert. */
+st_result sql_begin_read_committed(struct worker *w);
 /* ST_OUTCOME_UNKNOWN when the COMMIT was sent and its reply lost, or its
  * node left the cluster's primary component while replicating it. */
 st_result sql_commit(struct worker *w);

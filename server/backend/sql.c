@@ -49,6 +49,52 @@ static const char *const texts[SQL_COUNT] = {
     [SQL_LOCK_ROW_CLEAR] = "DELETE FROM locks WHERE name = ?",
     [SQL_GET_LOCK] = "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), ? / 1000)",
     [SQL_RELEASE_LOCK] = "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))",
+    /* An order's deadline and every decision about it read NOW(6): one
+     * clock, the store's, whatever the clocks of the stockd hosts say. */
+    [SQL_INSERT_HOLD] =
+        "INSERT INTO orders (product_id, strategy, qty, order_id, state, expires_at,"
+        " expiry) VALUES (?, ?, ?, ?, 'held', NOW(6) + INTERVAL ? MICROSECOND, ?)",
+    [SQL_ORDER_DEADLINE] = "SELECT CAST(FLOOR(UNIX_TIMESTAMP(expires_at) * 1000) AS SIGNED)"
+                           " FROM orders WHERE order_id = ? AND state IS NOT NULL",
+    [SQL_ORDER_PAY] = "UPDATE orders SET state = 'paid', payment = ?"
+                      " WHERE order_id = ? AND state = 'held' AND expires_at > NOW(6)",
+    [SQL_ORDER_READ] = "SELECT id, FIELD(state, 'held', 'paid', 'expired', 'cancelled'),"
+                       " expires_at <= NOW(6), COALESCE(payment = ?, 0) FROM orders"
+                       " WHERE order_id = ? AND state IS NOT NULL FOR UPDATE",
+    [SQL_PAYMENT_RECORD] = "INSERT IGNORE INTO payments (order_id, product_id, payment_id, outcome)"
+                           " VALUES (?, ?, ?, ?)",
+    [SQL_RETURN_CLAIM] = "UPDATE orders SET state = ? WHERE id = ? AND state = 'held'",
+    [SQL_RETURN_STOCK] = "UPDATE stock s JOIN orders o ON o.product_id = s.product_id"
+                         " SET s.count = s.count + o.qty, s.version = s.version + 1 WHERE o.id = ?",
+    [SQL_RETURN_RECORD] = "INSERT INTO order_returns (order_id, product_id, qty, by_what)"
+                          " SELECT order_id, product_id, qty, ? FROM orders WHERE id = ?",
+    [SQL_SWEEP_CLAIM] = "SELECT id FROM orders WHERE state = 'held' AND expires_at <= NOW(6)"
+                        " ORDER BY expires_at LIMIT 100 FOR UPDATE SKIP LOCKED",
+    [SQL_ORDER_JSON] =
+        "SELECT JSON_OBJECT('state', o.state, 'strategy', o.strategy, 'product', o.product_id,"
+        " 'qty', o.qty, 'expiry', o.expiry,"
+        " 'expires_at_ms', CAST(FLOOR(UNIX_TIMESTAMP(o.expires_at) * 1000) AS SIGNED),"
+        " 'payment', o.payment,"
+        " 'returned', (SELECT COUNT(*) FROM order_returns r WHERE r.order_id = o.order_id),"
+        " 'returned_at_ms', (SELECT CAST(FLOOR(UNIX_TIMESTAMP(MIN(r.returned_at)) * 1000) AS"
+        " SIGNED) FROM order_returns r WHERE r.order_id = o.order_id),"
+        " 'refunds_due', (SELECT COUNT(*) FROM payments p WHERE p.order_id = o.order_id"
+        " AND p.outcome = 'refund_due'))"
+        " FROM orders o WHERE o.order_id = ? AND o.state IS NOT NULL",
+    [SQL_ORDERS_ACCOUNT] =
+        "SELECT CAST(COALESCE(SUM(IF(o.state = 'held', o.qty, 0)), 0) AS SIGNED),"
+        " CAST(COALESCE(SUM(IF(o.state = 'paid', o.qty, 0)), 0) AS SIGNED),"
+        " CAST(COALESCE(SUM(IF(o.state = 'held' AND o.expires_at + INTERVAL ? MICROSECOND"
+        " <= NOW(6), o.qty, 0)), 0) AS SIGNED),"
+        " CAST(COALESCE(SUM(o.state = 'paid' AND EXISTS (SELECT 1 FROM order_returns r"
+        " WHERE r.order_id = o.order_id)), 0) AS SIGNED),"
+        " (SELECT CAST(COALESCE(SUM(qty), 0) AS SIGNED) FROM order_returns WHERE product_id = ?),"
+        " (SELECT COUNT(*) FROM payments WHERE product_id = ? AND outcome = 'refund_due'),"
+        " (SELECT COUNT(*) FROM (SELECT order_id FROM order_returns WHERE product_id = ?"
+        " GROUP BY order_id HAVING COUNT(*) > 1) AS twice)"
+        " FROM orders o WHERE o.product_id = ?",
+    [SQL_RESET_RETURNS] = "DELETE FROM order_returns WHERE product_id = ?",
+    [SQL_RESET_PAYMENTS] = "DELETE FROM payments WHERE product_id = ?",
 };
 
 const char *sql_text(enum sql_statement s)

@@ -4,7 +4,8 @@
  * Each is prepared once per worker connection and re-executed with new
  * parameters, so the hot path sends only the statement id and the values.
  * All result columns are integers (BIGINT), which keeps the binding code to
- * one shape.
+ * one shape - except SQL_ORDER_JSON's one text column, an order as the
+ * server renders it (sql_exec_text() in mysql.h).
  */
 #ifndef STOCKD_SQL_H
 #define STOCKD_SQL_H
@@ -31,6 +32,24 @@ enum sql_statement {
     SQL_LOCK_ROW_CLEAR,        /* (name): reset: whoever holds it               */
     SQL_GET_LOCK,              /* (name, wait ms) -> 1 taken, 0 timed out       */
     SQL_RELEASE_LOCK,          /* (name) -> 1 released, 0 not ours, NULL none   */
+    /* Orders (store/mysql_orders.c): a hold is a ledger row with an order. */
+    SQL_INSERT_HOLD,    /* (product, strategy, qty, order id, ttl us, expiry)   */
+    SQL_ORDER_DEADLINE, /* (order id) -> expires_at in ms since the epoch     */
+    SQL_ORDER_PAY,      /* (payment, order id): held and before its deadline  */
+    SQL_ORDER_READ,     /* (payment, order id) -> row id, state (ORDER_STATE_*),
+                           past its deadline, paid with that payment; locks it */
+    SQL_PAYMENT_RECORD, /* (order id, product, payment, outcome): once per payment */
+    SQL_RETURN_CLAIM,   /* (state, row id): held -> state, or matches nothing */
+    SQL_RETURN_STOCK,   /* (row id): the order's units back in its stock row  */
+    SQL_RETURN_RECORD,  /* (by what, row id): one order_returns row per return */
+    SQL_SWEEP_CLAIM,    /* () -> row id: held orders past their deadline, skipping
+                           those another sweeper has locked                   */
+    SQL_ORDER_JSON,     /* (order id) -> the order as one JSON text           */
+    SQL_ORDERS_ACCOUNT, /* (lag us, product x4) -> held, paid, stranded,
+                           paid and returned, returned, refunds due,
+                           returned twice                                     */
+    SQL_RESET_RETURNS,  /* (product)                                          */
+    SQL_RESET_PAYMENTS, /* (product)                                          */
     SQL_COUNT
 };
 

@@ -154,6 +154,9 @@ static const struct option_spec options[] = {
     TEXT(stream_hold, "stream-hold", "", 0,
          "test knob: 'commit' or 'ack': the consumer stops before that step of its first batch, "
          "logs it and waits to be killed"),
+    INT(sweep_ms, "sweep-ms", "100", 0, 600000,
+        "orders: how often this instance's expiry sweepers look for held orders past their "
+        "deadline, milliseconds; 0: no sweeper and no keyspace subscriber here"),
 };
 
 #define OPTION_COUNT (sizeof options / sizeof options[0])

@@ -95,6 +95,8 @@ struct config {
     int stream_claim_ms;               /* pending this long: its consumer died         */
     char stream_hold[CONFIG_TEXT_MAX]; /* test knob: "commit" or "ack", or ""          */
 
+    int sweep_ms; /* orders: the expiry sweepers' round, 0 = none in this instance */
+
     /* The lists above, parsed (config_load()). */
     struct server_list mysql_servers;       /* --mysql-nodes, else --mysql-host:--mysql-port */
     int mysql_cluster;                      /* --mysql-nodes named the servers               */
@@ -107,6 +109,10 @@ struct config {
  * (CONFIG_SERVERS_MAX at most); 0 (with out->count 0 for ""), or -1 after
  * printing why, named `what`, to `err`. */
 int config_servers(const char *list, const char *what, int max, struct server_list *out, FILE *err);
+
+/* --sweep-ms's default, which a sweeper's promised lag counts on where this
+ * instance runs none (store/orders.h). */
+#define SWEEP_MS_DEFAULT 100
 
 /* The configuration in force; filled once by config_load() at startup. */
 extern struct config config;

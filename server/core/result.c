@@ -26,6 +26,11 @@ static const struct {
     [ST_UNAUTHORIZED] = {401, "unauthorized"},
     [ST_FORBIDDEN] = {403, "forbidden"},
     [ST_THROTTLED] = {429, "throttled"},
+    [ST_EXPIRED] = {409, "expired"},
+    [ST_ALREADY_PAID] = {409, "already_paid"},
+    [ST_PAID] = {409, "paid"},
+    [ST_UNKNOWN_ORDER] = {404, "unknown_order"},
+    [ST_CREATED] = {201, "created"},
 };
 
 _Static_assert(sizeof outcomes / sizeof outcomes[0] == ST_RESULT_COUNT, "one row per outcome");
@@ -34,6 +39,11 @@ unsigned result_status(st_result r)
 {
     assert((unsigned)r < sizeof outcomes / sizeof outcomes[0]);
     return outcomes[r].status;
+}
+
+int result_ok(st_result r)
+{
+    return result_status(r) < 300;
 }
 
 const char *result_word(st_result r)

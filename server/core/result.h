@@ -38,13 +38,24 @@ typedef enum {
     ST_FORBIDDEN,           /* a cross-site request that changes state   */
     ST_THROTTLED,           /* admission's bucket for the product is
                                empty; nothing changed, no backend call   */
+    ST_EXPIRED,             /* a payment or cancel for an order that
+                               expired, was cancelled or is past its
+                               deadline: a payment is then refund due    */
+    ST_ALREADY_PAID,        /* another payment for a paid order: refund
+                               due                                       */
+    ST_PAID,                /* cancel of a paid order; nothing changed   */
+    ST_UNKNOWN_ORDER,       /* a well-formed order id the store lacks    */
+    ST_CREATED,             /* done, and it made something: a held order */
 } st_result;
 
 /* How many outcomes there are, for tables indexed by result. */
-#define ST_RESULT_COUNT (ST_THROTTLED + 1)
+#define ST_RESULT_COUNT (ST_CREATED + 1)
 
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);
+
+/* Whether `r` is a success (2xx): "ok":true. */
+int result_ok(st_result r);
 
 /* The contract's `error` word for a failed result ("sold_out", ...). */
 const char *result_word(st_result r);

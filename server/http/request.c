@@ -61,8 +61,8 @@ json_t *new_reply(void)
  * as the reply. Takes the reference to `doc`. */
 void finish_reply(struct pending *p, st_result r, json_t *doc, const char *message)
 {
-    json_object_set_new(doc, "ok", json_boolean(r == ST_OK));
-    if (r != ST_OK) {
+    json_object_set_new(doc, "ok", json_boolean(result_ok(r)));
+    if (!result_ok(r)) {
         json_object_set_new(doc, "error", json_string(result_word(r)));
         if (message && *message)
             json_object_set_new(doc, "message", json_string(message));

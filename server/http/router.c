@@ -4,9 +4,13 @@
  * A route matches its path exactly or, for a prefix route, anything below
  * it ("/stock/deduct/" matches "/stock/deduct/cas"). The first matching row
  * wins, so exact paths come before the prefixes that would also match them.
+ * A route may take its methods in rows of their own, one after the other
+ * (the same path, another handler): a method none of them takes is a 405
+ * naming all they take.
  */
 #include "http/router.h"
 
+#include "api/orders.h"
 #include "api/race.h"
 
 #include <stdio.h>
@@ -43,6 +47,11 @@ static const struct route {
     {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, api_deduct_on_arrival,
      &api_deduct_params},
     {"/stock/", 1, GET, 0, api_stock, NULL, NULL, NULL},
+    /* /orders/{strategy} holds; /orders/{ID}/pay and /cancel change it;
+     * GET /orders/{ID} reads it: one path, a row per method. */
+    {"/orders/", 1, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
+    {"/orders/", 1, GET, 0, api_orders_get, NULL, NULL, NULL},
+    {"/expiry", 0, GET, 0, NULL, api_expiry, NULL, NULL},
 };
 
 static int path_matches(const struct route *r, const char *path)
@@ -51,6 +60,12 @@ static int path_matches(const struct route *r, const char *path)
     if (strncmp(path, r->path, len) != 0)
         return 0;
     return r->prefix ? path[len] != '\0' : path[len] == '\0';
+}
+
+/* Whether rows `a` and `b` are the same route (rows for other methods). */
+static int same_route(const struct route *a, const struct route *b)
+{
+    return a->prefix == b->prefix && strcmp(a->path, b->path) == 0;
 }
 
 static unsigned method_bit(const char *method)
@@ -65,12 +80,16 @@ static unsigned method_bit(const char *method)
 void route_find(const char *method, const char *path, struct route_match *out)
 {
     memset(out, 0, sizeof *out);
+    unsigned taken = 0; /* the methods the route's rows take */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const struct route *r = &routes[i];
-        if (!path_matches(r, path))
+        if (taken ? !same_route(&routes[out->row], r) : !path_matches(r, path))
             continue;
-        out->row = i;
+        if (!taken)
+            out->row = i;
+        taken |= r->methods;
         if (method_bit(method) & r->methods) {
+            out->row = i;
             out->handler = r->handler;
             out->page = r->page;
             out->on_arrival = r->on_arrival;
@@ -79,12 +98,14 @@ void route_find(const char *method, const char *path, struct route_match *out)
             out->result = ST_OK;
             return;
         }
-        snprintf(out->allow, sizeof out->allow, "%s%s%s", r->methods & GET ? "GET" : "",
-                 r->methods == (GET | POST) ? ", " : "", r->methods & POST ? "POST" : "");
-        out->result = ST_METHOD_NOT_ALLOWED;
+    }
+    if (!taken) {
+        out->result = ST_NOT_FOUND;
         return;
     }
-    out->result = ST_NOT_FOUND;
+    snprintf(out->allow, sizeof out->allow, "%s%s%s", taken & GET ? "GET" : "",
+             taken == (GET | POST) ? ", " : "", taken & POST ? "POST" : "");
+    out->result = ST_METHOD_NOT_ALLOWED;
 }
 
 size_t route_count(void)

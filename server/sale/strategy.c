@@ -161,6 +161,13 @@ enum cluster_outcome strategy_cluster(const struct strategy *s)
     }
 }
 
+const char *strategy_orders_why(const struct strategy *s)
+{
+    if (s->orders_why)
+        return s->orders_why;
+    return s->store->orders ? NULL : "its store keeps no orders";
+}
+
 backend_set strategy_resets(const struct strategy *s)
 {
     backend_set resets = BACKEND_BIT(s->store->backend);
@@ -242,6 +249,9 @@ json_t *strategy_json(const struct strategy *s)
         json_object_set_new(o, "partition", json_string("oversells"));
     if (strategy_cluster(s) != CLUSTER_NONE)
         json_object_set_new(o, "cluster", json_string(cluster_names[strategy_cluster(s)]));
+    json_object_set_new(o, "orders", json_boolean(!strategy_orders_why(s)));
+    if (strategy_orders_why(s))
+        json_object_set_new(o, "orders_why", json_string(strategy_orders_why(s)));
     if (s->undersells != UNDERSELLS_NEVER)
         json_object_set_new(
             o, "undersells",

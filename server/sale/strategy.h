@@ -136,6 +136,9 @@ struct strategy {
     int hold_per_batch;             /* hold_ms is spent once per batch, not per sale */
     int answers_later;              /* it answers through rq->later: the result its
                                        deduct returns is not the answer             */
+    const char *orders_why;         /* why it cannot hold orders (store/orders.h):
+                                       its ledger write is its own, not its store's
+                                       shared one; NULL: it holds them              */
     deduct_fn deduct;               /* the strategy's own body, or...                */
     const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
 };
@@ -170,6 +173,10 @@ enum partition_outcome strategy_partition(const struct strategy *s);
  * process's memory: one holder per node (two_holders). A MySQL row with no
  * lock, or a lock inside MySQL, states its own. */
 enum cluster_outcome strategy_cluster(const struct strategy *s);
+
+/* Why `s` cannot hold orders (POST /orders/{strategy}): its own reason, or
+ * that its store keeps none; NULL when it holds them. */
+const char *strategy_orders_why(const struct strategy *s);
 
 /* The backends whose per-product state a reset clears for `s`. */
 backend_set strategy_resets(const struct strategy *s);

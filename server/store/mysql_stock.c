@@ -1,11 +1,13 @@
 /*
  * mysql_stock.c - the mysql store: a product's count in its `stock` row, its
- * ledger in `orders`, both written in one transaction.
+ * ledger in `orders`, both written in one transaction; a hold's order is
+ * that ledger row (store/mysql_orders.h).
  */
 #include "store/mysql_stock.h"
 
 #include "core/trace.h"
 #include "core/worker.h"
+#include "store/mysql_orders.h"
 #include "store/store.h"
 
 st_result stock_check(struct worker *w, const struct deduct_request *rq,
@@ -33,8 +35,7 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
     }
     if (wait == SALE_WAIT_INSIDE)
         critical_section_wait(rq, NULL);
-    r = sql_exec(w, SQL_INSERT_ORDER,
-                 SQL_ARGS(SQL_I(rq->product), SQL_S(rq->seller), SQL_I(rq->qty)), NULL);
+    r = mysql_ledger_record(w, rq);
     if (r != ST_OK) {
         sql_rollback(w);
         return r;
@@ -112,7 +113,7 @@ static st_result account(struct worker *w, int product, struct store_account *ou
                                   .initial = row.col[1],
                                   .sold = row.col[2],
                                   .orders = row.col[3]};
-    return ST_OK;
+    return row.found ? mysql_orders_account(w, product, out) : ST_OK;
 }
 
 static st_result reset(struct worker *w, int product, long long count, long long *epoch)
@@ -126,6 +127,8 @@ static st_result reset(struct worker *w, int product, long long count, long long
                  NULL);
     if (r == ST_OK)
         r = sql_exec(w, SQL_RESET_ORDERS, SQL_ARGS(SQL_I(product)), NULL);
+    if (r == ST_OK)
+        r = mysql_orders_reset(w, product);
     if (r == ST_OK)
         r = sql_exec(w, SQL_READ_STOCK, SQL_ARGS(SQL_I(product)), &row);
     if (r == ST_OK)
@@ -144,4 +147,5 @@ const struct store store_mysql = {
     .claim_fence = claim_fence,
     .account = account,
     .reset = reset,
+    .orders = &mysql_order_store,
 };

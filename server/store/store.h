@@ -26,6 +26,18 @@
 struct worker;
 struct strategy;
 struct sale_trace;
+struct order_store;
+
+/* An order id: "<store letter><product>-<16 lowercase hex>" (store/orders.h). */
+#define ORDER_ID_MAX 40
+
+/* A hold: a sale whose ledger record is an order that waits for its
+ * payment, or gives its units back after ttl_ms (store/orders.h). */
+struct hold {
+    char order[ORDER_ID_MAX + 1]; /* "" for a plain sale                          */
+    int ttl_ms;                   /* its deadline, from the store's clock          */
+    const char *expiry;           /* the expiry mechanism's name (store/expiry.h) */
+};
 
 /* One sale attempt, validated by the HTTP layer. */
 struct deduct_request {
@@ -40,6 +52,7 @@ struct deduct_request {
     int ttl_ms;                      /* lock TTL for this request (server default if unset)  */
     int pause_ms;                    /* holder frozen after reading, watchdog included       */
     struct sale_trace *trace;        /* what the sale did, when trace=1 asked; else NULL     */
+    struct hold hold;                /* the order it holds, or hold.order "" for a sale      */
 };
 
 /* deduct_reply.remaining when the strategy never saw the count (sql). */
@@ -81,10 +94,13 @@ struct stock_seen {
     long long epoch;
 };
 
-/* One store's figures for a product. */
+/* One store's figures for a product; the orders' (holds), beside the
+ * sales', in a store that holds orders (store/orders.h says what each is). */
 struct store_account {
     int present; /* the store has the product */
     long long initial, remaining, sold, orders;
+    int holds; /* the figures below are the store's */
+    long long held, paid, returned, refunds_due, stranded, returned_twice, paid_and_returned;
 };
 
 struct store {
@@ -118,6 +134,8 @@ struct store {
      * *epoch, and Redis keeps that number for the orders it streams to
      * MySQL (order_stream.h), which MySQL refuses once its epoch moves on. */
     st_result (*reset)(struct worker *w, int product, long long count, long long *epoch);
+    /* Its orders' transitions (store/orders.h); NULL when it holds none. */
+    const struct order_store *orders;
 };
 
 extern const struct store store_mysql;

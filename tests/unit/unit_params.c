@@ -15,9 +15,9 @@
 #include "core/worker.h"
 
 static const struct param_spec specs[] = {
-    {"product", 1, 2147483647LL, 1001, 0},
-    {"qty", 1, 1000, 1, 0},
-    {"count", 0, 1000000000, PARAM_REQUIRED, 0},
+    {"product", 1, 2147483647LL, 1001, 0, NULL},
+    {"qty", 1, 1000, 1, 0, NULL},
+    {"count", 0, 1000000000, PARAM_REQUIRED, 0, NULL},
 };
 
 #define NSPECS 3

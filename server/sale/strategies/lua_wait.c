@@ -58,5 +58,6 @@ const struct strategy strategy_lua_wait = {
     .summary = "the lua sale script, then WAIT for a replica before answering",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
     .failover = FAILOVER_SAFE,
+    .orders_why = "its script is its own (the sale, then WAIT), not the store's sale script",
     .deduct = deduct,
 };

@@ -87,5 +87,7 @@ const struct strategy strategy_mutex_tx = {
     .contention = CONTENTION_WAITS, /* on the mutex, released too early */
     .exposed_by = EXPOSED_BY_HOLD,
     .cluster = CLUSTER_TWO_HOLDERS,
+    .orders_why = "its body writes its ledger row itself, between the mutex and the COMMIT, not "
+                  "through the store's shared write",
     .deduct = deduct,
 };

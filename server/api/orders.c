@@ -1,0 +1,205 @@
+/*
+ * orders.c - the order endpoints: parameters checked, the order's store
+ * found from its id, the store's transition called, its answer put in the
+ * contract's words.
+ */
+#include "api/orders.h"
+
+#include "api/products.h"
+#include "backend/backend.h"
+#include "core/config.h"
+#include "core/trace.h"
+#include "core/worker.h"
+#include "sale/strategy.h"
+#include "store/expiry.h"
+#include "store/orders.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ORDERS_PREFIX "/orders/"
+
+/* A mechanism's name: lowercase letters and dashes (store/expiry.h). */
+static int expiry_name_ok(const char *value)
+{
+    return strspn(value, "abcdefghijklmnopqrstuvwxyz-") == strlen(value);
+}
+
+static const struct param_spec hold_params[] = {
+    PARAM_PRODUCT(DEFAULT_PRODUCT),
+    PARAM_QTY,
+    {"ttl_ms", 100, 3600000, PARAM_REQUIRED, 0, NULL},
+    PARAM_HOLD_MS,
+    {"trace", 0, 1, 0, 0, NULL},
+    {"expiry", 1, 32, 0, 0, expiry_name_ok},
+};
+enum { HOLD_PRODUCT, HOLD_QTY, HOLD_TTL, HOLD_HOLD_MS, HOLD_TRACE, HOLD_EXPIRY };
+
+static const struct param_spec pay_params[] = {
+    {"payment", 1, PAYMENT_ID_MAX, PARAM_REQUIRED, 0, payment_id_valid},
+};
+
+/* The mechanism the hold asks for, or its store's default. */
+static st_result expiry_asked(struct worker *w, const struct strategy *s,
+                              const struct http_request *req, int given, const struct expiry **out)
+{
+    char name[PARAM_TEXT_MAX + 1];
+    if (!given) {
+        *out = expiry_default(s->store);
+        return *out ? ST_OK
+                    : worker_fail(w, ST_BAD_REQUEST, "expiry: no mechanism returns %s's holds",
+                                  s->store->name);
+    }
+    params_text(req, &hold_params[HOLD_EXPIRY], name);
+    *out = expiry_find(name);
+    if (!*out)
+        return worker_fail(w, ST_BAD_REQUEST, "expiry '%s' is no mechanism; see /expiry", name);
+    if ((*out)->store != s->store)
+        return worker_fail(w, ST_BAD_REQUEST,
+                           "expiry '%s' returns %s's holds, and %s sells from %s", name,
+                           (*out)->store->name, s->name, s->store->name);
+    return ST_OK;
+}
+
+/* POST /orders/{strategy}: the strategy's sale, the order written with it. */
+static st_result hold(struct worker *w, const char *name, const struct http_request *req,
+                      json_t *reply)
+{
+    const struct strategy *s = strategy_find(name);
+    if (!s)
+        return worker_fail(w, ST_UNKNOWN_STRATEGY, "no strategy named '%.40s'; see /strategies",
+                           name);
+    json_object_set_new(reply, "strategy", json_string(s->name));
+    long long v[COUNT_OF(hold_params)];
+    st_result r = params_parse(w, req, hold_params, COUNT_OF(hold_params), v);
+    if (r != ST_OK)
+        return r;
+    if (strategy_orders_why(s))
+        return worker_fail(w, ST_BAD_REQUEST, "strategy %s cannot hold orders: %s", s->name,
+                           strategy_orders_why(s));
+    const struct expiry *e;
+    r = expiry_asked(w, s, req, (int)v[HOLD_EXPIRY], &e);
+    if (r != ST_OK)
+        return r;
+    struct sale_trace trace;
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = (int)v[HOLD_PRODUCT],
+        .qty = (int)v[HOLD_QTY],
+        .hold_ms = (int)v[HOLD_HOLD_MS],
+        .ttl_ms = config.lock_ttl_ms,
+        .trace = v[HOLD_TRACE] ? &trace : NULL,
+        .hold = {.ttl_ms = (int)v[HOLD_TTL], .expiry = e->name},
+    };
+    order_id_make(rq.hold.order, s->store, rq.product);
+    if (rq.trace)
+        trace_begin(rq.trace, req->arrived_us);
+    if (w->deadline_ms) /* the knob's wait is the experiment, not slowness */
+        w->deadline_ms += rq.hold_ms;
+    json_object_set_new(reply, "product", json_integer(rq.product));
+    json_object_set_new(reply, "qty", json_integer(rq.qty));
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    r = api_sell(w, &rq, req, reply, &out);
+    if (r != ST_OK)
+        return r;
+    struct order_ref o = {.store = s->store, .product = rq.product};
+    memcpy(o.id, rq.hold.order, sizeof o.id);
+    long long deadline_ms;
+    r = s->store->orders->deadline(w, &o, &deadline_ms);
+    json_object_set_new(reply, "order", json_string(o.id));
+    json_object_set_new(reply, "state", json_string("held"));
+    json_object_set_new(reply, "expiry", json_string(e->name));
+    /* Held whatever the read of its deadline says: a failed read is no
+     * refusal of the sale, it only leaves the deadline for GET to tell. */
+    json_object_set_new(reply, "expires_at_ms",
+                        r == ST_OK ? json_integer(deadline_ms) : json_null());
+    return ST_CREATED;
+}
+
+/* The {ID} of /orders/{ID}[/...], checked, its store configured. */
+static st_result order_asked(struct worker *w, const char *id, size_t len, json_t *reply,
+                             struct order_ref *o)
+{
+    char text[ORDER_ID_MAX + 2];
+    snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text - 1 ? len : sizeof text - 1), id);
+    if (len > ORDER_ID_MAX || order_id_parse(text, o) != 0)
+        return worker_fail(w, ST_BAD_REQUEST,
+                           "order in the path must be an order id like m1001-9f2c0a1b2c3d4e5f, "
+                           "not '%.40s'",
+                           text);
+    json_object_set_new(reply, "order", json_string(o->id));
+    if (!backend_configured(o->store->backend))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "order %s is in %s, which is not configured",
+                           o->id, o->store->name);
+    return ST_OK;
+}
+
+static st_result pay(struct worker *w, const struct order_ref *o, const struct http_request *req,
+                     json_t *reply)
+{
+    long long given;
+    char payment[PARAM_TEXT_MAX + 1];
+    st_result r = params_parse(w, req, pay_params, COUNT_OF(pay_params), &given);
+    if (r != ST_OK)
+        return r;
+    params_text(req, &pay_params[0], payment);
+    json_object_set_new(reply, "payment", json_string(payment));
+    int duplicate = 0;
+    r = o->store->orders->pay(w, o, payment, &duplicate);
+    if (r == ST_OK)
+        json_object_set_new(reply, "state", json_string("paid"));
+    if (duplicate)
+        json_object_set_new(reply, "duplicate", json_true());
+    return r;
+}
+
+static st_result cancel(struct worker *w, const struct order_ref *o, const struct http_request *req,
+                        json_t *reply)
+{
+    st_result r = params_parse(w, req, NULL, 0, NULL);
+    if (r != ST_OK)
+        return r;
+    int duplicate = 0;
+    r = o->store->orders->cancel(w, o, &duplicate);
+    if (r == ST_OK)
+        json_object_set_new(reply, "state", json_string("cancelled"));
+    if (duplicate)
+        json_object_set_new(reply, "duplicate", json_true());
+    return r;
+}
+
+st_result api_orders_post(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    const char *rest = req->path + strlen(ORDERS_PREFIX);
+    const char *slash = strchr(rest, '/');
+    if (!slash)
+        return hold(w, rest, req, reply);
+    struct order_ref o;
+    st_result r = order_asked(w, rest, (size_t)(slash - rest), reply, &o);
+    if (r == ST_OK && strcmp(slash, "/pay") == 0)
+        return pay(w, &o, req, reply);
+    if (r == ST_OK && strcmp(slash, "/cancel") == 0)
+        return cancel(w, &o, req, reply);
+    return r == ST_OK ? worker_fail(w, ST_NOT_FOUND, "an order takes /pay or /cancel, not '%.20s'",
+                                    slash + 1)
+                      : r;
+}
+
+st_result api_orders_get(struct worker *w, const struct http_request *req, json_t *reply)
+{
+    const char *id = req->path + strlen(ORDERS_PREFIX);
+    struct order_ref o;
+    st_result r = order_asked(w, id, strlen(id), reply, &o);
+    if (r == ST_OK)
+        r = params_parse(w, req, NULL, 0, NULL);
+    return r == ST_OK ? o.store->orders->get(w, &o, reply) : r;
+}
+
+void api_expiry(const struct http_request *req, struct page *out)
+{
+    (void)req;
+    page_json(out, 200,
+              json_pack("{s:b, s:s, s:i, s:o}", "ok", 1, "instance", config.instance_name,
+                        "sweep_ms", config.sweep_ms, "expiry", expiry_json()));
+}
