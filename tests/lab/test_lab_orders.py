@@ -5,14 +5,20 @@ when it strands. Then the buyers driver against a stand-in for the orders routes
 (tests/lab/fakeorders.py): a sound store passes, one whose sweeper returns paid orders
 or returns early is caught."""
 
+import csv
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 import unittest
+import xml.etree.ElementTree as ET
 
 from fakeorders import FakeOrders
 from lab.client import orders as orders_client
 from lab.client.api import Api
 from lab.drivers.order_buyers import OrderBuyers, Plan
-from lab.base.common import SetupError
+from lab.base.common import REPO, SetupError
 from lab.judges import orders
 from lab.reports import orders_report
 from lab.runs import orders as orders_run
@@ -341,6 +347,52 @@ class ReportTest(unittest.TestCase):
         xml = orders_report.junit.document("orders", [v, dict(v, verdict="fail")],
                                            orders_report.name_of, lambda x: x["seconds"])
         self.assertIn('failures="1"', xml)
+
+
+PLAN = os.path.join(REPO, "jmeter", "orders.jmx")
+
+
+class JmeterPlanTest(unittest.TestCase):
+    """jmeter/orders.jmx as it is: its samplers, then run by the JMeter that make deps
+    installs (jmeter/jmeter) against the stand-in, as the gate runs deduct.jmx."""
+
+    def test_the_plan_holds_pays_and_repeats_the_callback(self):
+        root = ET.parse(PLAN).getroot()
+        paths = {e.get("testname"): e.find("stringProp[@name='HTTPSampler.path']").text
+                 for e in root.iter("HTTPSamplerProxy")}
+        self.assertEqual(sorted(paths), ["duplicate", "hold", "pay"])
+        self.assertTrue(paths["hold"].startswith("/orders/${__P(strategy,"))
+        self.assertIn("ttl_ms=${__P(ttl_ms,1500)}", paths["hold"])
+        self.assertEqual(paths["pay"], paths["duplicate"])  # the same payment id again
+        self.assertEqual(paths["pay"], "/orders/${order}/pay?payment=j-${order}")
+
+    @unittest.skipUnless(shutil.which("java"), "JMeter needs Java (scripts/deps.sh jmeter)")
+    def test_it_runs_as_it_is(self):
+        out = tempfile.mkdtemp(prefix="orders-jmx.")
+        self.addCleanup(shutil.rmtree, out)
+        jtl = os.path.join(out, "orders.jtl")
+        with FakeOrders() as fake:
+            Api("127.0.0.1", fake.port).must_reset(1001, 1000)
+            p = subprocess.run(
+                [os.path.join(REPO, "jmeter", "jmeter"), "-n", "-t", PLAN, "-q",
+                 os.path.join(REPO, "jmeter", "deduct.properties"), "-l", jtl,
+                 "-j", os.path.join(out, "jmeter.log"), f"-Jport={fake.port}",
+                 "-Jthreads=4", "-Jloops=6", "-Jttl_ms=300", "-Jpay_after_ms=150",
+                 "-Jpay_spread_ms=300", "-Jpay_percent=80", "-Jstrategy=s1"],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            with open(jtl, newline="") as f:
+                rows = list(csv.DictReader(f))
+            paid = [o for o in fake.orders.values() if o["state"] == "paid"]
+        self.assertEqual(sum(r["label"] == "hold" for r in rows), 24)
+        self.assertTrue(all(r["success"] == "true" for r in rows), rows)
+        answers = {(r["label"], r["responseCode"], r["outcome"]) for r in rows}
+        self.assertIn(("hold", "201", "none"), answers)
+        self.assertIn(("pay", "200", "none"), answers)
+        self.assertTrue({("duplicate", "200", "none"), ("duplicate", "409", "expired")}
+                        & answers)
+        self.assertTrue(paid and all(o["payment"] == "j-" + o["order"] for o in paid))
 
 
 if __name__ == "__main__":
