@@ -231,11 +231,11 @@ failover: build
 # once (lab/runs/orders.py, docs/orders.md): buyers hold, pay around the deadline
 # (callbacks repeated), cancel or abandon, under each expiry mechanism of GET /expiry
 # and each fault (none, two sweepers, a sweeper off, every instance stopped, payments
-# at the deadline, MariaDB restarted); every order's life judged from the clients'
-# history, its record and the accounting. Starts its stockds at PORT and PORT+1 and
+# at the deadline, MariaDB restarted, stockd's clock jumped by build/clockshim.so);
+# every order's life judged from the clients' history, its record and the accounting. Starts its stockds at PORT and PORT+1 and
 # the stack; prints the table, writes results/orders-<timestamp>/, exits 1 when a row
 # breaks a check. Knobs: ORDERS_FAULTS=none,stopped ORDERS_EXPIRY=... ORDERS_SECONDS=6
-orders: build
+orders: build build/clockshim.so
 	@$(DEPS) stack
 	@python3 -B -m lab orders
 

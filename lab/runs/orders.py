@@ -4,7 +4,8 @@ twice, stock returned exactly once, per strategy, expiry mechanism and fault.
 A row is (strategy, expiry mechanism, fault). The mechanisms and their facts come from
 GET /expiry (lag_ms: the lag each promises between a deadline and the return, or none;
 strands_when: the fault that strands units); each is run with the first strategy of
-its store whose `orders` fact is true (GET /strategies). Buyers (lab.drivers.order_buyers)
+its store whose `orders` fact is true and that claims safety with several instances
+(GET /strategies). Buyers (lab.drivers.order_buyers)
 hold, then pay with a probability after a delay drawn around the TTL, their callbacks
 delivered 1 to 5 times (some at once, some late), cancel a few and abandon the rest,
 for --seconds, against the row's own stockd instances (A on --port, B on the next),
@@ -23,6 +24,10 @@ while the fault happens:
   deadline-burst  two instances; every first callback sent at its order's deadline
   mysql-restart   (a MySQL mechanism) MariaDB killed mid-run and started again; the
                 lag widened by its downtime
+  clock-jump    one instance whose wall clock (build/clockshim.so) jumps a minute
+                forward mid-run, then a minute back, then home, half a TTL each:
+                expiry is decided by the store's clock, so no hold may be released
+                early by it
 
 Then the row settles (the last deadline plus the mechanism's lag, or 1 s when it
 promises none) and is judged (lab.judges.orders) from the clients' history, every
@@ -49,6 +54,7 @@ import time
 from ..base.common import SetupError, comma_list, now_iso, slug
 from ..client import facts as facts_mod, orders as orders_client
 from ..stack.instances import Instance
+from ..stack.nodes import clockshim, set_clock_file
 from ..stack.service import run_dir, stack_env, stack_script
 from ..drivers.order_buyers import OrderBuyers, Plan
 from ..nemesis.faults import OUTAGE, Fault, Injection
@@ -57,7 +63,8 @@ from ..reports import orders_report
 from ..scaffold.runner import Runner, report_fact_rows
 
 FAULTS = ("none", "two-sweepers", "sweeper-off", "stopped", "deadline-burst",
-          "mysql-restart")
+          "mysql-restart", "clock-jump")
+CLOCK_JUMP_MS = 60_000  # far past any hold's TTL: a release by stockd's clock would show
 TWO = ("two-sweepers", "sweeper-off", "deadline-burst")
 SETTLE_MARGIN_MS = 500
 DOWN_MARGIN_S = 1.0  # a stopped instance stays down this long past a TTL
@@ -102,11 +109,13 @@ def planned(mechanisms, args):
 
 
 def strategy_for(facts, mechanism):
+    """The first strategy of the mechanism's store that holds orders and claims safety
+    with several instances: the row judges the mechanism, not a sale's race."""
     for s in facts.strategies:
-        if s.orders and s.store == mechanism.store:
+        if s.orders and s.safe_multi and s.store == mechanism.store:
             return s
-    raise SetupError(f"no strategy of store {mechanism.store} holds orders "
-                     f"(the `orders` fact of GET /strategies), for {mechanism.name}")
+    raise SetupError(f"no strategy of store {mechanism.store} that claims safety holds "
+                     f"orders (the `orders` fact of GET /strategies), for {mechanism.name}")
 
 
 class Row:
@@ -121,12 +130,20 @@ class Row:
         self.fault_error = None
 
     def instance(self, name, port, options=()):
-        inst = Instance(name, port, self.env, list(options), self.out_dir)
+        env = self.env
+        if self.fault == "clock-jump":
+            env = {**env, "LD_PRELOAD": clockshim(), "CLOCKSHIM_FILE": self.clock_file()}
+        inst = Instance(name, port, env, list(options), self.out_dir)
         inst.start()
         return inst
 
+    def clock_file(self):
+        return os.path.join(self.out_dir, "clock-offset-ms")
+
     def start(self, out_dir):
         self.out_dir = out_dir
+        if self.fault == "clock-jump":
+            set_clock_file(self.clock_file(), 0)
         count = 2 if self.fault in TWO else 1
         self.instances = [self.instance(n, self.args.port + i)
                           for i, n in enumerate("AB"[:count])]
@@ -158,6 +175,10 @@ class Row:
                 if back is None:
                     raise SetupError("MariaDB did not answer again after its restart")
                 self.down_ms = int((back - t0) * 1000)
+            elif self.fault == "clock-jump":
+                for offset in (CLOCK_JUMP_MS, -CLOCK_JUMP_MS, 0):
+                    set_clock_file(self.clock_file(), offset)
+                    time.sleep(self.args.ttl_ms / 2000.0)
         except SetupError as e:
             self.fault_error = str(e)
 
