@@ -2,7 +2,8 @@
  * router.c - one table registers every endpoint.
  *
  * A route matches its path exactly or, for a prefix route, anything below
- * it ("/stock/deduct/" matches "/stock/deduct/cas"). The first matching row
+ * it ("/stock/deduct/" matches "/stock/deduct/cas"); a {} in a path stands
+ * for one segment of any name ("/orders/{}/pay"). The first matching row
  * wins, so exact paths come before the prefixes that would also match them.
  * A route may take its methods in rows of their own, one after the other
  * (the same path, another handler): a method none of them takes is a 405
@@ -47,8 +48,10 @@ static const struct route {
     {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, api_deduct_on_arrival,
      &api_deduct_params},
     {"/stock/", 1, GET, 0, api_stock, NULL, NULL, NULL},
-    /* /orders/{strategy} holds; /orders/{ID}/pay and /cancel change it;
-     * GET /orders/{ID} reads it: one path, a row per method. */
+    /* POST /orders/{strategy} holds, GET /orders/{ID} reads: one path, a
+     * row per method; /orders/{ID}/pay and /cancel change the order. */
+    {"/orders/{}/pay", 0, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
+    {"/orders/{}/cancel", 0, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
     {"/orders/", 1, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
     {"/orders/", 1, GET, 0, api_orders_get, NULL, NULL, NULL},
     {"/expiry", 0, GET, 0, NULL, api_expiry, NULL, NULL},
@@ -56,6 +59,14 @@ static const struct route {
 
 static int path_matches(const struct route *r, const char *path)
 {
+    const char *any = strstr(r->path, "{}");
+    if (any) { /* "/orders/{}/pay": one segment, any name, in place of the {} */
+        size_t head = (size_t)(any - r->path);
+        if (strncmp(path, r->path, head) != 0)
+            return 0;
+        const char *segment = path + head, *end = strchrnul(segment, '/');
+        return end > segment && strcmp(end, any + 2) == 0;
+    }
     size_t len = strlen(r->path);
     if (strncmp(path, r->path, len) != 0)
         return 0;

@@ -20,24 +20,45 @@ const struct store *store_at(size_t i)
 
 long long account_oversold(const struct store_account *a)
 {
-    long long over = a->sold - a->initial;
+    long long over = a->sold - a->returned - a->initial;
     return over > 0 ? over : 0;
 }
 
 long long account_lost_updates(const struct store_account *a)
 {
-    long long lost = a->sold - (a->initial - a->remaining);
+    long long lost = a->sold - a->returned - (a->initial - a->remaining);
     return lost > 0 ? lost : 0;
+}
+
+/* The orders' figures beside the sales' (store/orders.h). */
+static void orders_json(json_t *o, const struct store_account *a)
+{
+    const struct {
+        const char *name;
+        long long value;
+    } figures[] = {{"held", a->held},
+                   {"paid", a->paid},
+                   {"returned", a->returned},
+                   {"refunds_due", a->refunds_due},
+                   {"stranded", a->stranded},
+                   {"returned_twice", a->returned_twice},
+                   {"paid_and_returned", a->paid_and_returned}};
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        json_object_set_new(o, figures[i].name, json_integer((json_int_t)figures[i].value));
 }
 
 json_t *account_json(const struct store_account *a)
 {
     if (!a->present)
         return json_null();
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "initial", (json_int_t)a->initial,
-                     "remaining", (json_int_t)a->remaining, "sold", (json_int_t)a->sold, "orders",
-                     (json_int_t)a->orders, "oversold", (json_int_t)account_oversold(a),
-                     "lost_updates", (json_int_t)account_lost_updates(a));
+    json_t *o =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "initial", (json_int_t)a->initial, "remaining",
+                  (json_int_t)a->remaining, "sold", (json_int_t)a->sold, "orders",
+                  (json_int_t)a->orders, "oversold", (json_int_t)account_oversold(a),
+                  "lost_updates", (json_int_t)account_lost_updates(a));
+    if (a->holds)
+        orders_json(o, a);
+    return o;
 }
 
 st_result stock_accounting(struct worker *w, int product, json_t *reply)

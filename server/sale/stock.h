@@ -3,10 +3,12 @@
  * reset.
  *
  * Each store reports, per product: initial, remaining, sold (sum of qty in
- * its ledger) and orders, from which
- *   oversold     = max(0, sold - initial)
- *   lost_updates = max(0, sold - (initial - remaining))
- * remaining is never clamped: an oversold stock shows below zero.
+ * its ledger, holds included) and orders, and a store that holds orders
+ * the units held, paid and returned (store/orders.h), from which
+ *   oversold     = max(0, sold - returned - initial)
+ *   lost_updates = max(0, sold - returned - (initial - remaining))
+ * (returned is 0 where nothing was held). remaining is never clamped: an
+ * oversold stock shows below zero.
  */
 #ifndef STOCKD_STOCK_H
 #define STOCKD_STOCK_H

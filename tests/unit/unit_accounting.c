@@ -17,23 +17,37 @@
 static void test_formulas(void **state)
 {
     (void)state;
-    struct store_account exact = {1, 100, 0, 100, 100};
+    struct store_account exact = {
+        .present = 1, .initial = 100, .remaining = 0, .sold = 100, .orders = 100};
     assert_int_equal(account_oversold(&exact), 0);
     assert_int_equal(account_lost_updates(&exact), 0);
     /* nolock: 120 sales acknowledged, the row says only 90 were deducted */
-    struct store_account raced = {1, 100, 10, 120, 120};
+    struct store_account raced = {
+        .present = 1, .initial = 100, .remaining = 10, .sold = 120, .orders = 120};
     assert_int_equal(account_oversold(&raced), 20);
     assert_int_equal(account_lost_updates(&raced), 30);
     /* a blind write below zero: remaining is reported, never clamped */
-    struct store_account negative = {1, 5, -3, 8, 8};
+    struct store_account negative = {
+        .present = 1, .initial = 5, .remaining = -3, .sold = 8, .orders = 8};
     assert_int_equal(account_oversold(&negative), 3);
     assert_int_equal(account_lost_updates(&negative), 0);
+    /* held orders: 10 sold, 4 of them returned to the stock: nothing lost */
+    struct store_account returned = {
+        .present = 1, .initial = 10, .remaining = 4, .sold = 10, .holds = 1, .returned = 4};
+    assert_int_equal(account_oversold(&returned), 0);
+    assert_int_equal(account_lost_updates(&returned), 0);
+    /* a return made twice: a unit from nothing, sold again */
+    struct store_account twice = {
+        .present = 1, .initial = 2, .remaining = 0, .sold = 5, .holds = 1, .returned = 2};
+    assert_int_equal(account_oversold(&twice), 1);
+    assert_int_equal(account_lost_updates(&twice), 1);
 }
 
 static void test_json(void **state)
 {
     (void)state;
-    struct store_account negative = {1, 5, -3, 8, 7};
+    struct store_account negative = {
+        .present = 1, .initial = 5, .remaining = -3, .sold = 8, .orders = 7};
     json_t *doc = account_json(&negative);
     assert_int_equal(json_integer_value(json_object_get(doc, "remaining")), -3);
     assert_int_equal(json_integer_value(json_object_get(doc, "sold")), 8);
@@ -41,6 +55,24 @@ static void test_json(void **state)
     assert_int_equal(json_integer_value(json_object_get(doc, "oversold")), 3);
     assert_int_equal(json_integer_value(json_object_get(doc, "lost_updates")), 0);
     assert_int_equal(json_integer_value(json_object_get(doc, "initial")), 5);
+    assert_null(json_object_get(doc, "held")); /* a store that holds no orders */
+    json_decref(doc);
+    struct store_account orders = {.present = 1,
+                                   .initial = 9,
+                                   .remaining = 4,
+                                   .sold = 6,
+                                   .holds = 1,
+                                   .held = 2,
+                                   .paid = 3,
+                                   .returned = 1,
+                                   .stranded = 2};
+    doc = account_json(&orders);
+    assert_int_equal(json_integer_value(json_object_get(doc, "held")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "paid")), 3);
+    assert_int_equal(json_integer_value(json_object_get(doc, "returned")), 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "stranded")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "returned_twice")), 0);
+    assert_int_equal(json_integer_value(json_object_get(doc, "lost_updates")), 0);
     json_decref(doc);
     struct store_account absent = {0};
     doc = account_json(&absent);
@@ -64,6 +96,13 @@ static void test_result_table(void **state)
     assert_int_equal(result_status(ST_PAYLOAD_TOO_LARGE), 413);
     assert_int_equal(result_status(ST_BACKEND_UNAVAILABLE), 503);
     assert_string_equal(result_word(ST_BACKEND_UNAVAILABLE), "backend_unavailable");
+    assert_int_equal(result_status(ST_CREATED), 201);
+    assert_true(result_ok(ST_CREATED) && result_ok(ST_OK) && !result_ok(ST_EXPIRED));
+    assert_string_equal(result_word(ST_EXPIRED), "expired");
+    assert_string_equal(result_word(ST_ALREADY_PAID), "already_paid");
+    assert_string_equal(result_word(ST_PAID), "paid");
+    assert_int_equal(result_status(ST_UNKNOWN_ORDER), 404);
+    assert_string_equal(result_word(ST_UNKNOWN_ORDER), "unknown_order");
 }
 
 static void test_strategy_table(void **state)

@@ -1,0 +1,434 @@
+/*
+ * it_orders.c - orders against the real stack: a hold, its payment, its
+ * cancel and its expiry, each transition with one winner, and the
+ * accounting of GET /stock/{P} that counts every unit in one place.
+ *
+ * Proves, first with a stockd that sweeps nothing (--sweep-ms 0), so that
+ * no expiry can happen behind a test's back:
+ *   - a hold answers 201 held with its id and deadline; a payment before
+ *     the deadline pays it; the same payment again is answered the same,
+ *     duplicate, with no effect; another payment is already_paid and refund
+ *     due once, its repeat a duplicate;
+ *   - cancel gives the units back; cancel again is a duplicate; a payment
+ *     for a cancelled order is expired and refund due; a paid order
+ *     refuses its cancel (paid);
+ *   - a payment for an order past its deadline by the store's clock (its
+ *     stranded units say so) is expired and refund due, and leaves the order
+ *     held, its units where they were: a sale without units never happens;
+ *   - bad order ids, payment ids, ttl_ms and expiry, a strategy that cannot
+ *     hold and an unknown order are 4xx naming what is wrong, and change
+ *     nothing;
+ *   - every row of /strategies that says it holds orders holds one and
+ *     gives it back;
+ * then with a stockd that sweeps (the default --sweep-ms):
+ *   - the mysql-sweeper returns that stranded order exactly once: expired,
+ *     its units back, returned once, never before its deadline;
+ *   - a fresh hold stays held until its deadline and is returned after it,
+ *     within the lag /expiry promises;
+ *   - and throughout, initial = remaining + held + paid, with nothing
+ *     returned twice and nothing paid and returned.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PRODUCT_PAY 460001
+#define PRODUCT_CANCEL 460002
+#define PRODUCT_LATE 460003
+#define PRODUCT_BAD 460004
+#define PRODUCT_SWEPT 460005
+#define PRODUCT_ROWS 460100 /* + the row's index in /strategies */
+
+/* How long a test waits for what the store's clock decides (a deadline
+ * plus a sweeper's promised lag), polling: an upper bound, never a sleep
+ * the result depends on. */
+#define SETTLE_MS 15000
+#define POLL_MS 50
+
+/* An order's id, as the hold answered it. */
+struct order {
+    char id[48];
+    long long expires_at_ms;
+};
+
+/* POST /orders/{strategy}?product=P&qty=N&ttl_ms=T, which must answer 201
+ * held. */
+static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=%d", strategy, product, qty,
+             ttl_ms);
+    json_t *doc = expect_ok("POST", path, NULL, 201);
+    struct order o;
+    snprintf(o.id, sizeof o.id, "%s", json_str_member(doc, "order"));
+    assert_string_equal(json_str_member(doc, "state"), "held");
+    assert_int_equal(json_int_member(doc, "qty"), qty);
+    o.expires_at_ms = json_int_member(doc, "expires_at_ms");
+    json_decref(doc);
+    return o;
+}
+
+/* POST /orders/{ID}/{action}[?query]: its status; its reply in *doc. */
+static long order_call(const struct order *o, const char *action, const char *query, json_t **doc)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s/%s%s%s", o->id, action, query ? "?" : "",
+             query ? query : "");
+    struct http_reply r;
+    http_call("POST", path, NULL, &r);
+    *doc = json_incref(r.json);
+    long status = r.status;
+    if (!*doc)
+        fail_msg("POST %s: no JSON answer (%ld)", path, status);
+    http_reply_free(&r);
+    return status;
+}
+
+/* Asserts one answer of a pay or cancel: status, error word ("" for ok),
+ * and whether it was a duplicate. */
+static void expect_answer(const struct order *o, const char *action, const char *query, long status,
+                          const char *word, int duplicate)
+{
+    json_t *doc;
+    long got = order_call(o, action, query, &doc);
+    const char *error = json_string_value(json_object_get(doc, "error"));
+    int as_expected = got == status && strcmp(error ? error : "", word) == 0 &&
+                      json_is_true(json_object_get(doc, "duplicate")) == duplicate &&
+                      strcmp(json_string_value(json_object_get(doc, "order")), o->id) == 0;
+    if (!as_expected)
+        print_reply("POST", action, got, doc);
+    json_decref(doc);
+    if (!as_expected)
+        fail_msg("%s of %s: expected %ld '%s'%s", action, o->id, status, word,
+                 duplicate ? ", duplicate" : "");
+}
+
+/* GET /orders/{ID}, which must answer 200 (the caller decrefs it). */
+static json_t *order_get(const struct order *o)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/orders/%s", o->id);
+    return expect_ok("GET", path, NULL, 200);
+}
+
+static void expect_state(const struct order *o, const char *state, long long returned,
+                         long long refunds_due)
+{
+    json_t *doc = order_get(o);
+    assert_string_equal(json_str_member(doc, "state"), state);
+    assert_int_equal(json_int_member(doc, "returned"), returned);
+    assert_int_equal(json_int_member(doc, "refunds_due"), refunds_due);
+    assert_int_equal(json_int_member(doc, "expires_at_ms"), o->expires_at_ms);
+    json_decref(doc);
+}
+
+/* The mysql store's figures of GET /stock/{P}, orders' included. */
+struct figures {
+    long long initial, remaining, sold, held, paid, returned, refunds_due, stranded, returned_twice,
+        paid_and_returned, oversold, lost_updates;
+};
+
+static struct figures figures(int product)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/stock/%d", product);
+    json_t *doc = expect_ok("GET", path, NULL, 200);
+    const json_t *m = json_object_get(doc, "mysql");
+    assert_true(json_is_object(m));
+    struct figures f = {
+        .initial = json_int_member(m, "initial"),
+        .remaining = json_int_member(m, "remaining"),
+        .sold = json_int_member(m, "sold"),
+        .held = json_int_member(m, "held"),
+        .paid = json_int_member(m, "paid"),
+        .returned = json_int_member(m, "returned"),
+        .refunds_due = json_int_member(m, "refunds_due"),
+        .stranded = json_int_member(m, "stranded"),
+        .returned_twice = json_int_member(m, "returned_twice"),
+        .paid_and_returned = json_int_member(m, "paid_and_returned"),
+        .oversold = json_int_member(m, "oversold"),
+        .lost_updates = json_int_member(m, "lost_updates"),
+    };
+    json_decref(doc);
+    return f;
+}
+
+/* Every unit in one place, none returned twice or both paid and returned. */
+static void expect_balanced(int product)
+{
+    struct figures f = figures(product);
+    assert_int_equal(f.initial, f.remaining + f.held + f.paid);
+    assert_int_equal(f.returned_twice, 0);
+    assert_int_equal(f.paid_and_returned, 0);
+    assert_int_equal(f.oversold, 0);
+    assert_int_equal(f.lost_updates, 0);
+}
+
+static void expect_same_figures(const struct figures *a, const struct figures *b)
+{
+    assert_memory_equal(a, b, sizeof *a);
+}
+
+/* ----------------------------------------------------- no sweeper here */
+
+static int quiet_setup(void **state)
+{
+    static const char *const args[] = {"--sweep-ms", "0", NULL};
+    return http_group_setup(state) == 0 && stockd_start(args) == 0 ? 0 : -1;
+}
+
+static void test_hold_then_pay_once(void **state)
+{
+    (void)state;
+    reset(PRODUCT_PAY, 10);
+    struct order o = hold("sql", PRODUCT_PAY, 3, 600000);
+    struct figures f = figures(PRODUCT_PAY);
+    assert_int_equal(f.remaining, 7);
+    assert_int_equal(f.held, 3);
+    expect_answer(&o, "pay", "payment=pay-1", 200, "", 0);
+    expect_answer(&o, "pay", "payment=pay-1", 200, "", 1);
+    expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 0);
+    expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 1);
+    expect_answer(&o, "cancel", NULL, 409, "paid", 0);
+    json_t *doc = order_get(&o);
+    assert_string_equal(json_str_member(doc, "state"), "paid");
+    assert_string_equal(json_str_member(doc, "payment"), "pay-1");
+    assert_string_equal(json_str_member(doc, "strategy"), "sql");
+    assert_string_equal(json_str_member(doc, "expiry"), "mysql-sweeper");
+    assert_int_equal(json_int_member(doc, "refunds_due"), 1);
+    assert_int_equal(json_int_member(doc, "returned"), 0);
+    assert_true(json_is_null(json_object_get(doc, "returned_at_ms")));
+    json_decref(doc);
+    f = figures(PRODUCT_PAY);
+    assert_int_equal(f.held, 0);
+    assert_int_equal(f.paid, 3);
+    assert_int_equal(f.refunds_due, 1);
+    assert_int_equal(f.sold, 3);
+    expect_balanced(PRODUCT_PAY);
+}
+
+static void test_cancel_once(void **state)
+{
+    (void)state;
+    reset(PRODUCT_CANCEL, 10);
+    struct order o = hold("sql", PRODUCT_CANCEL, 4, 600000);
+    expect_answer(&o, "cancel", NULL, 200, "", 0);
+    expect_answer(&o, "cancel", NULL, 200, "", 1);
+    expect_answer(&o, "pay", "payment=late-1", 409, "expired", 0);
+    expect_answer(&o, "pay", "payment=late-1", 409, "expired", 1);
+    expect_state(&o, "cancelled", 1, 1);
+    struct figures f = figures(PRODUCT_CANCEL);
+    assert_int_equal(f.remaining, 10);
+    assert_int_equal(f.returned, 4);
+    assert_int_equal(f.sold, 4);
+    assert_int_equal(f.paid, 0);
+    expect_balanced(PRODUCT_CANCEL);
+}
+
+/* The order test_paid_late_stays_held() leaves held past its deadline,
+ * for the sweeping stockd to return. */
+static struct order stranded_order;
+
+static void test_paid_late_stays_held(void **state)
+{
+    (void)state;
+    reset(PRODUCT_LATE, 5);
+    stranded_order = hold("sql", PRODUCT_LATE, 2, 100);
+    /* Stranded: its deadline and the promised lag have passed by the
+     * store's clock, and no sweeper runs here. */
+    long long waited = now_ms();
+    while (figures(PRODUCT_LATE).stranded < 2 && now_ms() - waited < SETTLE_MS)
+        sleep_ms(POLL_MS);
+    struct figures before = figures(PRODUCT_LATE);
+    assert_int_equal(before.stranded, 2);
+    expect_answer(&stranded_order, "pay", "payment=too-late", 409, "expired", 0);
+    expect_answer(&stranded_order, "pay", "payment=too-late", 409, "expired", 1);
+    expect_state(&stranded_order, "held", 0, 1);
+    struct figures after = figures(PRODUCT_LATE);
+    assert_int_equal(after.paid, 0);
+    assert_int_equal(after.held, 2);
+    assert_int_equal(after.remaining, 3);
+    assert_int_equal(after.refunds_due, 1);
+}
+
+static void test_bad_input_changes_nothing(void **state)
+{
+    (void)state;
+    reset(PRODUCT_BAD, 10);
+    struct order o = hold("sql", PRODUCT_BAD, 1, 600000);
+    struct figures before = figures(PRODUCT_BAD);
+    static const char *const ttls[] = {"", "&ttl_ms=99", "&ttl_ms=3600001", "&ttl_ms=x"};
+    char path[192];
+    for (size_t i = 0; i < sizeof ttls / sizeof ttls[0]; i++) {
+        snprintf(path, sizeof path, "/orders/sql?product=%d%s", PRODUCT_BAD, ttls[i]);
+        expect_error("POST", path, NULL, 400, "bad_request");
+    }
+    snprintf(path, sizeof path, "/orders/sql?product=%d&ttl_ms=1000&expiry=no-such", PRODUCT_BAD);
+    expect_error("POST", path, NULL, 400, "bad_request");
+    snprintf(path, sizeof path, "/orders/sql-batch?product=%d&ttl_ms=1000", PRODUCT_BAD);
+    expect_error("POST", path, NULL, 400, "bad_request");
+    snprintf(path, sizeof path, "/orders/no-such-strategy?product=%d&ttl_ms=1000", PRODUCT_BAD);
+    expect_error("POST", path, NULL, 404, "unknown_strategy");
+    static const char *const payments[] = {"", "?payment=", "?payment=a%20b", "?payment=%C3%A9",
+                                           "?payment=0123456789012345678901234567890123456789"
+                                           "01234567890123456789012345"};
+    for (size_t i = 0; i < sizeof payments / sizeof payments[0]; i++) {
+        snprintf(path, sizeof path, "/orders/%s/pay%s", o.id, payments[i]);
+        expect_error("POST", path, NULL, 400, "bad_request");
+    }
+    static const char *const ids[] = {"m460004",
+                                      "m460004-0123",
+                                      "m0460004-0123456789abcdef",
+                                      "x460004-0123456789abcdef",
+                                      "m460004-0123456789ABCDEF",
+                                      "m-0123456789abcdef"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        snprintf(path, sizeof path, "/orders/%s", ids[i]);
+        expect_error("GET", path, NULL, 400, "bad_request");
+        snprintf(path, sizeof path, "/orders/%s/cancel", ids[i]);
+        expect_error("POST", path, NULL, 400, "bad_request");
+    }
+    expect_error("GET", "/orders/m460004-0123456789abcdef", NULL, 404, "unknown_order");
+    expect_error("POST", "/orders/m460004-0123456789abcdef/pay?payment=p", NULL, 404,
+                 "unknown_order");
+    expect_error("POST", "/orders/m460004-0123456789abcdef/cancel", NULL, 404, "unknown_order");
+    snprintf(path, sizeof path, "/orders/%s/refund", o.id);
+    expect_error("POST", path, NULL, 404, "not_found");
+    struct figures after = figures(PRODUCT_BAD);
+    expect_same_figures(&before, &after);
+    expect_state(&o, "held", 0, 0);
+}
+
+/* Each row /strategies says holds orders holds one and gives it back; each
+ * that says it cannot says why, and refuses. */
+static void check_row_holds(const json_t *row, int index)
+{
+    const char *name = json_str_member(row, "name");
+    int product = PRODUCT_ROWS + index;
+    char path[160];
+    if (!json_is_true(json_object_get(row, "orders"))) {
+        assert_true(strlen(json_str_member(row, "orders_why")) > 0);
+        snprintf(path, sizeof path, "/orders/%s?product=%d&ttl_ms=1000", name, product);
+        expect_error("POST", path, NULL, 400, "bad_request");
+        return;
+    }
+    if (strcmp(json_str_member(row, "store"), "mysql") != 0)
+        return; /* the Redis rows: their own test */
+    reset(product, 5);
+    struct order o = hold(name, product, 2, 600000);
+    assert_int_equal(figures(product).held, 2);
+    expect_answer(&o, "cancel", NULL, 200, "", 0);
+    struct figures f = figures(product);
+    assert_int_equal(f.remaining, 5);
+    assert_int_equal(f.returned, 2);
+    expect_balanced(product);
+}
+
+static void test_every_row_that_holds(void **state)
+{
+    (void)state;
+    assert_true(json_is_true(json_object_get(find_strategy("sql"), "orders")));
+    assert_true(json_is_false(json_object_get(find_strategy("sql-batch"), "orders")));
+    for_each_strategy(check_row_holds);
+}
+
+/* ---------------------------------------------------- a sweeping stockd */
+
+static int sweeping_setup(void **state)
+{
+    return http_group_setup(state) == 0 && stockd_start(NULL) == 0 ? 0 : -1;
+}
+
+/* The mysql-sweeper's promised lag, from GET /expiry. */
+static long long sweeper_lag_ms(void)
+{
+    json_t *doc = expect_ok("GET", "/expiry", NULL, 200);
+    long long lag = -1;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(doc, "expiry"), i, row)
+    {
+        if (strcmp(json_str_member(row, "name"), "mysql-sweeper") == 0)
+            lag = json_int_member(row, "lag_ms");
+    }
+    json_decref(doc);
+    assert_true(lag > 0);
+    return lag;
+}
+
+/* Polls the order until it leaves `held` (or SETTLE_MS pass): its reply. */
+static json_t *await_return(const struct order *o)
+{
+    long long waited = now_ms();
+    for (;;) {
+        json_t *doc = order_get(o);
+        if (strcmp(json_str_member(doc, "state"), "held") != 0 || now_ms() - waited > SETTLE_MS)
+            return doc;
+        json_decref(doc);
+        sleep_ms(POLL_MS);
+    }
+}
+
+static void test_the_sweeper_returns_the_late_order_once(void **state)
+{
+    (void)state;
+    assert_true(stranded_order.id[0]); /* left by the first group */
+    json_t *doc = await_return(&stranded_order);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    assert_int_equal(json_int_member(doc, "refunds_due"), 1);
+    assert_true(json_int_member(doc, "returned_at_ms") >= stranded_order.expires_at_ms);
+    json_decref(doc);
+    expect_answer(&stranded_order, "pay", "payment=later-still", 409, "expired", 0);
+    expect_answer(&stranded_order, "cancel", NULL, 409, "expired", 0);
+    struct figures f = figures(PRODUCT_LATE);
+    assert_int_equal(f.remaining, 5);
+    assert_int_equal(f.returned, 2);
+    assert_int_equal(f.held, 0);
+    assert_int_equal(f.stranded, 0);
+    assert_int_equal(f.refunds_due, 2);
+    expect_balanced(PRODUCT_LATE);
+}
+
+static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **state)
+{
+    (void)state;
+    long long lag = sweeper_lag_ms();
+    reset(PRODUCT_SWEPT, 8);
+    struct order o = hold("for-update", PRODUCT_SWEPT, 3, 1000);
+    json_t *doc = await_return(&o);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    long long returned_at = json_int_member(doc, "returned_at_ms");
+    json_decref(doc);
+    /* Never before its deadline, and within the promised lag. */
+    assert_true(returned_at >= o.expires_at_ms);
+    assert_true(returned_at <= o.expires_at_ms + lag);
+    struct figures f = figures(PRODUCT_SWEPT);
+    assert_int_equal(f.remaining, 8);
+    assert_int_equal(f.returned, 3);
+    assert_int_equal(f.sold, 3);
+    expect_balanced(PRODUCT_SWEPT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest quiet[] = {
+        cmocka_unit_test(test_hold_then_pay_once),
+        cmocka_unit_test(test_cancel_once),
+        cmocka_unit_test(test_paid_late_stays_held),
+        cmocka_unit_test(test_bad_input_changes_nothing),
+        cmocka_unit_test(test_every_row_that_holds),
+    };
+    const struct CMUnitTest sweeping[] = {
+        cmocka_unit_test(test_the_sweeper_returns_the_late_order_once),
+        cmocka_unit_test(test_a_hold_is_returned_after_its_deadline_within_the_lag),
+    };
+    int failed = cmocka_run_group_tests_name("orders, no sweeper", quiet, quiet_setup,
+                                             stockd_group_teardown);
+    failed += cmocka_run_group_tests_name("orders, swept", sweeping, sweeping_setup,
+                                          stockd_group_teardown);
+    return failed ? 1 : 0;
+}
