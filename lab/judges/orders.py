@@ -226,12 +226,13 @@ def judge(row, initial, history, records, stock, now_ms):
     """The row's figures and verdict. row: mechanism's `lag_ms`, `strands_when`, and
     `strands` (this row's fault is the one its mechanism names in strands_when); an
     extra `lag_allowance_ms` widens the lag promise by what the fault itself took (a
-    store restarted: its downtime). now_ms: the store's clock when the records were
+    store restarted: its downtime) for the check; the stranded unit-seconds count
+    from the promise itself. now_ms: the store's clock when the records were
     read."""
-    lag = row.get("lag_ms")
+    promised = lag = row.get("lag_ms")
     if lag is not None:
         lag += row.get("lag_allowance_ms") or 0
-    out = figures(history, records, stock, lag, now_ms)
+    out = figures(history, records, stock, promised, now_ms)
     said = first_violation(initial, history, records, stock, lag)
     if said:
         return dict(out, verdict="fail", reason=said)

@@ -24,9 +24,9 @@ FIELDS = ["strategy", "expiry", "fault", "orders", "held", "paid", "returned", "
           "paid_and_returned", "duplicates", "refunds_due", "oversold", "verdict", "reason",
           "seconds"]
 
-WIDTH, LEFT, RIGHT, TOP, LANE_H = 900, 110, 30, 40, 46
-LANES = ("hold", "callbacks", "store")
-COLOURS = {200: "#3f8f4f", 409: "#c0504d", 201: "#8fb3e0", 0: "#999999"}
+WIDTH, LEFT, RIGHT, TOP, ROW_H = 900, 150, 190, 52, 24
+COLOURS = {200: "#3f8f4f", 409: "#c0504d"}  # else grey: no answer
+MARGIN_MS = 150  # drawn either side of the callbacks and the return
 
 
 def name_of(r):
@@ -46,18 +46,16 @@ def write(out_dir, doc):
 
 
 def racing_order(history, records):
-    """The order whose callbacks came closest to its deadline from both sides (one
-    before it, one after), with its ops: (record, ops) or None."""
+    """The expired order whose first refused payment was sent closest to its deadline
+    (either side of it, by the client's clock), with its ops: (record, ops) or None."""
     best = None
     for oid, r in records.items():
-        pays = [op for op in history if op.get("order") == oid and op["kind"] == "pay"
-                and op.get("status")]
-        before = [r["expires_at_ms"] - op["wall_ms"] for op in pays
-                  if op["wall_ms"] < r["expires_at_ms"]]
-        after = [op["wall_ms"] - r["expires_at_ms"] for op in pays
-                 if op["wall_ms"] >= r["expires_at_ms"]]
-        if before and after:
-            gap = min(before) + min(after)
+        if r.get("state") != "expired" or r.get("returned_at_ms") is None:
+            continue
+        refused = [op["wall_ms"] for op in history if op.get("order") == oid
+                   and op["kind"] == "pay" and op.get("word") == "expired"]
+        if refused:
+            gap = abs(min(refused) - r["expires_at_ms"])
             if best is None or gap < best[0]:
                 best = (gap, oid)
     if best is None:
@@ -76,14 +74,6 @@ def race_of(history, records, row):
             f"expiry (order {record['order']})"}
 
 
-def _x(t, t0, t1):
-    return LEFT + (t - t0) * (WIDTH - LEFT - RIGHT) / max(1, t1 - t0)
-
-
-def _lane_y(lane):
-    return TOP + LANES.index(lane) * LANE_H + LANE_H / 2
-
-
 def _answer_ms(op):
     """The op's answer on the wall clock (its send + its monotonic duration)."""
     if op.get("complete") is None:
@@ -91,52 +81,55 @@ def _answer_ms(op):
     return op["wall_ms"] + (op["complete"] - op["invoke"]) / 1000.0
 
 
-def _label(op):
+def _said(op):
     if not op.get("status"):
         return op.get("word") or "no answer"
-    words = {200: "paid", 201: "held", 409: op.get("word") or "409"}
-    said = words.get(op["status"], str(op["status"]))
-    return said + (" (dup)" if op.get("duplicate") else "")
+    word = "paid" if op["status"] == 200 else f"{op['status']} {op.get('word') or ''}".strip()
+    return word + (" (duplicate)" if op.get("duplicate") else "")
 
 
 def timeline_svg(record, ops, title):
-    """The SVG of one order's life around its deadline."""
-    deadline = record["expires_at_ms"]
-    times = [op["wall_ms"] for op in ops] + [_answer_ms(op) for op in ops] + [deadline]
-    if record.get("returned_at_ms"):
-        times.append(record["returned_at_ms"])
-    t0, t1 = min(times) - 50, max(times) + 50
-    height = TOP + LANE_H * len(LANES) + 40
+    """The SVG of one order's callbacks around its deadline: a row per callback (a bar
+    from its send to its answer), the deadline, the return, in ms from the deadline."""
+    deadline, back = record["expires_at_ms"], record.get("returned_at_ms")
+    hold = next((op for op in ops if op["kind"] == "hold"), None)
+    calls = sorted((op for op in ops if op["kind"] != "hold"), key=lambda o: o["wall_ms"])
+    times = [deadline] + [op["wall_ms"] for op in calls] + [_answer_ms(op) for op in calls]
+    times += [back] if back is not None else []
+    t0, t1 = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+
+    def x(t):
+        return LEFT + (t - t0) * (WIDTH - LEFT - RIGHT) / max(1, t1 - t0)
+
+    rows = len(calls) + 1
+    height = TOP + ROW_H * rows + 44
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
            f'font-family="sans-serif" font-size="11">',
-           f'<text x="{LEFT}" y="20" font-size="13">{escape(title)}</text>']
-    for lane in LANES:
-        y = _lane_y(lane)
-        out.append(f'<text x="8" y="{y + 4:.0f}">{lane}</text>')
-        out.append(f'<line x1="{LEFT}" y1="{y:.0f}" x2="{WIDTH - RIGHT}" y2="{y:.0f}" '
-                   'stroke="#ddd"/>')
-    xd = _x(deadline, t0, t1)
-    out.append(f'<line x1="{xd:.1f}" y1="{TOP}" x2="{xd:.1f}" y2="{height - 30}" '
-               'stroke="#c0504d" stroke-dasharray="4 3"/>')
-    out.append(f'<text x="{xd + 3:.1f}" y="{height - 18}">deadline (store clock)</text>')
-    for i, op in enumerate(sorted(ops, key=lambda o: o["wall_ms"])):
-        lane = "hold" if op["kind"] == "hold" else "callbacks"
-        y = _lane_y(lane) + (i % 3 - 1) * 10
-        xs, xe = _x(op["wall_ms"], t0, t1), _x(_answer_ms(op), t0, t1)
+           f'<rect width="{WIDTH}" height="{height}" fill="#fff"/>',
+           f'<text x="10" y="18" font-size="13">{escape(title)}</text>']
+    if hold is not None:
+        out.append(f'<text x="10" y="36">held {deadline - hold["wall_ms"]} ms before its '
+                   f'deadline (ttl); every time below in ms from the deadline</text>')
+    for i, op in enumerate(calls):
+        y = TOP + ROW_H * i + ROW_H / 2
+        xs, xe = x(op["wall_ms"]), max(x(_answer_ms(op)), x(op["wall_ms"]) + 3)
         colour = COLOURS.get(op.get("status"), "#999999")
-        out.append(f'<line x1="{xs:.1f}" y1="{y:.0f}" x2="{max(xe, xs + 2):.1f}" y2="{y:.0f}" '
-                   f'stroke="{colour}" stroke-width="5"/>')
-        label = f"{op.get('payment') or ''} {_label(op)}".strip()
-        out.append(f'<text x="{xs:.1f}" y="{y - 6:.0f}">{escape(label)}</text>')
-    if record.get("returned_at_ms"):
-        xr = _x(record["returned_at_ms"], t0, t1)
-        y = _lane_y("store")
-        out.append(f'<circle cx="{xr:.1f}" cy="{y:.0f}" r="5" fill="#e6c36a"/>')
-        out.append(f'<text x="{xr + 8:.1f}" y="{y + 4:.0f}">units returned '
-                   f'(+{record["returned_at_ms"] - deadline} ms)</text>')
-    else:
-        y = _lane_y("store")
-        out.append(f'<text x="{xd + 8:.1f}" y="{y + 4:.0f}">{escape(record["state"])}: '
-                   'never returned</text>')
+        out.append(f'<text x="10" y="{y + 4:.0f}">{escape(op["kind"])} '
+                   f'{escape(op.get("payment") or "")}</text>')
+        out.append(f'<line x1="{xs:.1f}" y1="{y:.0f}" x2="{xe:.1f}" y2="{y:.0f}" '
+                   f'stroke="{colour}" stroke-width="8"/>')
+        out.append(f'<text x="{xe + 6:.1f}" y="{y + 4:.0f}">{escape(_said(op))} '
+                   f'({op["wall_ms"] - deadline:+d} ms)</text>')
+    y = TOP + ROW_H * len(calls) + ROW_H / 2
+    out.append(f'<text x="10" y="{y + 4:.0f}">the store</text>')
+    if back is not None:
+        out.append(f'<circle cx="{x(back):.1f}" cy="{y:.0f}" r="6" fill="#e6c36a"/>')
+        out.append(f'<text x="{x(back) + 10:.1f}" y="{y + 4:.0f}">units returned '
+                   f'({back - deadline:+d} ms)</text>')
+    xd, bottom = x(deadline), TOP + ROW_H * rows
+    out.append(f'<line x1="{xd:.1f}" y1="{TOP - 6}" x2="{xd:.1f}" y2="{bottom + 6}" '
+               'stroke="#c0504d" stroke-dasharray="4 3"/>')
+    out.append(f'<text x="{xd:.1f}" y="{bottom + 22}" text-anchor="middle">deadline '
+               f'(the store\'s clock: {escape(record.get("state") or "")} after it)</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

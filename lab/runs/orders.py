@@ -37,9 +37,10 @@ later than deadline + lag, every captured payment the order's, every refused pay
 one refund due, duplicates without effect.
 
 Writes results/orders-<timestamp>/ (orders.json, orders.csv, orders.md, junit.xml,
-timeline.svg: an order whose payment raced its expiry, history-<row>.jsonl: each row's
-clients' history) and points results/orders-latest at it. Exit status 1 when a row
-breaks a check, 2 when the run cannot be made or a fault did not take.
+timeline.svg: an order whose payment raced its expiry and lost, history-<row>.jsonl
+and records-<row>.json: each row's clients' history and its orders' records) and
+points results/orders-latest at it. Exit status 1 when a row breaks a check, 2 when
+the run cannot be made or a fault did not take.
 
 --quick (the test gate): each mechanism that promises a lag with two sweepers (the
 first one also alone), and each that states a stranding fault, stopped."""
@@ -51,7 +52,7 @@ import sys
 import threading
 import time
 
-from ..base.common import SetupError, comma_list, now_iso, slug
+from ..base.common import SetupError, comma_list, now_iso, slug, write_text
 from ..client import facts as facts_mod, orders as orders_client
 from ..stack.instances import Instance
 from ..stack.nodes import clockshim, set_clock_file
@@ -228,11 +229,14 @@ class Row:
         return verdict, records
 
 
-def write_history(out_dir, label, history):
+def write_witnesses(out_dir, label, history, records):
+    """The row's clients' history (history-<row>.jsonl, one op a line) and the store's
+    records of its orders (records-<row>.json)."""
     with open(os.path.join(out_dir, f"history-{slug(label)}.jsonl"), "w",
               encoding="utf-8") as f:
         for op in history:
             f.write(json.dumps(op, separators=(",", ":")) + "\n")
+    write_text(os.path.join(out_dir, f"records-{slug(label)}.json"), json.dumps(records))
 
 
 def run_row(run, env, out_dir, strategy, mechanism, fault, product):
@@ -246,7 +250,7 @@ def run_row(run, env, out_dir, strategy, mechanism, fault, product):
         verdict, records = row.judged(history)
     finally:
         row.stop()
-    write_history(out_dir, row.label(), history)
+    write_witnesses(out_dir, row.label(), history, records)
     out = {"strategy": strategy.name, "expiry": mechanism.name, "fault": fault,
            "product": product, "down_ms": row.down_ms, **verdict,
            "seconds": round(time.monotonic() - t0, 1)}

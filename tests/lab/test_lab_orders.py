@@ -163,6 +163,7 @@ class ViolationTest(unittest.TestCase):
         r["D"]["returned_at_ms"] = DEADLINE + LAG + 500
         v = verdict(row=dict(ROW, lag_allowance_ms=1000), records=r)
         self.assertEqual(v["verdict"], "pass", v["reason"])
+        self.assertEqual(v["stranded_unit_s"], 0.5)  # past the promise, all the same
 
     def test_a_captured_payment_not_the_orders(self):
         _, r, _ = clean()
@@ -338,8 +339,9 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(race["record"]["order"], "B")  # its callbacks either side
         svg = orders_report.timeline_svg(**race)
         self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
-        self.assertIn("deadline (store clock)", svg)
+        self.assertIn("deadline (the store's clock: expired after it)", svg)
         self.assertIn("units returned (+150 ms)", svg)
+        self.assertIn("409 expired (duplicate) (+30 ms)", svg)
 
     def test_the_table_and_junit(self):
         v = dict(verdict(), strategy="s1", expiry="m-sweep", fault="none", seconds=3.0)
