@@ -23,25 +23,16 @@ retried. The random draws come from one seeded generator per buyer, so a row can
 run again the same way."""
 
 import http.client
-import json
 import random
 import threading
 import time
 from urllib.parse import urlencode
 
-from .load import NO_ANSWER, failure_word
+from .load import NO_ANSWER, body_of, failure_word
 
 SECOND_PAYMENT_P = 0.1   # a paying buyer who also pays a second time, with another id
 CONCURRENT_REPEAT_P = 0.5  # a repeated callback sent at once rather than late
 AT_DEADLINE_SPREAD_S = 0.005
-
-
-def _doc(raw):
-    try:
-        doc = json.loads(raw.decode("utf-8", "replace"))
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 class Plan:
@@ -90,7 +81,7 @@ class OrderBuyers:
         try:
             conn.request("POST", path, headers={"Content-Length": "0"})
             resp = conn.getresponse()
-            doc = _doc(resp.read())
+            doc = body_of(resp.read())
             op.update(complete=int(time.monotonic() * 1e6) + 1, status=resp.status,
                       word=doc.get("error") or "", duplicate=doc.get("duplicate") is True)
         except (OSError, http.client.HTTPException) as e:

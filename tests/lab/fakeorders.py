@@ -136,33 +136,9 @@ class FakeOrders:
             self.sweep()
 
     def __enter__(self):
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def handle_one(self, method):
-                url = urllib.parse.urlsplit(self.path)
-                status, body = fake.answer(method, url.path,
-                                           dict(urllib.parse.parse_qsl(url.query)))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self.handle_one("GET")
-
-            def do_POST(self):
-                self.handle_one("POST")
-
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.fake = self
         self.port = self.server.server_address[1]
         for target in (self.server.serve_forever, self.sweeper):
             threading.Thread(target=target, daemon=True).start()
@@ -172,3 +148,28 @@ class FakeOrders:
         self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """Each request answered by the server's FakeOrders, silently."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, method):
+        url = urllib.parse.urlsplit(self.path)
+        status, body = self.server.fake.answer(method, url.path,
+                                               dict(urllib.parse.parse_qsl(url.query)))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.answer("GET")
+
+    def do_POST(self):
+        self.answer("POST")
