@@ -33,7 +33,8 @@ The checks, in the order the first violation is said:
              the verdict says so
 
 A payment a client never got an answer for is "unknown": it may have taken effect or
-not, and the judge allows both, as lab.judges.history does for sales."""
+not, and the judge allows both, as lab.judges.history does for sales; one whose
+connection was refused never reached stockd and did nothing."""
 
 from ..base.common import percentile
 
@@ -46,6 +47,11 @@ ACCOUNTING = ("remaining", "held", "paid", "returned", "refunds_due", "oversold"
 def answered(op):
     """Whether the client got an HTTP answer (status 0: none; it may have taken effect)."""
     return bool(op.get("status"))
+
+
+def unsent(op):
+    """A request whose connection was refused: it never reached stockd, so it did nothing."""
+    return not answered(op) and op.get("word") == "refused"
 
 
 def grace_ms(lag_ms):
@@ -147,7 +153,8 @@ def refund_bounds(ops):
     refused = {op["payment"] for op in ops if op["kind"] == "pay" and op.get("status") == 409
                and op.get("word") in REFUSED_PAYMENT_WORDS}
     captured = {op["payment"] for op in ops if op["kind"] == "pay" and op.get("status") == 200}
-    maybe = {op["payment"] for op in ops if op["kind"] == "pay" and not answered(op)}
+    maybe = {op["payment"] for op in ops
+             if op["kind"] == "pay" and not answered(op) and not unsent(op)}
     return len(refused), len(refused | (maybe - captured))
 
 
@@ -212,7 +219,7 @@ def figures(history, records, stock, lag_ms, now_ms):
 def first_violation(initial, history, records, stock, lag_ms):
     """The first check that fails, in words, or None."""
     ops_of = _by_order(history)
-    all_known = all(answered(op) for op in history if op["kind"] == "hold")
+    all_known = all(answered(op) or unsent(op) for op in history if op["kind"] == "hold")
     for said in (check_units(initial, stock, records, all_known), check_holds(history, records),
                  check_ends_once(records), check_deadlines(records, lag_ms),
                  check_payments(ops_of, records), check_refunds(ops_of, records),

@@ -238,6 +238,8 @@ class BoundsTest(unittest.TestCase):
                op(3, "pay", "A", 0, "reset", payment="p2"),
                op(4, "pay", "A", 200, payment="p3"), op(5, "pay", "A", 0, payment="p3")]
         self.assertEqual(orders.refund_bounds(ops), (1, 2))
+        self.assertEqual(orders.refund_bounds(ops[:1] + [op(3, "pay", "A", 0, "refused",
+                                                           payment="p2")]), (1, 1))
 
     def test_unanswered_hold_skips_the_sums_not_the_balance(self):
         h, r, s = clean()
@@ -246,6 +248,9 @@ class BoundsTest(unittest.TestCase):
         self.assertEqual(verdict(history=h, stock=s2)["verdict"], "fail")  # held 1 after settle
         self.assertEqual(orders.check_units(10, s2, r, all_known=False), None)
         self.assertIn("held", orders.check_units(10, s2, r, all_known=True))
+        h[-1]["word"] = "refused"  # never sent: the clients know every order there is
+        self.assertIn("the store counts held 1, its orders 0",
+                      verdict(history=h, stock=s2)["reason"])
 
 
 class DriverTest(unittest.TestCase):
