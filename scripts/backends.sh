@@ -224,12 +224,13 @@ start_redis() {
     conf="$(redis_auth_conf "$name")" || return 1
     # DEBUG SLEEP, from this machine only and with the password, is how the
     # tests freeze Redis with a request in flight, to make a lost reply
-    # happen on demand.
+    # happen on demand. Expired-key events: the redis-keyspace expiry
+    # mechanism's subscribers (docs/orders-api.md).
     launch "$name" redis-server "$conf" --port "$port" --bind 127.0.0.1 \
         --save '' "${aof[@]}" "${role[@]+"${role[@]}"}" --daemonize no \
         --dir "$(workdir_of "$name")" --logfile "$(logfile_of "$name")" \
         --pidfile "$(pidfile_of "$name")" --maxclients 4000 --repl-diskless-sync-delay 0 \
-        --enable-debug-command local
+        --enable-debug-command local --notify-keyspace-events Ex
     pid="$(tr -dc '0-9' <"$(pidfile_of "$name")")"
     wait_ready "$name" "$pid" || return 1
     if (( ${#role[@]} )); then wait_replica_linked "$name" || return 1; fi

@@ -45,9 +45,11 @@
  *     order_stream.c   lua-stream's orders, settled from a Redis stream into
  *                      MySQL by consumer threads (or a --consume 1 process)
  *     orders.c         held orders: ids, payment ids, the transitions a
- *                      store implements; mysql_orders.c the mysql store's
+ *                      store implements; mysql_orders.c the mysql store's,
+ *                      redis_orders.c the redis store's
  *     expiry.c         the expiry mechanisms' table and threads, a file
- *                      each: mysql_sweeper.c
+ *                      each: mysql_sweeper.c, redis_zset.c,
+ *                      redis_keyspace.c
  *   backend/           the servers stockd talks to (backend.h)
  *     backend.c        the backend table
  *     mysql.c          MySQL connections and statements; sql.c their texts

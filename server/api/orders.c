@@ -117,7 +117,7 @@ static st_result hold(struct worker *w, const char *name, const struct http_requ
     return ST_CREATED;
 }
 
-/* The {ID} of /orders/{ID}[/...], checked, its store configured. */
+/* The {ID} of /orders/{ID}[/...], checked. */
 static st_result order_asked(struct worker *w, const char *id, size_t len, json_t *reply,
                              struct order_ref *o)
 {
@@ -129,10 +129,16 @@ static st_result order_asked(struct worker *w, const char *id, size_t len, json_
                            "not '%.40s'",
                            text);
     json_object_set_new(reply, "order", json_string(o->id));
-    if (!backend_configured(o->store->backend))
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "order %s is in %s, which is not configured",
-                           o->id, o->store->name);
     return ST_OK;
+}
+
+/* Whether the order's store is configured, once its parameters are read. */
+static st_result store_configured(struct worker *w, const struct order_ref *o)
+{
+    if (backend_configured(o->store->backend))
+        return ST_OK;
+    return worker_fail(w, ST_BACKEND_UNAVAILABLE, "order %s is in %s, which is not configured",
+                       o->id, o->store->name);
 }
 
 static st_result pay(struct worker *w, const struct order_ref *o, const struct http_request *req,
@@ -146,7 +152,9 @@ static st_result pay(struct worker *w, const struct order_ref *o, const struct h
     params_text(req, &pay_params[0], payment);
     json_object_set_new(reply, "payment", json_string(payment));
     int duplicate = 0;
-    r = o->store->orders->pay(w, o, payment, &duplicate);
+    r = store_configured(w, o);
+    if (r == ST_OK)
+        r = o->store->orders->pay(w, o, payment, &duplicate);
     if (r == ST_OK)
         json_object_set_new(reply, "state", json_string("paid"));
     if (duplicate)
@@ -158,6 +166,8 @@ static st_result cancel(struct worker *w, const struct order_ref *o, const struc
                         json_t *reply)
 {
     st_result r = params_parse(w, req, NULL, 0, NULL);
+    if (r == ST_OK)
+        r = store_configured(w, o);
     if (r != ST_OK)
         return r;
     int duplicate = 0;
@@ -193,6 +203,8 @@ st_result api_orders_get(struct worker *w, const struct http_request *req, json_
     st_result r = order_asked(w, id, strlen(id), reply, &o);
     if (r == ST_OK)
         r = params_parse(w, req, NULL, 0, NULL);
+    if (r == ST_OK)
+        r = store_configured(w, &o);
     return r == ST_OK ? o.store->orders->get(w, &o, reply) : r;
 }
 

@@ -124,9 +124,33 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     return ST_OK;
 }
 
+/* A hold: its own script, on this worker, answered here (rq->later is
+ * NULL): its keys are its order's, a script no shared trip carries. */
+static st_result hold_now(struct worker *w, const struct deduct_request *rq,
+                          struct deduct_reply *out)
+{
+    assert(!rq->later);
+    critical_section_wait(rq, NULL);
+    st_result r = redis_hold_indexed(w, rq);
+    if (r != ST_OK)
+        return r;
+    struct redis_script_args a;
+    redisReply *reply = NULL;
+    redis_script_args_of(&a, rq, out);
+    const char *const *argvs[] = {a.argv};
+    r = redis_eval_sales(w, a.script, 1, a.nkeys, a.argc, argvs, &reply);
+    if (reply)
+        r = redis_script_result(w, rq, reply, 1, out);
+    if (reply)
+        freeReplyObject(reply);
+    return r;
+}
+
 st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
                              const struct deduct_request *rq, struct deduct_reply *out)
 {
+    if (rq->hold.order[0])
+        return hold_now(w, rq, out);
     /* A loop's pipe is one connection to one server: on a Redis Cluster
      * the sale goes the worker's way, to its slot's node. */
     if (w->redis_pipe && !redis_cluster_enabled())

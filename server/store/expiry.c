@@ -20,10 +20,11 @@
 #include <assert.h>
 #include <string.h>
 
-extern const struct expiry expiry_mysql_sweeper;
+extern const struct expiry expiry_mysql_sweeper, expiry_redis_zset, expiry_redis_keyspace;
 
 /* In the order GET /expiry lists them; each store's first is its default. */
-static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper};
+static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper, &expiry_redis_zset,
+                                                  &expiry_redis_keyspace};
 
 #define MECHANISM_COUNT (sizeof mechanisms / sizeof mechanisms[0])
 

@@ -82,4 +82,8 @@ int payment_id_valid(const char *text);
  * second for a store that answers slowly. */
 long long sweep_lag_ms(void);
 
+/* How long past its deadline a held order of a mechanism that promises no
+ * lag (redis-keyspace) counts as stranded. */
+#define KEYSPACE_STRANDED_MS 1000
+
 #endif

@@ -1,6 +1,7 @@
 /*
  * redis_stock.c - the redis store: a product's count, its initial count and
- * its ledger in three keys, a sale and its ledger entry in one MULTI/EXEC.
+ * its ledger in three keys, a sale and its ledger entry in one MULTI/EXEC
+ * or one script - a hold's order with them (redis_orders.h).
  *
  * The reset epoch: every reset writes stock:{P}:initial, so a read that
  * WATCHes that key makes the EXEC of its sale fail once a reset came in
@@ -58,6 +59,17 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
     return r;
 }
 
+/* Whether every command EXEC ran answered without an error. */
+static int exec_applied(const redisReply *result, size_t commands)
+{
+    if (result->type != REDIS_REPLY_ARRAY || result->elements != commands)
+        return 0;
+    for (size_t i = 0; i < commands; i++)
+        if (result->element[i]->type == REDIS_REPLY_ERROR)
+            return 0;
+    return 1;
+}
+
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
                           const struct redis_stock *k, long long left)
 {
@@ -69,20 +81,32 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     const char *sold[] = {"HINCRBY", k->ledger, "sold", qty_text};
     const char *orders[] = {"HINCRBY", k->ledger, "orders", "1"};
     const char *exec[] = {"EXEC"};
-    const char *const *argvs[] = {multi, set, sold, orders, exec};
-    const int argcs[] = {1, 3, 4, 4, 1};
-    redisReply *replies[5];
+    const char *held[REDIS_HOLD_ARGC];
+    struct redis_hold h;
+    const char *const *argvs[] = {multi, set, sold, orders, held, exec};
+    int argcs[] = {1, 3, 4, 4, 0, 1};
+    int count = 5; /* a hold: its order's EVAL before the EXEC */
+    if (rq->hold.order[0]) {
+        st_result indexed = redis_hold_indexed(w, rq);
+        if (indexed != ST_OK)
+            return indexed;
+        redis_hold_of(&h, rq);
+        argcs[4] = redis_hold_command(held, &h, rq, k->ledger, qty_text);
+        count = 6;
+    } else
+        argvs[4] = exec, argcs[4] = 1;
+    redisReply *replies[6];
     trace_mark(rq->trace, TRACE_WRITE);
-    st_result r = redis_pipeline_sale(w, 5, argcs, argvs, replies);
+    st_result r = redis_pipeline_sale(w, count, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
-    redisReply *result = replies[4];
+    redisReply *result = replies[count - 1];
     if (result->type == REDIS_REPLY_NIL)
         r = ST_BUSY; /* the caller says which watched key changed */
-    else if (result->type != REDIS_REPLY_ARRAY || result->elements != 3)
+    else if (!exec_applied(result, (size_t)count - 2))
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
                         result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
-    redis_free_replies(replies, 5);
+    redis_free_replies(replies, count);
     return r;
 }
 
@@ -111,10 +135,34 @@ struct redis_script redis_stream_sale_script = {
     .steps = SALE_SCRIPT_STEPS ", XADD the order",
 };
 
-/* The sale script a row runs: a row that settles later streams its orders. */
+struct redis_script redis_hold_sale_script = {
+    .source = REDIS_HOLD_FUNCTION SALE_SCRIPT_BODY
+    "hold(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], qty, ARGV[2], tonumber(ARGV[3]),"
+    " ARGV[4], ARGV[5])\n"
+    "return {1, left}\n",
+    .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
+};
+
+/* The sale script a row runs: a row that settles later streams its orders;
+ * a hold writes its order. */
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
+    if (rq->hold.order[0])
+        return &redis_hold_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
+}
+
+/* A hold's arguments, after the sale's: its order's keys, then its id, ttl,
+ * seller and expiry mechanism. */
+static void hold_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    redis_hold_of(&a->hold, rq);
+    const char *held[] = {a->stock,       a->ledger,   a->hold.order,    a->hold.deadlines,
+                          a->hold.holds,  a->hold.ids, a->hold.hold_key, a->qty,
+                          rq->hold.order, a->hold.ttl, rq->seller,       rq->hold.expiry};
+    _Static_assert(sizeof held / sizeof held[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
+    memcpy(a->argv, held, sizeof held);
+    a->nkeys = 7, a->argc = 12;
 }
 
 /* The script's keys and quantity as this thread last formatted them: a
@@ -147,6 +195,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[1] = a->ledger;
     a->argv[2] = a->qty;
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
+    if (a->script == &redis_hold_sale_script)
+        hold_args_of(a, rq);
     if (a->script != &redis_stream_sale_script)
         return;
     memcpy(a->epoch, last.epoch, sizeof a->epoch);
@@ -265,7 +315,8 @@ static st_result account(struct worker *w, int product, struct store_account *ou
 {
     struct redis_stock k;
     redis_stock_keys(&k, product);
-    return redis_stock_account(w, k.stock, k.initial, k.ledger, out);
+    st_result r = redis_stock_account(w, k.stock, k.initial, k.ledger, out);
+    return r == ST_OK && out->present ? redis_orders_account(w, product, out) : r;
 }
 
 /* The count, the initial count (which moves the epoch: it aborts every
@@ -298,7 +349,11 @@ static st_result reset(struct worker *w, int product, long long count, long long
 {
     struct redis_stock k;
     redis_stock_keys(&k, product);
-    return redis_stock_reset_keys(w, k.stock, k.initial, k.ledger, count, k.epoch, *epoch);
+    /* The orders first: none of them can return units after the count is set. */
+    st_result r = redis_orders_reset(w, product);
+    return r == ST_OK
+               ? redis_stock_reset_keys(w, k.stock, k.initial, k.ledger, count, k.epoch, *epoch)
+               : r;
 }
 
 const struct store store_redis = {
@@ -308,4 +363,5 @@ const struct store store_redis = {
     .write_if = write_if,
     .account = account,
     .reset = reset,
+    .orders = &redis_order_store,
 };

@@ -11,6 +11,7 @@
 #define STOCKD_REDIS_SALE_H
 
 #include "backend/redis.h"
+#include "store/redis_orders.h"
 #include "store/store.h"
 
 struct redis_stock {
@@ -30,7 +31,8 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
                                struct deduct_reply *out);
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
- * orders 1; EXEC - in one round trip, applied together or not at all.
+ * orders 1; for a hold, the EVAL that writes its order (redis_orders.h);
+ * EXEC - in one round trip, applied together or not at all.
  * ST_BUSY (with no message: the caller knows what it watched) when EXEC
  * was aborted because a WATCHed key changed; ST_OUTCOME_UNKNOWN when
  * EXEC's reply was lost. */
@@ -47,14 +49,19 @@ extern struct redis_script redis_sale_script;
  * id, the product, the qty and the product's epoch (stock:{P}:epoch). */
 extern struct redis_script redis_stream_sale_script;
 
+/* The same sale that also writes its held order (redis_orders.h). */
+extern struct redis_script redis_hold_sale_script;
+
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
- * epoch key and the stream too, then a new order id and the product. */
+ * epoch key and the stream too, then a new order id and the product; for a
+ * hold, its order's keys, then its id, ttl, seller and expiry. */
 struct redis_script_args {
     struct redis_script *script;
     int nkeys, argc;
     char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], qty[16], product[16];
-    const char *argv[7];
+    struct redis_hold hold; /* a hold's keys and ttl */
+    const char *argv[12];
 };
 
 /* The arguments of rq's sale; a sale that settles later gets its order id

@@ -39,6 +39,7 @@
  *    and path segment.
  */
 #include "api/api.h"
+#include "api/orders.h"
 #include "api/params.h"
 #include "api/race.h"
 #include "core/worker.h"
@@ -291,6 +292,15 @@ static void check_message(st_result r, const char *message)
     json_decref(shown);
 }
 
+/* A text parameter's accepted value: its length in bounds, taken by its
+ * check, and marked given. */
+static void check_accepted_text(const struct param_spec *spec, const char *text, long long value)
+{
+    long long len = (long long)strlen(text);
+    CHECK(len >= spec->min && len <= spec->max && spec->text(text) && value == 1,
+          "accepted %s='%s' (%lld characters) as %lld", spec->name, text, len, value);
+}
+
 /* The query arguments of an accepted request, marking each given one. */
 static void check_accepted_query(const struct http_request *req, const struct param_spec *specs,
                                  unsigned n, const long long *values, int *given)
@@ -303,6 +313,10 @@ static void check_accepted_query(const struct http_request *req, const struct pa
         CHECK(arg->value != NULL, "accepted '%s' without a value", arg->key);
         CHECK(!given[i], "accepted '%s' twice in the query", arg->key);
         given[i] = 1;
+        if (specs[i].text) {
+            check_accepted_text(&specs[i], arg->value, values[i]);
+            continue;
+        }
         long long v;
         CHECK(reference_int(arg->value, specs[i].min, specs[i].max, &v) == 0 && v == values[i],
               "accepted %s='%s' as %lld", arg->key, arg->value, values[i]);
@@ -324,8 +338,12 @@ static void check_accepted_body(const struct http_request *req, const struct par
     {
         int i = spec_named(specs, n, name);
         CHECK(i >= 0, "accepted the unknown body member '%s'", name);
-        CHECK(json_is_integer(member) && json_integer_value(member) == values[i],
-              "accepted body member '%s' as %lld", name, values[i]);
+        if (specs[i].text) {
+            CHECK(json_is_string(member), "accepted body member '%s' as a text", name);
+            check_accepted_text(&specs[i], json_string_value(member), values[i]);
+        } else
+            CHECK(json_is_integer(member) && json_integer_value(member) == values[i],
+                  "accepted body member '%s' as %lld", name, values[i]);
         given[i] = 1;
     }
     json_decref(root);
@@ -339,7 +357,7 @@ static void check_accepted(const struct http_request *req, const struct param_sp
     check_accepted_query(req, specs, n, values, given);
     check_accepted_body(req, specs, n, values, given);
     for (unsigned i = 0; i < n; i++) {
-        CHECK(values[i] >= specs[i].min && values[i] <= specs[i].max,
+        CHECK(specs[i].text || (values[i] >= specs[i].min && values[i] <= specs[i].max),
               "%s is %lld, outside %lld..%lld", specs[i].name, values[i], specs[i].min,
               specs[i].max);
         CHECK(given[i] || (specs[i].fallback != PARAM_REQUIRED && values[i] == specs[i].fallback),
@@ -372,7 +390,8 @@ st_result __wrap_params_parse(struct worker *w, const struct http_request *req,
 
 /* The handlers that read their parameters before they need a backend. The
  * others are only routed (health, for one, pings every backend). */
-static const handler_fn handlers_to_call[] = {api_deduct, api_reset, api_stock, api_race};
+static const handler_fn handlers_to_call[] = {api_deduct, api_reset,       api_stock,
+                                              api_race,   api_orders_post, api_orders_get};
 
 static int to_call(handler_fn handler)
 {

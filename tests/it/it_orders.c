@@ -39,6 +39,10 @@
 #define PRODUCT_LATE 460003
 #define PRODUCT_BAD 460004
 #define PRODUCT_SWEPT 460005
+#define PRODUCT_REDIS 460010 /* + the row's index in its test */
+#define PRODUCT_REDIS_LATE 460020
+#define PRODUCT_REDIS_SWEPT 460021
+#define PRODUCT_KEYSPACE 460022
 #define PRODUCT_ROWS 460100 /* + the row's index in /strategies */
 
 /* How long a test waits for what the store's clock decides (a deadline
@@ -55,11 +59,12 @@ struct order {
 
 /* POST /orders/{strategy}?product=P&qty=N&ttl_ms=T, which must answer 201
  * held. */
-static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
+static struct order hold_by(const char *strategy, int product, int qty, int ttl_ms,
+                            const char *expiry)
 {
-    char path[160];
-    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=%d", strategy, product, qty,
-             ttl_ms);
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=%d%s%s", strategy, product,
+             qty, ttl_ms, expiry ? "&expiry=" : "", expiry ? expiry : "");
     json_t *doc = expect_ok("POST", path, NULL, 201);
     struct order o;
     snprintf(o.id, sizeof o.id, "%s", json_str_member(doc, "order"));
@@ -68,6 +73,12 @@ static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
     o.expires_at_ms = json_int_member(doc, "expires_at_ms");
     json_decref(doc);
     return o;
+}
+
+/* A hold with its store's default expiry mechanism. */
+static struct order hold(const char *strategy, int product, int qty, int ttl_ms)
+{
+    return hold_by(strategy, product, qty, ttl_ms, NULL);
 }
 
 /* POST /orders/{ID}/{action}[?query]: its status; its reply in *doc. */
@@ -130,12 +141,13 @@ struct figures {
         paid_and_returned, oversold, lost_updates;
 };
 
-static struct figures figures(int product)
+/* The figures of `store` ("mysql" or "redis"). */
+static struct figures store_figures(int product, const char *store)
 {
     char path[64];
     snprintf(path, sizeof path, "/stock/%d", product);
     json_t *doc = expect_ok("GET", path, NULL, 200);
-    const json_t *m = json_object_get(doc, "mysql");
+    const json_t *m = json_object_get(doc, store);
     assert_true(json_is_object(m));
     struct figures f = {
         .initial = json_int_member(m, "initial"),
@@ -155,15 +167,25 @@ static struct figures figures(int product)
     return f;
 }
 
-/* Every unit in one place, none returned twice or both paid and returned. */
-static void expect_balanced(int product)
+static struct figures figures(int product)
 {
-    struct figures f = figures(product);
+    return store_figures(product, "mysql");
+}
+
+/* Every unit in one place, none returned twice or both paid and returned. */
+static void expect_store_balanced(int product, const char *store)
+{
+    struct figures f = store_figures(product, store);
     assert_int_equal(f.initial, f.remaining + f.held + f.paid);
     assert_int_equal(f.returned_twice, 0);
     assert_int_equal(f.paid_and_returned, 0);
     assert_int_equal(f.oversold, 0);
     assert_int_equal(f.lost_updates, 0);
+}
+
+static void expect_balanced(int product)
+{
+    expect_store_balanced(product, "mysql");
 }
 
 static void expect_same_figures(const struct figures *a, const struct figures *b)
@@ -267,6 +289,9 @@ static void test_bad_input_changes_nothing(void **state)
     }
     snprintf(path, sizeof path, "/orders/sql?product=%d&ttl_ms=1000&expiry=no-such", PRODUCT_BAD);
     expect_error("POST", path, NULL, 400, "bad_request");
+    snprintf(path, sizeof path, "/orders/sql?product=%d&ttl_ms=1000&expiry=redis-zset",
+             PRODUCT_BAD);
+    expect_error("POST", path, NULL, 400, "bad_request");
     snprintf(path, sizeof path, "/orders/sql-batch?product=%d&ttl_ms=1000", PRODUCT_BAD);
     expect_error("POST", path, NULL, 400, "bad_request");
     snprintf(path, sizeof path, "/orders/no-such-strategy?product=%d&ttl_ms=1000", PRODUCT_BAD);
@@ -314,16 +339,16 @@ static void check_row_holds(const json_t *row, int index)
         expect_error("POST", path, NULL, 400, "bad_request");
         return;
     }
-    if (strcmp(json_str_member(row, "store"), "mysql") != 0)
-        return; /* the Redis rows: their own test */
+    const char *store = json_str_member(row, "store");
     reset(product, 5);
     struct order o = hold(name, product, 2, 600000);
-    assert_int_equal(figures(product).held, 2);
+    assert_int_equal(store_figures(product, store).held, 2);
+    assert_int_equal(store_figures(product, store).remaining, 3);
     expect_answer(&o, "cancel", NULL, 200, "", 0);
-    struct figures f = figures(product);
+    struct figures f = store_figures(product, store);
     assert_int_equal(f.remaining, 5);
     assert_int_equal(f.returned, 2);
-    expect_balanced(product);
+    expect_store_balanced(product, store);
 }
 
 static void test_every_row_that_holds(void **state)
@@ -334,6 +359,61 @@ static void test_every_row_that_holds(void **state)
     for_each_strategy(check_row_holds);
 }
 
+/* On Redis: lua's script and watch's MULTI write the order; a payment, a
+ * repeat, another payment, a cancel refused, as on MySQL. */
+static void test_redis_hold_then_pay_once(void **state)
+{
+    (void)state;
+    static const char *const rows[] = {"lua", "watch", "redis-nolock"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int product = PRODUCT_REDIS + (int)i;
+        reset(product, 10);
+        struct order o = hold(rows[i], product, 3, 600000);
+        assert_true(o.id[0] == 'r');
+        expect_answer(&o, "pay", "payment=pay-1", 200, "", 0);
+        expect_answer(&o, "pay", "payment=pay-1", 200, "", 1);
+        expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 0);
+        expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 1);
+        expect_answer(&o, "cancel", NULL, 409, "paid", 0);
+        json_t *doc = order_get(&o);
+        assert_string_equal(json_str_member(doc, "state"), "paid");
+        assert_string_equal(json_str_member(doc, "payment"), "pay-1");
+        assert_string_equal(json_str_member(doc, "strategy"), rows[i]);
+        assert_string_equal(json_str_member(doc, "expiry"), "redis-zset");
+        assert_int_equal(json_int_member(doc, "refunds_due"), 1);
+        json_decref(doc);
+        struct figures f = store_figures(product, "redis");
+        assert_int_equal(f.paid, 3);
+        assert_int_equal(f.held, 0);
+        assert_int_equal(f.remaining, 7);
+        assert_int_equal(f.refunds_due, 1);
+        expect_store_balanced(product, "redis");
+    }
+}
+
+static struct order redis_stranded;
+
+static void test_redis_paid_late_stays_held(void **state)
+{
+    (void)state;
+    reset(PRODUCT_REDIS_LATE, 5);
+    redis_stranded = hold("lua", PRODUCT_REDIS_LATE, 2, 100);
+    long long waited = now_ms();
+    while (store_figures(PRODUCT_REDIS_LATE, "redis").stranded < 2 && now_ms() - waited < SETTLE_MS)
+        sleep_ms(POLL_MS);
+    assert_int_equal(store_figures(PRODUCT_REDIS_LATE, "redis").stranded, 2);
+    expect_answer(&redis_stranded, "pay", "payment=too-late", 409, "expired", 0);
+    expect_answer(&redis_stranded, "pay", "payment=too-late", 409, "expired", 1);
+    expect_state(&redis_stranded, "held", 0, 1);
+    struct order cancelled = hold("watch", PRODUCT_REDIS_LATE, 1, 600000);
+    expect_answer(&cancelled, "cancel", NULL, 200, "", 0);
+    expect_answer(&cancelled, "cancel", NULL, 200, "", 1);
+    struct figures f = store_figures(PRODUCT_REDIS_LATE, "redis");
+    assert_int_equal(f.held, 2);
+    assert_int_equal(f.remaining, 3);
+    assert_int_equal(f.returned, 1);
+}
+
 /* ---------------------------------------------------- a sweeping stockd */
 
 static int sweeping_setup(void **state)
@@ -341,8 +421,8 @@ static int sweeping_setup(void **state)
     return http_group_setup(state) == 0 && stockd_start(NULL) == 0 ? 0 : -1;
 }
 
-/* The mysql-sweeper's promised lag, from GET /expiry. */
-static long long sweeper_lag_ms(void)
+/* A sweeper's promised lag, from GET /expiry. */
+static long long sweeper_lag_ms(const char *name)
 {
     json_t *doc = expect_ok("GET", "/expiry", NULL, 200);
     long long lag = -1;
@@ -350,7 +430,7 @@ static long long sweeper_lag_ms(void)
     json_t *row;
     json_array_foreach(json_object_get(doc, "expiry"), i, row)
     {
-        if (strcmp(json_str_member(row, "name"), "mysql-sweeper") == 0)
+        if (strcmp(json_str_member(row, "name"), name) == 0)
             lag = json_int_member(row, "lag_ms");
     }
     json_decref(doc);
@@ -395,7 +475,7 @@ static void test_the_sweeper_returns_the_late_order_once(void **state)
 static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **state)
 {
     (void)state;
-    long long lag = sweeper_lag_ms();
+    long long lag = sweeper_lag_ms("mysql-sweeper");
     reset(PRODUCT_SWEPT, 8);
     struct order o = hold("for-update", PRODUCT_SWEPT, 3, 1000);
     json_t *doc = await_return(&o);
@@ -413,6 +493,71 @@ static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **sta
     expect_balanced(PRODUCT_SWEPT);
 }
 
+static void test_redis_zset_returns_once(void **state)
+{
+    (void)state;
+    json_t *doc = await_return(&redis_stranded);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    assert_int_equal(json_int_member(doc, "refunds_due"), 1);
+    assert_true(json_int_member(doc, "returned_at_ms") >= redis_stranded.expires_at_ms);
+    json_decref(doc);
+    struct figures f = store_figures(PRODUCT_REDIS_LATE, "redis");
+    assert_int_equal(f.remaining, 5);
+    assert_int_equal(f.held, 0);
+    assert_int_equal(f.returned, 3);
+    expect_store_balanced(PRODUCT_REDIS_LATE, "redis");
+
+    long long lag = sweeper_lag_ms("redis-zset");
+    reset(PRODUCT_REDIS_SWEPT, 8);
+    struct order o = hold("lua", PRODUCT_REDIS_SWEPT, 3, 1000);
+    doc = await_return(&o);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    long long returned_at = json_int_member(doc, "returned_at_ms");
+    json_decref(doc);
+    assert_true(returned_at >= o.expires_at_ms);
+    assert_true(returned_at <= o.expires_at_ms + lag);
+    expect_store_balanced(PRODUCT_REDIS_SWEPT, "redis");
+}
+
+/* The subscriber claims an order once its hold key's expired event comes:
+ * never before the deadline; /expiry says it promises no lag and when it
+ * strands units. */
+static void test_redis_keyspace_returns_on_the_event(void **state)
+{
+    (void)state;
+    json_t *doc = expect_ok("GET", "/expiry", NULL, 200);
+    size_t i;
+    json_t *row;
+    int listed = 0;
+    json_array_foreach(json_object_get(doc, "expiry"), i, row)
+    {
+        if (strcmp(json_str_member(row, "name"), "redis-keyspace") != 0)
+            continue;
+        listed = 1;
+        assert_true(json_is_null(json_object_get(row, "lag_ms")));
+        assert_true(strlen(json_str_member(row, "strands_when")) > 0);
+    }
+    json_decref(doc);
+    assert_true(listed);
+    reset(PRODUCT_KEYSPACE, 6);
+    struct order o = hold_by("lua", PRODUCT_KEYSPACE, 2, 300, "redis-keyspace");
+    struct order paid = hold_by("watch", PRODUCT_KEYSPACE, 1, 300, "redis-keyspace");
+    expect_answer(&paid, "pay", "payment=in-time", 200, "", 0);
+    doc = await_return(&o);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_string_equal(json_str_member(doc, "expiry"), "redis-keyspace");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    assert_true(json_int_member(doc, "returned_at_ms") >= o.expires_at_ms);
+    json_decref(doc);
+    expect_state(&paid, "paid", 0, 0);
+    struct figures f = store_figures(PRODUCT_KEYSPACE, "redis");
+    assert_int_equal(f.remaining, 5);
+    assert_int_equal(f.paid, 1);
+    assert_int_equal(f.returned, 2);
+    expect_store_balanced(PRODUCT_KEYSPACE, "redis");
+}
+
 int main(void)
 {
     const struct CMUnitTest quiet[] = {
@@ -421,10 +566,14 @@ int main(void)
         cmocka_unit_test(test_paid_late_stays_held),
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_every_row_that_holds),
+        cmocka_unit_test(test_redis_hold_then_pay_once),
+        cmocka_unit_test(test_redis_paid_late_stays_held),
     };
     const struct CMUnitTest sweeping[] = {
         cmocka_unit_test(test_the_sweeper_returns_the_late_order_once),
         cmocka_unit_test(test_a_hold_is_returned_after_its_deadline_within_the_lag),
+        cmocka_unit_test(test_redis_zset_returns_once),
+        cmocka_unit_test(test_redis_keyspace_returns_on_the_event),
     };
     int failed = cmocka_run_group_tests_name("orders, no sweeper", quiet, quiet_setup,
                                              stockd_group_teardown);

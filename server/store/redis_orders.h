@@ -1,0 +1,85 @@
+/*
+ * redis_orders.h - orders in the redis store (store/orders.h), every key of
+ * one product's orders under its hash tag {P}, so that each transition is
+ * one script on one slot (it runs on a Redis Cluster too):
+ *
+ *   order:{P}:<ID>     hash: qty, strategy, state, deadline_ms, expiry,
+ *                      payment, returned (times), returned_at_ms,
+ *                      refunds_due
+ *   payments:{P}:<ID>  hash: payment id -> captured | refund_due (HSETNX:
+ *                      a repeated callback records nothing new)
+ *   holds:{P}          zset: the held orders by deadline (the accounting's
+ *                      stranded units)
+ *   deadlines:{P}      zset: the held orders redis-zset returns
+ *   hold:{P}:<ID>      a key with the order's TTL (PX): redis-keyspace's
+ *   order-ids:{P}      set: every order of the product, for its reset
+ *   ledger:{P}         held, paid, returned, refunds_due, returned_twice,
+ *                      paid_and_returned beside the sales' sold and orders
+ *   order-products     set: the products that ever held an order, the
+ *                      sweepers' list (no tag: one Redis; SADD before the
+ *                      hold, so that no hold is ever out of the list)
+ *
+ * The deadline is the script's own TIME: Redis's clock, never stockd's.
+ */
+#ifndef STOCKD_REDIS_ORDERS_H
+#define STOCKD_REDIS_ORDERS_H
+
+#include "backend/redis.h"
+#include "core/result.h"
+#include "store/orders.h"
+#include "store/store.h"
+
+struct worker;
+
+extern const struct order_store redis_order_store;
+
+#define ORDER_PRODUCTS_KEY "order-products"
+
+/* A hold's keys, and its arguments as the hold's scripts take them. */
+struct redis_hold {
+    char order[REDIS_KEY_MAX], deadlines[REDIS_KEY_MAX], holds[REDIS_KEY_MAX], ids[REDIS_KEY_MAX],
+        hold_key[REDIS_KEY_MAX];
+    char ttl[16];
+};
+void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq);
+
+/* The Lua function `hold(ledger, order, deadlines, holds, ids, hold_key,
+ * qty, id, ttl, strategy, expiry)` that writes a held order, for a sale
+ * script to call after its deduction. */
+#define REDIS_HOLD_FUNCTION                                                                        \
+    "local function hold(ledger, order, deadlines, holds, ids, hold_key, qty, id, ttl, strategy,"  \
+    " expiry)\n"                                                                                   \
+    "  local t = redis.call('TIME')\n"                                                             \
+    "  local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl\n"         \
+    "  redis.call('HSET', order, 'qty', qty, 'strategy', strategy, 'state', 'held',"               \
+    " 'deadline_ms', deadline, 'expiry', expiry, 'returned', 0, 'refunds_due', 0)\n"               \
+    "  redis.call('ZADD', holds, deadline, id)\n"                                                  \
+    "  redis.call('SADD', ids, id)\n"                                                              \
+    "  if expiry == 'redis-keyspace' then redis.call('SET', hold_key, 1, 'PX', ttl)\n"             \
+    "  else redis.call('ZADD', deadlines, deadline, id) end\n"                                     \
+    "  redis.call('HINCRBY', ledger, 'held', qty)\n"                                               \
+    "end\n"
+
+/* Adds rq's product to the sweepers' list: before its hold is written. */
+st_result redis_hold_indexed(struct worker *w, const struct deduct_request *rq);
+
+/* Writes rq's held order with the EVAL a MULTI carries (its command's
+ * words into argv[]: at most REDIS_HOLD_ARGC). */
+#define REDIS_HOLD_ARGC 16
+int redis_hold_command(const char **argv, const struct redis_hold *h,
+                       const struct deduct_request *rq, const char *ledger, const char *qty);
+
+/* The product's order figures into `a` (a->holds set). */
+st_result redis_orders_account(struct worker *w, int product, struct store_account *a);
+
+/* Deletes the product's orders, payments, holds and deadlines. */
+st_result redis_orders_reset(struct worker *w, int product);
+
+/* One redis-zset sweep of every product on the list: *returned orders. */
+st_result redis_orders_sweep(struct worker *w, int *returned);
+
+/* Returns order `id` of `product` if it is held and past its deadline
+ * (redis-keyspace, on its hold key's expiry): *returned 0 or 1. */
+st_result redis_orders_claim(struct worker *w, int product, const char *id, int *returned);
+
+#endif
