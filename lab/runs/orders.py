@@ -16,8 +16,9 @@ while the fault happens:
                 split between them
   sweeper-off   two instances; mid-run B is restarted with --sweep-ms 0 (it sells on,
                 it no longer sweeps): A's sweeper alone keeps the promise
-  stopped       one instance, stopped mid-run for TTL + 1 s, then started again: every
-                sweeper and subscriber gone while holds expire. The row whose
+  stopped       one instance, killed (-9) mid-run, whatever its sweeper was doing, and
+                started again TTL + 1 s later: every sweeper and subscriber gone while
+                holds expire. The row whose
                 mechanism states a stranding fault (no subscriber connected when the
                 key expires) must strand units, and says so; a sweeper catches up
                 once back (its lag widened by the time it was down)
@@ -163,7 +164,7 @@ class Row:
                 self.instances[1] = self.instance("B", self.args.port + 1, ["--sweep-ms=0"])
             elif self.fault == "stopped":
                 t0 = time.monotonic()
-                self.instances[0].stop()
+                self.instances[0].kill()
                 time.sleep(self.args.ttl_ms / 1000.0 + DOWN_MARGIN_S)
                 self.instances[0] = self.instance("A", self.args.port)
                 self.down_ms = int((time.monotonic() - t0) * 1000)
