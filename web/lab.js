@@ -26,9 +26,10 @@
     const FACTS_RETRY_MS = 10000;
     const SVG = "http://www.w3.org/2000/svg";
     const STORE_TITLES = { mysql: "MySQL", redis: "Redis" };
-    const FIELDS = ["remaining", "sold", "oversold", "lost_updates"];
+    const FIELDS = ["remaining", "sold", "oversold", "lost_updates", "held", "paid", "returned"];
     const FIELD_TITLES = {
         remaining: "counter", sold: "sold", oversold: "oversold", lost_updates: "lost updates",
+        held: "held", paid: "paid", returned: "returned",
     };
     const MIX = ["ok", "sold_out", "busy", "other"];
     const MIX_TITLES = { ok: "ok", sold_out: "sold out", busy: "busy", other: "other" };
@@ -269,7 +270,8 @@
         const a = p[store];
         const key = p.product + "/" + store;
         panel.dataset.available = a ? "true" : "false";
-        const stock = a ? a.initial - a.sold : null;
+        /* What the ledger says is left: the orders' returned units are back. */
+        const stock = a ? a.initial - a.sold + (a.returned || 0) : null;
         const big = panel.querySelector('[data-field="stock"]');
         figure(big, stock);
         big.classList.toggle("long", big.textContent.length > 7);

@@ -131,7 +131,10 @@ int expiry_start(void)
             worker_free(threads[i].w);
             return -1;
         }
-        log_info("%s returns expired holds (every %d ms)", e->name, config.sweep_ms);
+        if (e->sweep)
+            log_info("%s returns expired holds (every %d ms)", e->name, config.sweep_ms);
+        else
+            log_info("%s returns expired holds on Redis's expired events", e->name);
     }
     return 0;
 }

@@ -197,14 +197,6 @@ static st_result deadline(struct worker *w, const struct order_ref *o, long long
     return r;
 }
 
-const struct order_store mysql_order_store = {
-    .letter = 'm',
-    .pay = pay,
-    .cancel = cancel,
-    .get = get,
-    .deadline = deadline,
-};
-
 st_result mysql_orders_account(struct worker *w, int product, struct store_account *a)
 {
     struct sql_outcome row;
@@ -252,3 +244,11 @@ st_result mysql_orders_sweep(struct worker *w, const char *by_what, int *returne
         *returned = 0;
     return r;
 }
+
+const struct order_store mysql_order_store = {
+    .letter = 'm',
+    .pay = pay,
+    .cancel = cancel,
+    .get = get,
+    .deadline = deadline,
+};

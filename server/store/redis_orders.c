@@ -36,26 +36,31 @@
     "  redis.call('DEL', hold_key)\n"                                                              \
     "end\n"
 
-/* KEYS: order, ledger, payments, deadlines, holds, hold key; ARGV:
- * payment, id. Answers {outcome, duplicate}. */
+/* The transitions of one order (pay, cancel, claim) take the same keys and
+ * arguments - KEYS: order, ledger, stock, payments, deadlines, holds, hold
+ * key; ARGV: id, payment ("" but for pay) - and answer {outcome word,
+ * duplicate}: the word of the state it left the order in, or of why not
+ * ('unknown', 'already_paid', or the state it found). */
+#define TRANSITION_KEYS 7
+
 static struct redis_script pay_script = {
     .source = TRANSITION_FUNCTIONS
     "local state = redis.call('HGET', KEYS[1], 'state')\n"
     "if not state then return {'unknown', 0} end\n"
     "if state == 'held' and now_ms() < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
     "  local qty = tonumber(redis.call('HGET', KEYS[1], 'qty'))\n"
-    "  redis.call('HSET', KEYS[1], 'state', 'paid', 'payment', ARGV[1])\n"
-    "  redis.call('HSET', KEYS[3], ARGV[1], 'captured')\n"
+    "  redis.call('HSET', KEYS[1], 'state', 'paid', 'payment', ARGV[2])\n"
+    "  redis.call('HSET', KEYS[4], ARGV[2], 'captured')\n"
     "  redis.call('HINCRBY', KEYS[2], 'held', -qty)\n"
     "  redis.call('HINCRBY', KEYS[2], 'paid', qty)\n"
-    "  redis.call('ZREM', KEYS[4], ARGV[2])\n"
-    "  redis.call('ZREM', KEYS[5], ARGV[2])\n"
-    "  redis.call('DEL', KEYS[6])\n"
+    "  redis.call('ZREM', KEYS[5], ARGV[1])\n"
+    "  redis.call('ZREM', KEYS[6], ARGV[1])\n"
+    "  redis.call('DEL', KEYS[7])\n"
     "  return {'paid', 0}\n"
     "end\n"
-    "if state == 'paid' and redis.call('HGET', KEYS[1], 'payment') == ARGV[1] then\n"
+    "if state == 'paid' and redis.call('HGET', KEYS[1], 'payment') == ARGV[2] then\n"
     "  return {'paid', 1} end\n"
-    "local new = redis.call('HSETNX', KEYS[3], ARGV[1], 'refund_due')\n"
+    "local new = redis.call('HSETNX', KEYS[4], ARGV[2], 'refund_due')\n"
     "if new == 1 then\n"
     "  redis.call('HINCRBY', KEYS[1], 'refunds_due', 1)\n"
     "  redis.call('HINCRBY', KEYS[2], 'refunds_due', 1)\n"
@@ -64,28 +69,27 @@ static struct redis_script pay_script = {
     "return {'expired', 1 - new}\n",
 };
 
-/* KEYS: order, ledger, stock, deadlines, holds, hold key; ARGV: id. */
 static struct redis_script cancel_script = {
     .source = TRANSITION_FUNCTIONS
     "local state = redis.call('HGET', KEYS[1], 'state')\n"
     "if not state then return {'unknown', 0} end\n"
     "if state == 'held' then\n"
-    "  give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], 'cancelled',"
+    "  give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'cancelled',"
     " now_ms())\n"
     "  return {'cancelled', 0}\n"
     "end\n"
     "return {state, state == 'cancelled' and 1 or 0}\n",
 };
 
-/* KEYS: order, ledger, stock, deadlines, holds, hold key; ARGV: id.
- * The expiry claim of one order: 1 when it returned it. */
+/* The expiry claim: 'expired' when it returned the order's units. */
 static struct redis_script claim_script = {
     .source = TRANSITION_FUNCTIONS
     "local now = now_ms()\n"
-    "if redis.call('HGET', KEYS[1], 'state') ~= 'held' or\n"
-    "   now < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then return 0 end\n"
-    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], 'expired', now)\n"
-    "return 1\n",
+    "local state = redis.call('HGET', KEYS[1], 'state')\n"
+    "if state ~= 'held' or now < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
+    "  return {state or 'unknown', 0} end\n"
+    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'expired', now)\n"
+    "return {'expired', 0}\n",
 };
 
 /* KEYS: deadlines, ledger, stock, holds; ARGV: product, batch. redis-zset's
@@ -198,72 +202,68 @@ int redis_hold_command(const char **argv, const struct redis_hold *h,
     return (int)(sizeof words / sizeof words[0]);
 }
 
-/* A transition's answer: {outcome, duplicate}. */
-static st_result transition_reply(struct worker *w, const redisReply *reply, char *outcome,
-                                  size_t size, int *duplicate)
+/* Runs transition `script` on order `id` of `product`: the word of its
+ * outcome into `outcome`, and whether it was a repeat. */
+static st_result transition(struct worker *w, struct redis_script *script, int product,
+                            const char *id, const char *payment, char outcome[16], int *duplicate)
 {
+    struct order_keys k;
+    order_keys(&k, product, id);
+    const char *argv[] = {k.order, k.ledger,   k.stock, k.payments, k.deadlines,
+                          k.holds, k.hold_key, id,      payment};
+    redisReply *reply;
+    st_result r = redis_eval(w, script, &reply, TRANSITION_KEYS, 9, argv);
+    if (r != ST_OK)
+        return r;
     long long dup;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         redis_reply_int(reply->element[1], &dup) != 0)
-        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
-                           "redis: unexpected reply from an order script");
-    snprintf(outcome, size, "%s", reply->element[0]->str);
-    *duplicate = dup != 0;
-    return ST_OK;
-}
-
-/* Runs transition `script` on order `o` with its keys (`nkeys` of
- * `keys`) and `args`: its outcome word and whether it was a repeat. */
-static st_result transition(struct worker *w, struct redis_script *script, const char **argv,
-                            int argc, char *outcome, size_t size, int *duplicate)
-{
-    redisReply *reply;
-    st_result r = redis_eval(w, script, &reply, 6, argc, argv);
-    if (r != ST_OK)
-        return r;
-    r = transition_reply(w, reply, outcome, size, duplicate);
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply from an order script");
+    else {
+        snprintf(outcome, 16, "%s", reply->element[0]->str);
+        *duplicate = dup != 0;
+    }
     freeReplyObject(reply);
     return r;
 }
 
-static st_result pay(struct worker *w, const struct order_ref *o, const char *payment,
-                     int *duplicate)
+/* A pay's or a cancel's outcome in the contract's words: ST_OK when it is
+ * `done`; a refusal otherwise (a payment's is refund due). */
+static st_result answered(struct worker *w, const struct order_ref *o, const char *outcome,
+                          const char *done, const char *payment)
 {
-    struct order_keys k;
-    order_keys(&k, o->product, o->id);
-    const char *argv[] = {k.order, k.ledger,   k.payments, k.deadlines,
-                          k.holds, k.hold_key, payment,    o->id};
-    char outcome[16];
-    st_result r = transition(w, &pay_script, argv, 8, outcome, sizeof outcome, duplicate);
-    if (r != ST_OK || strcmp(outcome, "paid") == 0)
-        return r;
+    if (strcmp(outcome, done) == 0)
+        return ST_OK;
     if (strcmp(outcome, "unknown") == 0)
         return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in redis", o->id);
     if (strcmp(outcome, "already_paid") == 0)
         return worker_fail(w, ST_ALREADY_PAID,
                            "order %s is paid with another payment: %s is refund due", o->id,
                            payment);
-    return worker_fail(w, ST_EXPIRED,
-                       "order %s expired, was cancelled or is past its deadline: payment %s is "
-                       "refund due",
-                       o->id, payment);
+    if (strcmp(outcome, "paid") == 0)
+        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
+    if (*payment)
+        return worker_fail(w, ST_EXPIRED,
+                           "order %s expired, was cancelled or is past its deadline: payment %s "
+                           "is refund due",
+                           o->id, payment);
+    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
+}
+
+static st_result pay(struct worker *w, const struct order_ref *o, const char *payment,
+                     int *duplicate)
+{
+    char outcome[16];
+    st_result r = transition(w, &pay_script, o->product, o->id, payment, outcome, duplicate);
+    return r == ST_OK ? answered(w, o, outcome, "paid", payment) : r;
 }
 
 static st_result cancel(struct worker *w, const struct order_ref *o, int *duplicate)
 {
-    struct order_keys k;
-    order_keys(&k, o->product, o->id);
-    const char *argv[] = {k.order, k.ledger, k.stock, k.deadlines, k.holds, k.hold_key, o->id};
     char outcome[16];
-    st_result r = transition(w, &cancel_script, argv, 7, outcome, sizeof outcome, duplicate);
-    if (r != ST_OK || strcmp(outcome, "cancelled") == 0)
-        return r;
-    if (strcmp(outcome, "unknown") == 0)
-        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in redis", o->id);
-    if (strcmp(outcome, "paid") == 0)
-        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
-    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
+    st_result r = transition(w, &cancel_script, o->product, o->id, "", outcome, duplicate);
+    return r == ST_OK ? answered(w, o, outcome, "cancelled", "") : r;
 }
 
 /* A field of an HGETALL reply as an integer member of `into`, or null. */
@@ -410,16 +410,9 @@ st_result redis_orders_sweep(struct worker *w, int *returned)
 
 st_result redis_orders_claim(struct worker *w, int product, const char *id, int *returned)
 {
-    struct order_keys k;
-    order_keys(&k, product, id);
-    const char *argv[] = {k.order, k.ledger, k.stock, k.deadlines, k.holds, k.hold_key, id};
-    redisReply *reply;
-    long long n = 0;
-    st_result r = redis_eval(w, &claim_script, &reply, 6, 7, argv);
-    if (r != ST_OK)
-        return r;
-    redis_reply_int(reply, &n);
-    freeReplyObject(reply);
-    *returned = n == 1;
-    return ST_OK;
+    char outcome[16];
+    int duplicate;
+    st_result r = transition(w, &claim_script, product, id, "", outcome, &duplicate);
+    *returned = r == ST_OK && strcmp(outcome, "expired") == 0;
+    return r;
 }

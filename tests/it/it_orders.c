@@ -149,20 +149,17 @@ static struct figures store_figures(int product, const char *store)
     json_t *doc = expect_ok("GET", path, NULL, 200);
     const json_t *m = json_object_get(doc, store);
     assert_true(json_is_object(m));
-    struct figures f = {
-        .initial = json_int_member(m, "initial"),
-        .remaining = json_int_member(m, "remaining"),
-        .sold = json_int_member(m, "sold"),
-        .held = json_int_member(m, "held"),
-        .paid = json_int_member(m, "paid"),
-        .returned = json_int_member(m, "returned"),
-        .refunds_due = json_int_member(m, "refunds_due"),
-        .stranded = json_int_member(m, "stranded"),
-        .returned_twice = json_int_member(m, "returned_twice"),
-        .paid_and_returned = json_int_member(m, "paid_and_returned"),
-        .oversold = json_int_member(m, "oversold"),
-        .lost_updates = json_int_member(m, "lost_updates"),
-    };
+    struct figures f;
+    static const char *const names[] = {
+        "initial",        "remaining",         "sold",        "held",
+        "paid",           "returned",          "refunds_due", "stranded",
+        "returned_twice", "paid_and_returned", "oversold",    "lost_updates"};
+    long long *const slots[] = {
+        &f.initial,        &f.remaining,         &f.sold,        &f.held,
+        &f.paid,           &f.returned,          &f.refunds_due, &f.stranded,
+        &f.returned_twice, &f.paid_and_returned, &f.oversold,    &f.lost_updates};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        *slots[i] = json_int_member(m, names[i]);
     json_decref(doc);
     return f;
 }
@@ -183,9 +180,22 @@ static void expect_store_balanced(int product, const char *store)
     assert_int_equal(f.lost_updates, 0);
 }
 
-static void expect_balanced(int product)
+/* Where a product's units are in `store`, as a test expects them. */
+struct units {
+    long long remaining, held, paid, returned, refunds_due;
+};
+
+/* Asserts the units where `want` says, and every one in one place. */
+static void expect_units(int product, const char *store, struct units want)
 {
-    expect_store_balanced(product, "mysql");
+    struct figures f = store_figures(product, store);
+    struct units got = {f.remaining, f.held, f.paid, f.returned, f.refunds_due};
+    if (memcmp(&got, &want, sizeof got) != 0)
+        fail_msg("%s of %d: remaining %lld held %lld paid %lld returned %lld refunds_due %lld, "
+                 "expected %lld %lld %lld %lld %lld",
+                 store, product, got.remaining, got.held, got.paid, got.returned, got.refunds_due,
+                 want.remaining, want.held, want.paid, want.returned, want.refunds_due);
+    expect_store_balanced(product, store);
 }
 
 static void expect_same_figures(const struct figures *a, const struct figures *b)
@@ -201,14 +211,15 @@ static int quiet_setup(void **state)
     return http_group_setup(state) == 0 && stockd_start(args) == 0 ? 0 : -1;
 }
 
-static void test_hold_then_pay_once(void **state)
+/* A hold of 3 of the 10 units of `product` by `strategy`, paid once: the
+ * same payment again a duplicate, another one already_paid and refund due
+ * once, a cancel refused; the order as GET tells it. */
+static void pay_once(const char *strategy, int product, const char *store, const char *expiry)
 {
-    (void)state;
-    reset(PRODUCT_PAY, 10);
-    struct order o = hold("sql", PRODUCT_PAY, 3, 600000);
-    struct figures f = figures(PRODUCT_PAY);
-    assert_int_equal(f.remaining, 7);
-    assert_int_equal(f.held, 3);
+    reset(product, 10);
+    struct order o = hold(strategy, product, 3, 600000);
+    assert_true(o.id[0] == store[0]); /* m..., r...: the id names its store */
+    expect_units(product, store, (struct units){.remaining = 7, .held = 3});
     expect_answer(&o, "pay", "payment=pay-1", 200, "", 0);
     expect_answer(&o, "pay", "payment=pay-1", 200, "", 1);
     expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 0);
@@ -217,18 +228,20 @@ static void test_hold_then_pay_once(void **state)
     json_t *doc = order_get(&o);
     assert_string_equal(json_str_member(doc, "state"), "paid");
     assert_string_equal(json_str_member(doc, "payment"), "pay-1");
-    assert_string_equal(json_str_member(doc, "strategy"), "sql");
-    assert_string_equal(json_str_member(doc, "expiry"), "mysql-sweeper");
+    assert_string_equal(json_str_member(doc, "strategy"), strategy);
+    assert_string_equal(json_str_member(doc, "expiry"), expiry);
     assert_int_equal(json_int_member(doc, "refunds_due"), 1);
     assert_int_equal(json_int_member(doc, "returned"), 0);
     assert_true(json_is_null(json_object_get(doc, "returned_at_ms")));
     json_decref(doc);
-    f = figures(PRODUCT_PAY);
-    assert_int_equal(f.held, 0);
-    assert_int_equal(f.paid, 3);
-    assert_int_equal(f.refunds_due, 1);
-    assert_int_equal(f.sold, 3);
-    expect_balanced(PRODUCT_PAY);
+    expect_units(product, store, (struct units){.remaining = 7, .paid = 3, .refunds_due = 1});
+    assert_int_equal(store_figures(product, store).sold, 3);
+}
+
+static void test_hold_then_pay_once(void **state)
+{
+    (void)state;
+    pay_once("sql", PRODUCT_PAY, "mysql", "mysql-sweeper");
 }
 
 static void test_cancel_once(void **state)
@@ -241,12 +254,27 @@ static void test_cancel_once(void **state)
     expect_answer(&o, "pay", "payment=late-1", 409, "expired", 0);
     expect_answer(&o, "pay", "payment=late-1", 409, "expired", 1);
     expect_state(&o, "cancelled", 1, 1);
-    struct figures f = figures(PRODUCT_CANCEL);
-    assert_int_equal(f.remaining, 10);
-    assert_int_equal(f.returned, 4);
-    assert_int_equal(f.sold, 4);
-    assert_int_equal(f.paid, 0);
-    expect_balanced(PRODUCT_CANCEL);
+    expect_units(PRODUCT_CANCEL, "mysql",
+                 (struct units){.remaining = 10, .returned = 4, .refunds_due = 1});
+    assert_int_equal(figures(PRODUCT_CANCEL).sold, 4);
+}
+
+/* A hold of 2 of the 5 units of `product` by `strategy`, paid only once
+ * stranded - its deadline and the promised lag passed by the store's
+ * clock, and no sweeper runs here: the payment is expired and refund due,
+ * and the order stays held for its mechanism. */
+static struct order paid_late(const char *strategy, int product, const char *store)
+{
+    reset(product, 5);
+    struct order o = hold(strategy, product, 2, 100);
+    long long waited = now_ms();
+    while (store_figures(product, store).stranded < 2 && now_ms() - waited < SETTLE_MS)
+        sleep_ms(POLL_MS);
+    assert_int_equal(store_figures(product, store).stranded, 2);
+    expect_answer(&o, "pay", "payment=too-late", 409, "expired", 0);
+    expect_answer(&o, "pay", "payment=too-late", 409, "expired", 1);
+    expect_state(&o, "held", 0, 1);
+    return o;
 }
 
 /* The order test_paid_late_stays_held() leaves held past its deadline,
@@ -256,23 +284,9 @@ static struct order stranded_order;
 static void test_paid_late_stays_held(void **state)
 {
     (void)state;
-    reset(PRODUCT_LATE, 5);
-    stranded_order = hold("sql", PRODUCT_LATE, 2, 100);
-    /* Stranded: its deadline and the promised lag have passed by the
-     * store's clock, and no sweeper runs here. */
-    long long waited = now_ms();
-    while (figures(PRODUCT_LATE).stranded < 2 && now_ms() - waited < SETTLE_MS)
-        sleep_ms(POLL_MS);
-    struct figures before = figures(PRODUCT_LATE);
-    assert_int_equal(before.stranded, 2);
-    expect_answer(&stranded_order, "pay", "payment=too-late", 409, "expired", 0);
-    expect_answer(&stranded_order, "pay", "payment=too-late", 409, "expired", 1);
-    expect_state(&stranded_order, "held", 0, 1);
-    struct figures after = figures(PRODUCT_LATE);
-    assert_int_equal(after.paid, 0);
-    assert_int_equal(after.held, 2);
-    assert_int_equal(after.remaining, 3);
-    assert_int_equal(after.refunds_due, 1);
+    stranded_order = paid_late("sql", PRODUCT_LATE, "mysql");
+    expect_units(PRODUCT_LATE, "mysql",
+                 (struct units){.remaining = 3, .held = 2, .refunds_due = 1});
 }
 
 static void test_bad_input_changes_nothing(void **state)
@@ -342,13 +356,9 @@ static void check_row_holds(const json_t *row, int index)
     const char *store = json_str_member(row, "store");
     reset(product, 5);
     struct order o = hold(name, product, 2, 600000);
-    assert_int_equal(store_figures(product, store).held, 2);
-    assert_int_equal(store_figures(product, store).remaining, 3);
+    expect_units(product, store, (struct units){.remaining = 3, .held = 2});
     expect_answer(&o, "cancel", NULL, 200, "", 0);
-    struct figures f = store_figures(product, store);
-    assert_int_equal(f.remaining, 5);
-    assert_int_equal(f.returned, 2);
-    expect_store_balanced(product, store);
+    expect_units(product, store, (struct units){.remaining = 5, .returned = 2});
 }
 
 static void test_every_row_that_holds(void **state)
@@ -359,36 +369,14 @@ static void test_every_row_that_holds(void **state)
     for_each_strategy(check_row_holds);
 }
 
-/* On Redis: lua's script and watch's MULTI write the order; a payment, a
- * repeat, another payment, a cancel refused, as on MySQL. */
+/* On Redis: lua's script and watch's and redis-nolock's MULTI write the
+ * order; its payments as on MySQL. */
 static void test_redis_hold_then_pay_once(void **state)
 {
     (void)state;
     static const char *const rows[] = {"lua", "watch", "redis-nolock"};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        int product = PRODUCT_REDIS + (int)i;
-        reset(product, 10);
-        struct order o = hold(rows[i], product, 3, 600000);
-        assert_true(o.id[0] == 'r');
-        expect_answer(&o, "pay", "payment=pay-1", 200, "", 0);
-        expect_answer(&o, "pay", "payment=pay-1", 200, "", 1);
-        expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 0);
-        expect_answer(&o, "pay", "payment=pay-2", 409, "already_paid", 1);
-        expect_answer(&o, "cancel", NULL, 409, "paid", 0);
-        json_t *doc = order_get(&o);
-        assert_string_equal(json_str_member(doc, "state"), "paid");
-        assert_string_equal(json_str_member(doc, "payment"), "pay-1");
-        assert_string_equal(json_str_member(doc, "strategy"), rows[i]);
-        assert_string_equal(json_str_member(doc, "expiry"), "redis-zset");
-        assert_int_equal(json_int_member(doc, "refunds_due"), 1);
-        json_decref(doc);
-        struct figures f = store_figures(product, "redis");
-        assert_int_equal(f.paid, 3);
-        assert_int_equal(f.held, 0);
-        assert_int_equal(f.remaining, 7);
-        assert_int_equal(f.refunds_due, 1);
-        expect_store_balanced(product, "redis");
-    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        pay_once(rows[i], PRODUCT_REDIS + (int)i, "redis", "redis-zset");
 }
 
 static struct order redis_stranded;
@@ -396,22 +384,12 @@ static struct order redis_stranded;
 static void test_redis_paid_late_stays_held(void **state)
 {
     (void)state;
-    reset(PRODUCT_REDIS_LATE, 5);
-    redis_stranded = hold("lua", PRODUCT_REDIS_LATE, 2, 100);
-    long long waited = now_ms();
-    while (store_figures(PRODUCT_REDIS_LATE, "redis").stranded < 2 && now_ms() - waited < SETTLE_MS)
-        sleep_ms(POLL_MS);
-    assert_int_equal(store_figures(PRODUCT_REDIS_LATE, "redis").stranded, 2);
-    expect_answer(&redis_stranded, "pay", "payment=too-late", 409, "expired", 0);
-    expect_answer(&redis_stranded, "pay", "payment=too-late", 409, "expired", 1);
-    expect_state(&redis_stranded, "held", 0, 1);
+    redis_stranded = paid_late("lua", PRODUCT_REDIS_LATE, "redis");
     struct order cancelled = hold("watch", PRODUCT_REDIS_LATE, 1, 600000);
     expect_answer(&cancelled, "cancel", NULL, 200, "", 0);
     expect_answer(&cancelled, "cancel", NULL, 200, "", 1);
-    struct figures f = store_figures(PRODUCT_REDIS_LATE, "redis");
-    assert_int_equal(f.held, 2);
-    assert_int_equal(f.remaining, 3);
-    assert_int_equal(f.returned, 1);
+    expect_units(PRODUCT_REDIS_LATE, "redis",
+                 (struct units){.remaining = 3, .held = 2, .returned = 1, .refunds_due = 1});
 }
 
 /* ---------------------------------------------------- a sweeping stockd */
@@ -451,25 +429,30 @@ static json_t *await_return(const struct order *o)
     }
 }
 
+/* Waits for the order's expiry; asserts it returned the units once, never
+ * before the deadline, with `refunds_due`. When it came back. */
+static long long expect_expired_once(const struct order *o, long long refunds_due)
+{
+    json_t *doc = await_return(o);
+    assert_string_equal(json_str_member(doc, "state"), "expired");
+    assert_int_equal(json_int_member(doc, "returned"), 1);
+    assert_int_equal(json_int_member(doc, "refunds_due"), refunds_due);
+    long long returned_at = json_int_member(doc, "returned_at_ms");
+    json_decref(doc);
+    assert_true(returned_at >= o->expires_at_ms);
+    return returned_at;
+}
+
 static void test_the_sweeper_returns_the_late_order_once(void **state)
 {
     (void)state;
     assert_true(stranded_order.id[0]); /* left by the first group */
-    json_t *doc = await_return(&stranded_order);
-    assert_string_equal(json_str_member(doc, "state"), "expired");
-    assert_int_equal(json_int_member(doc, "returned"), 1);
-    assert_int_equal(json_int_member(doc, "refunds_due"), 1);
-    assert_true(json_int_member(doc, "returned_at_ms") >= stranded_order.expires_at_ms);
-    json_decref(doc);
+    expect_expired_once(&stranded_order, 1);
     expect_answer(&stranded_order, "pay", "payment=later-still", 409, "expired", 0);
     expect_answer(&stranded_order, "cancel", NULL, 409, "expired", 0);
-    struct figures f = figures(PRODUCT_LATE);
-    assert_int_equal(f.remaining, 5);
-    assert_int_equal(f.returned, 2);
-    assert_int_equal(f.held, 0);
-    assert_int_equal(f.stranded, 0);
-    assert_int_equal(f.refunds_due, 2);
-    expect_balanced(PRODUCT_LATE);
+    expect_units(PRODUCT_LATE, "mysql",
+                 (struct units){.remaining = 5, .returned = 2, .refunds_due = 2});
+    assert_int_equal(figures(PRODUCT_LATE).stranded, 0);
 }
 
 static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **state)
@@ -478,45 +461,22 @@ static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **sta
     long long lag = sweeper_lag_ms("mysql-sweeper");
     reset(PRODUCT_SWEPT, 8);
     struct order o = hold("for-update", PRODUCT_SWEPT, 3, 1000);
-    json_t *doc = await_return(&o);
-    assert_string_equal(json_str_member(doc, "state"), "expired");
-    assert_int_equal(json_int_member(doc, "returned"), 1);
-    long long returned_at = json_int_member(doc, "returned_at_ms");
-    json_decref(doc);
-    /* Never before its deadline, and within the promised lag. */
-    assert_true(returned_at >= o.expires_at_ms);
-    assert_true(returned_at <= o.expires_at_ms + lag);
-    struct figures f = figures(PRODUCT_SWEPT);
-    assert_int_equal(f.remaining, 8);
-    assert_int_equal(f.returned, 3);
-    assert_int_equal(f.sold, 3);
-    expect_balanced(PRODUCT_SWEPT);
+    assert_true(expect_expired_once(&o, 0) <= o.expires_at_ms + lag); /* within the promised lag */
+    expect_units(PRODUCT_SWEPT, "mysql", (struct units){.remaining = 8, .returned = 3});
+    assert_int_equal(figures(PRODUCT_SWEPT).sold, 3);
 }
 
 static void test_redis_zset_returns_once(void **state)
 {
     (void)state;
-    json_t *doc = await_return(&redis_stranded);
-    assert_string_equal(json_str_member(doc, "state"), "expired");
-    assert_int_equal(json_int_member(doc, "returned"), 1);
-    assert_int_equal(json_int_member(doc, "refunds_due"), 1);
-    assert_true(json_int_member(doc, "returned_at_ms") >= redis_stranded.expires_at_ms);
-    json_decref(doc);
-    struct figures f = store_figures(PRODUCT_REDIS_LATE, "redis");
-    assert_int_equal(f.remaining, 5);
-    assert_int_equal(f.held, 0);
-    assert_int_equal(f.returned, 3);
-    expect_store_balanced(PRODUCT_REDIS_LATE, "redis");
+    expect_expired_once(&redis_stranded, 1);
+    expect_units(PRODUCT_REDIS_LATE, "redis",
+                 (struct units){.remaining = 5, .returned = 3, .refunds_due = 1});
 
     long long lag = sweeper_lag_ms("redis-zset");
     reset(PRODUCT_REDIS_SWEPT, 8);
     struct order o = hold("lua", PRODUCT_REDIS_SWEPT, 3, 1000);
-    doc = await_return(&o);
-    assert_string_equal(json_str_member(doc, "state"), "expired");
-    long long returned_at = json_int_member(doc, "returned_at_ms");
-    json_decref(doc);
-    assert_true(returned_at >= o.expires_at_ms);
-    assert_true(returned_at <= o.expires_at_ms + lag);
+    assert_true(expect_expired_once(&o, 0) <= o.expires_at_ms + lag);
     expect_store_balanced(PRODUCT_REDIS_SWEPT, "redis");
 }
 
@@ -544,18 +504,10 @@ static void test_redis_keyspace_returns_on_the_event(void **state)
     struct order o = hold_by("lua", PRODUCT_KEYSPACE, 2, 300, "redis-keyspace");
     struct order paid = hold_by("watch", PRODUCT_KEYSPACE, 1, 300, "redis-keyspace");
     expect_answer(&paid, "pay", "payment=in-time", 200, "", 0);
-    doc = await_return(&o);
-    assert_string_equal(json_str_member(doc, "state"), "expired");
-    assert_string_equal(json_str_member(doc, "expiry"), "redis-keyspace");
-    assert_int_equal(json_int_member(doc, "returned"), 1);
-    assert_true(json_int_member(doc, "returned_at_ms") >= o.expires_at_ms);
-    json_decref(doc);
+    expect_expired_once(&o, 0);
     expect_state(&paid, "paid", 0, 0);
-    struct figures f = store_figures(PRODUCT_KEYSPACE, "redis");
-    assert_int_equal(f.remaining, 5);
-    assert_int_equal(f.paid, 1);
-    assert_int_equal(f.returned, 2);
-    expect_store_balanced(PRODUCT_KEYSPACE, "redis");
+    expect_units(PRODUCT_KEYSPACE, "redis",
+                 (struct units){.remaining = 5, .paid = 1, .returned = 2});
 }
 
 int main(void)
