@@ -30,7 +30,12 @@ The checks, in the order the first violation is said:
   cancels    every 200 cancel left the order cancelled
   stranded   after the settle no unit is still held, except on the row whose fault is
              its mechanism's `strands_when`: there it must strand (the fault took) and
-             the verdict says so
+             the verdict says so (after a failover it may)
+
+A failover of the store may lose acknowledged writes where the strategy's failover
+fact says so (`loses_sales`): such a row's violations that lost writes explain are said
+in its reason, not failed; an order returned twice or early, or an oversell, still
+fails it.
 
 A payment a client never got an answer for is "unknown": it may have taken effect or
 not, and the judge allows both, as lab.judges.history does for sales; one whose
@@ -42,6 +47,9 @@ KEYSPACE_GRACE_MS = 1000  # a mechanism that promises no lag is judged stranded 
 REFUSED_PAYMENT_WORDS = ("expired", "already_paid")
 RETURNED_STATES = ("cancelled", "expired")
 ACCOUNTING = ("remaining", "held", "paid", "returned", "refunds_due", "oversold")
+# What no lost write explains: a row whose strategy loses acknowledged writes in a
+# failover is still held to these.
+NEVER_EXCUSED = ("oversold", "ends once", "deadline")
 
 
 def answered(op):
@@ -82,8 +90,6 @@ def check_units(initial, stock, records, all_known=True):
     if remaining + held + paid != initial:
         return (f"units not in one place: initial {initial} != remaining {remaining} + "
                 f"held {held} + paid {paid}")
-    if stock.get("oversold"):
-        return f"oversold {stock['oversold']}"
     if not all_known:
         return None
     for field, states in (("held", ("held",)), ("paid", ("paid",))):
@@ -97,6 +103,10 @@ def check_units(initial, stock, records, all_known=True):
         return (f"the store counts refunds_due {stock.get('refunds_due')}, its orders "
                 f"{_sum(records, 'refunds_due')}")
     return None
+
+
+def check_oversold(stock):
+    return f"oversold {stock['oversold']}" if stock.get("oversold") else None
 
 
 def check_holds(history, records):
@@ -216,22 +226,27 @@ def figures(history, records, stock, lag_ms, now_ms):
     }
 
 
-def first_violation(initial, history, records, stock, lag_ms):
-    """The first check that fails, in words, or None."""
+def violations(initial, history, records, stock, lag_ms):
+    """[(check, words)] of every check that fails, in the order they are said."""
     ops_of = _by_order(history)
     all_known = all(answered(op) or unsent(op) for op in history if op["kind"] == "hold")
-    for said in (check_units(initial, stock, records, all_known), check_holds(history, records),
-                 check_ends_once(records), check_deadlines(records, lag_ms),
-                 check_payments(ops_of, records), check_refunds(ops_of, records),
-                 check_cancels(ops_of, records)):
-        if said:
-            return said
-    return None
+    said = [("oversold", check_oversold(stock)),
+            ("units", check_units(initial, stock, records, all_known)),
+            ("holds", check_holds(history, records)), ("ends once", check_ends_once(records)),
+            ("deadline", check_deadlines(records, lag_ms)),
+            ("payments", check_payments(ops_of, records)),
+            ("refunds", check_refunds(ops_of, records)),
+            ("cancels", check_cancels(ops_of, records))]
+    return [(check, words) for check, words in said if words]
 
 
 def judge(row, initial, history, records, stock, now_ms):
     """The row's figures and verdict. row: mechanism's `lag_ms`, `strands_when`, and
-    `strands` (this row's fault is the one its mechanism names in strands_when); an
+    `strands` (this row's fault is the one its mechanism names in strands_when: it
+    must strand) or `may_strand` (the fault may be it: a failover); `loses_writes`
+    (the strategy's failover fact says a failover loses acknowledged writes: a
+    violation they explain is said, not failed, but never an order returned twice or
+    early, nor an oversell); an
     extra `lag_allowance_ms` widens the lag promise by what the fault itself took (a
     store restarted: its downtime) for the check; the stranded unit-seconds count
     from the promise itself. now_ms: the store's clock when the records were
@@ -240,9 +255,16 @@ def judge(row, initial, history, records, stock, now_ms):
     if lag is not None:
         lag += row.get("lag_allowance_ms") or 0
     out = figures(history, records, stock, promised, now_ms)
-    said = first_violation(initial, history, records, stock, lag)
+    said = violations(initial, history, records, stock, lag)
+    if said and row.get("loses_writes") and \
+            not any(check in NEVER_EXCUSED for check, _ in said):
+        return dict(out, verdict="pass", reason="acknowledged writes lost, as the strategy's "
+                    f"failover fact says: {said[0][1]}")
     if said:
-        return dict(out, verdict="fail", reason=said)
+        return dict(out, verdict="fail", reason=said[0][1])
+    if row.get("may_strand") and out["stranded"]:
+        return dict(out, verdict="pass", reason=f"strands {out['stranded']} units, as its "
+                    f"facts allow: {row.get('strands_when')}")
     if row.get("strands"):
         if not out["stranded"]:
             return dict(out, verdict="setup", reason="the fault was to strand units "

@@ -25,6 +25,12 @@ while the fault happens:
   deadline-burst  two instances; every first callback sent at its order's deadline
   mysql-restart   (a MySQL mechanism) MariaDB killed mid-run and started again; the
                 lag widened by its downtime
+  sentinel-failover  (a Redis mechanism) two instances following the stack's Sentinel
+                group; mid-run its primary is killed, Sentinel promotes the replica, the
+                dead server comes back as a replica. The lag widened by the time to the
+                promotion; a mechanism that names a stranding fault may strand (its
+                subscriber reconnects); a strategy whose failover fact says it loses
+                acknowledged writes has what they explain said, not failed
   clock-jump    one instance whose wall clock (build/clockshim.so) jumps a minute
                 forward mid-run, then a minute back, then home, half a TTL each:
                 expiry is decided by the store's clock, so no hold may be released
@@ -60,14 +66,16 @@ from ..stack.nodes import clockshim, set_clock_file
 from ..stack.service import run_dir, stack_env, stack_script
 from ..drivers.order_buyers import OrderBuyers, Plan
 from ..nemesis.faults import OUTAGE, Fault, Injection
+from ..nemesis.redis_group import Group, sentinel_env
 from ..judges import orders as judge_mod
 from ..reports import orders_report
 from ..scaffold.runner import Runner, report_fact_rows
 
 FAULTS = ("none", "two-sweepers", "sweeper-off", "stopped", "deadline-burst",
-          "mysql-restart", "clock-jump")
+          "mysql-restart", "sentinel-failover", "clock-jump")
+FAULT_STORE = {"mysql-restart": "mysql", "sentinel-failover": "redis"}  # others: any
 CLOCK_JUMP_MS = 60_000  # far past any hold's TTL: a release by stockd's clock would show
-TWO = ("two-sweepers", "sweeper-off", "deadline-burst")
+TWO = ("two-sweepers", "sweeper-off", "deadline-burst", "sentinel-failover")
 SETTLE_MARGIN_MS = 500
 DOWN_MARGIN_S = 1.0  # a stopped instance stays down this long past a TTL
 
@@ -103,7 +111,7 @@ def planned(mechanisms, args):
                 ["two-sweepers"]
         else:
             faults = [f for f in (args.faults or FAULTS)
-                      if f != "mysql-restart" or m.store == "mysql"]
+                      if FAULT_STORE.get(f, m.store) == m.store]
         rows += [(m, f) for f in faults]
     if not rows:
         raise SetupError("no row to run (no expiry mechanism or fault chosen)")
@@ -124,7 +132,8 @@ class Row:
     """One row: its instances, its buyers, its fault, its settle and its verdict."""
 
     def __init__(self, run, env, strategy, mechanism, fault, product):
-        self.run, self.args, self.env = run, run.args, env
+        self.run, self.args = run, run.args
+        self.env = {**env, **sentinel_env()} if fault == "sentinel-failover" else env
         self.strategy, self.mechanism, self.fault = strategy, mechanism, fault
         self.product = product
         self.instances = []
@@ -177,12 +186,29 @@ class Row:
                 if back is None:
                     raise SetupError("MariaDB did not answer again after its restart")
                 self.down_ms = int((back - t0) * 1000)
+            elif self.fault == "sentinel-failover":
+                self.fail_over()
             elif self.fault == "clock-jump":
                 for offset in (CLOCK_JUMP_MS, -CLOCK_JUMP_MS, 0):
                     set_clock_file(self.clock_file(), offset)
                     time.sleep(self.args.ttl_ms / 2000.0)
         except SetupError as e:
             self.fault_error = str(e)
+
+    def fail_over(self):
+        """The group's primary killed, the replica promoted, the dead one back."""
+        group = Group(self.env)
+        group.watch()
+        try:
+            primary, replica = group.settled()
+            killed = group.kill(primary)
+            promoted = group.wait_promoted(replica)
+            if promoted is None:
+                raise SetupError(f"Sentinel did not promote the replica {replica}")
+            self.down_ms = int((promoted - killed) * 1000)
+            group.restart(primary)
+        finally:
+            group.unwatch()
 
     def drive(self):
         plan = Plan(self.strategy.name, self.product, ttl_ms=self.args.ttl_ms,
@@ -220,8 +246,11 @@ class Row:
         stock = api.account(self.product, self.mechanism.store)
         if stock is None:
             raise SetupError(f"GET /stock/{self.product} has no {self.mechanism.store} figures")
+        failover = self.fault == "sentinel-failover"
         facts = {"lag_ms": self.mechanism.lag_ms, "strands_when": self.mechanism.strands_when,
                  "strands": self.fault == "stopped" and bool(self.mechanism.strands_when),
+                 "may_strand": failover and bool(self.mechanism.strands_when),
+                 "loses_writes": failover and self.strategy.failover == "loses_sales",
                  "lag_allowance_ms": self.down_ms}
         verdict = judge_mod.judge(facts, self.args.stock, history, records, stock,
                                   int(time.time() * 1000))

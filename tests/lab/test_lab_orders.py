@@ -231,6 +231,40 @@ class StrandingRowTest(unittest.TestCase):
         self.assertIn("order B returned 2 times", v["reason"])
 
 
+class FailoverRowTest(unittest.TestCase):
+    """A failover of a store whose strategy loses acknowledged writes (its failover
+    fact): what lost writes explain is said, not failed; the rest still fails."""
+
+    LOSES = dict(ROW, loses_writes=True, may_strand=True,
+                 strands_when="no subscriber is connected when the key expires")
+
+    def test_a_lost_hold_is_said_not_failed(self):
+        h, _, _ = clean()
+        h.append(op(12, "hold", "E", 201))
+        v = verdict(row=self.LOSES, history=h)
+        self.assertEqual(v["verdict"], "pass")
+        self.assertIn("acknowledged writes lost, as the strategy's failover fact says: "
+                      "hold E answered 201", v["reason"])
+        self.assertEqual(verdict(history=h)["verdict"], "fail")
+
+    def test_a_double_return_still_fails(self):
+        h, r, s = clean()
+        h.append(op(12, "hold", "E", 201))
+        r["D"]["returned"], s["returned"] = 2, 4
+        v = verdict(row=self.LOSES, history=h, records=r, stock=s)
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn("hold E answered 201", v["reason"])  # the first words, all the same
+
+    def test_it_may_strand(self):
+        _, r, s = clean()
+        r["D"] = record("held")
+        s.update(held=1, returned=2, remaining=8)
+        v = verdict(row=self.LOSES, records=r, stock=s)
+        self.assertEqual(v["verdict"], "pass")
+        self.assertIn("strands 1 units, as its facts allow", v["reason"])
+        self.assertEqual(verdict(row=self.LOSES)["verdict"], "pass")  # or not
+
+
 class BoundsTest(unittest.TestCase):
     def test_refund_bounds(self):
         ops = [op(1, "pay", "A", 409, "expired", payment="p1"),
@@ -317,11 +351,13 @@ class PlanTest(unittest.TestCase):
             ("m-sweep", "none"), ("m-sweep", "two-sweepers"), ("r-zset", "two-sweepers"),
             ("r-keys", "stopped")])
 
-    def test_the_whole_run_restarts_mysql_under_mysql_mechanisms_only(self):
+    def test_the_whole_run_puts_a_stores_fault_under_its_mechanisms_only(self):
         rows = self.plan()
-        self.assertEqual(len(rows), 3 * len(orders_run.FAULTS) - 2)
+        self.assertEqual(len(rows), 3 * len(orders_run.FAULTS) - 3)
         self.assertIn(("m-sweep", "mysql-restart"), rows)
         self.assertNotIn(("r-zset", "mysql-restart"), rows)
+        self.assertIn(("r-keys", "sentinel-failover"), rows)
+        self.assertNotIn(("m-sweep", "sentinel-failover"), rows)
 
     def test_chosen_rows_and_unknown_names(self):
         self.assertEqual(self.plan("--expiry", "r-keys", "--faults", "stopped,none"),
