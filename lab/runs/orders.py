@@ -95,20 +95,27 @@ def options(o):
     o.flag("--quick", "the test gate's version: two sweepers, one alone, the stranding row")
 
 
+def quick_faults(mechanism, first):
+    """The gate's rows of a mechanism: stopped where it states a stranding fault, else
+    two sweepers at once (and, for the first mechanism, one alone)."""
+    if mechanism.strands_when:
+        return ["stopped"]
+    return (["none"] if first else []) + ["two-sweepers"]
+
+
 def planned(mechanisms, args):
     """[(mechanism, fault)] in the order they run."""
-    chosen = [m for m in mechanisms if not args.expiry or m.name in args.expiry]
     unknown = sorted(set(args.expiry) - {m.name for m in mechanisms})
     bad = sorted(set(args.faults) - set(FAULTS))
-    if unknown or bad:
-        raise SetupError(f"unknown {'expiry ' + ', '.join(unknown) if unknown else ''}"
-                         f"{' ' if unknown and bad else ''}"
-                         f"{'faults ' + ', '.join(bad) if bad else ''}")
+    said = ([f"expiry {', '.join(unknown)}"] if unknown else []) + \
+        ([f"faults {', '.join(bad)}"] if bad else [])
+    if said:
+        raise SetupError("unknown " + " ".join(said))
+    chosen = [m for m in mechanisms if not args.expiry or m.name in args.expiry]
     rows = []
     for i, m in enumerate(chosen):
         if args.quick and not args.faults:
-            faults = ["stopped"] if m.strands_when else (["none"] if i == 0 else []) + \
-                ["two-sweepers"]
+            faults = quick_faults(m, i == 0)
         else:
             faults = [f for f in (args.faults or FAULTS)
                       if FAULT_STORE.get(f, m.store) == m.store]
@@ -131,8 +138,8 @@ def strategy_for(facts, mechanism):
 class Row:
     """One row: its instances, its buyers, its fault, its settle and its verdict."""
 
-    def __init__(self, run, env, strategy, mechanism, fault, product):
-        self.run, self.args = run, run.args
+    def __init__(self, args, env, strategy, mechanism, fault, product):
+        self.args = args
         self.env = {**env, **sentinel_env()} if fault == "sentinel-failover" else env
         self.strategy, self.mechanism, self.fault = strategy, mechanism, fault
         self.product = product
@@ -166,34 +173,41 @@ class Row:
 
     def apply_fault(self):
         """The fault, mid-run (on its own thread); any error kept for the verdict."""
+        act = {"sweeper-off": self.sweeper_off, "stopped": self.stopped,
+               "mysql-restart": self.mysql_restart, "sentinel-failover": self.fail_over,
+               "clock-jump": self.clock_jump}.get(self.fault)
         try:
             time.sleep(self.args.seconds / 3.0)
-            if self.fault == "sweeper-off":
-                self.instances[1].stop()
-                self.instances[1] = self.instance("B", self.args.port + 1, ["--sweep-ms=0"])
-            elif self.fault == "stopped":
-                t0 = time.monotonic()
-                self.instances[0].kill()
-                time.sleep(self.args.ttl_ms / 1000.0 + DOWN_MARGIN_S)
-                self.instances[0] = self.instance("A", self.args.port)
-                self.down_ms = int((time.monotonic() - t0) * 1000)
-            elif self.fault == "mysql-restart":
-                fault = Fault("mysql-restart", "kill -9 MariaDB, restart it", "mysql",
-                              ["mysql"], "kill-one", "start-one", 0, OUTAGE)
-                injection = Injection(fault, self.env)
-                t0 = injection.inject()
-                back = injection.restore()
-                if back is None:
-                    raise SetupError("MariaDB did not answer again after its restart")
-                self.down_ms = int((back - t0) * 1000)
-            elif self.fault == "sentinel-failover":
-                self.fail_over()
-            elif self.fault == "clock-jump":
-                for offset in (CLOCK_JUMP_MS, -CLOCK_JUMP_MS, 0):
-                    set_clock_file(self.clock_file(), offset)
-                    time.sleep(self.args.ttl_ms / 2000.0)
+            if act:
+                act()
         except SetupError as e:
             self.fault_error = str(e)
+
+    def sweeper_off(self):
+        self.instances[1].stop()
+        self.instances[1] = self.instance("B", self.args.port + 1, ["--sweep-ms=0"])
+
+    def stopped(self):
+        t0 = time.monotonic()
+        self.instances[0].kill()
+        time.sleep(self.args.ttl_ms / 1000.0 + DOWN_MARGIN_S)
+        self.instances[0] = self.instance("A", self.args.port)
+        self.down_ms = int((time.monotonic() - t0) * 1000)
+
+    def mysql_restart(self):
+        fault = Fault("mysql-restart", "kill -9 MariaDB, restart it", "mysql", ["mysql"],
+                      "kill-one", "start-one", 0, OUTAGE)
+        injection = Injection(fault, self.env)
+        t0 = injection.inject()
+        back = injection.restore()
+        if back is None:
+            raise SetupError("MariaDB did not answer again after its restart")
+        self.down_ms = int((back - t0) * 1000)
+
+    def clock_jump(self):
+        for offset in (CLOCK_JUMP_MS, -CLOCK_JUMP_MS, 0):
+            set_clock_file(self.clock_file(), offset)
+            time.sleep(self.args.ttl_ms / 2000.0)
 
     def fail_over(self):
         """The group's primary killed, the replica promoted, the dead one back."""
@@ -270,7 +284,7 @@ def write_witnesses(out_dir, label, history, records):
 
 
 def run_row(run, env, out_dir, strategy, mechanism, fault, product):
-    row = Row(run, env, strategy, mechanism, fault, product)
+    row = Row(run.args, env, strategy, mechanism, fault, product)
     run.say(f"{row.label()}: {run.args.buyers} buyers for {run.args.seconds:g} s")
     t0 = time.monotonic()
     try:
