@@ -99,25 +99,14 @@ class ViolationTest(unittest.TestCase):
         self.assertIn(words, v["reason"])
         return v
 
-    def test_units_not_in_one_place(self):
-        _, _, s = clean()
-        s["remaining"] = 10
-        self.fails("units not in one place", stock=s)
-
-    def test_oversold(self):
-        _, _, s = clean()
-        s["oversold"] = 2
-        self.fails("oversold 2", stock=s)
-
-    def test_the_store_counts_other_than_its_orders(self):
-        _, _, s = clean()
-        s["returned"] = 4
-        self.fails("the store counts returned 4, its orders 3", stock=s)
-
-    def test_missing_accounting(self):
-        _, _, s = clean()
-        del s["held"]
-        self.fails("has no held", stock=s)
+    def test_the_accounting(self):
+        """The store's figures against themselves and against its orders."""
+        for change, words in (({"remaining": 10}, "units not in one place"),
+                              ({"oversold": 2}, "oversold 2"),
+                              ({"returned": 4}, "the store counts returned 4, its orders 3"),
+                              ({"held": None}, "has no held")):
+            with self.subTest(words=words):
+                self.fails(words, stock=dict(clean()[2], **change))
 
     def test_a_hold_the_store_does_not_know(self):
         h, r, _ = clean()
@@ -141,15 +130,14 @@ class ViolationTest(unittest.TestCase):
         r["D"]["returned"], s["returned"] = 0, 2
         self.fails("order D expired but returned 0 times", records=r, stock=s)
 
-    def test_released_before_its_deadline(self):
-        _, r, _ = clean()
-        r["D"]["returned_at_ms"] = DEADLINE - 40
-        self.fails("order D returned 40 ms before its deadline", records=r)
-
-    def test_released_later_than_its_lag(self):
-        _, r, _ = clean()
-        r["D"]["returned_at_ms"] = DEADLINE + LAG + 1
-        self.fails(f"returned {LAG + 1} ms after its deadline (promised {LAG} ms)", records=r)
+    def test_released_early_or_late(self):
+        for at, words in ((DEADLINE - 40, "order D returned 40 ms before its deadline"),
+                          (DEADLINE + LAG + 1, f"returned {LAG + 1} ms after its deadline "
+                           f"(promised {LAG} ms)")):
+            with self.subTest(words=words):
+                _, r, _ = clean()
+                r["D"]["returned_at_ms"] = at
+                self.fails(words, records=r)
 
     def test_no_lag_promised_no_lag_violation(self):
         _, r, _ = clean()
@@ -175,15 +163,13 @@ class ViolationTest(unittest.TestCase):
         h.append(op(12, "pay", "A", 200, payment="pz"))
         self.fails("order A captured 2 payments", history=h)
 
-    def test_a_refused_payment_not_counted(self):
-        _, r, s = clean()
-        r["B"]["refunds_due"], s["refunds_due"] = 0, 1
-        self.fails("order B has 0 refunds due, its refused payments say 1", records=r, stock=s)
-
-    def test_a_duplicate_refused_payment_counted_twice(self):
-        _, r, s = clean()
-        r["B"]["refunds_due"], s["refunds_due"] = 2, 3
-        self.fails("order B has 2 refunds due", records=r, stock=s)
+    def test_refunds_due_once_per_refused_payment(self):
+        for due, words in ((0, "order B has 0 refunds due, its refused payments say 1"),
+                           (2, "order B has 2 refunds due")):  # the duplicate counted
+            with self.subTest(words=words):
+                _, r, s = clean()
+                r["B"]["refunds_due"], s["refunds_due"] = due, 1 + due
+                self.fails(words, records=r, stock=s)
 
     def test_a_cancel_that_did_not_cancel(self):
         _, r, s = clean()
