@@ -34,6 +34,7 @@ static const struct param_spec hold_params[] = {
     {"expiry", 1, 32, 0, 0, expiry_name_ok},
 };
 enum { HOLD_PRODUCT, HOLD_QTY, HOLD_TTL, HOLD_HOLD_MS, HOLD_TRACE, HOLD_EXPIRY };
+const struct param_table api_hold_params = {hold_params, COUNT_OF(hold_params)};
 
 static const struct param_spec pay_params[] = {
     {"payment", 1, PAYMENT_ID_MAX, PARAM_REQUIRED, 0, payment_id_valid},
