@@ -42,8 +42,8 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test check unit integration gate run demo compare compose-test bench fuzz chaos \
-        failover partition probe soak admission retry stream-chaos stream-bench reconcile cluster \
-        cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
+        failover orders partition probe soak admission retry stream-chaos stream-bench reconcile \
+        cluster cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
 
 all: build
@@ -226,6 +226,18 @@ reconcile: build
 failover: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab failover
+
+# make orders: holds that expire, payments that come late or twice, stock returned
+# once (lab/runs/orders.py, docs/orders.md): buyers hold, pay around the deadline
+# (callbacks repeated), cancel or abandon, under each expiry mechanism of GET /expiry
+# and each fault (none, two sweepers, a sweeper off, every instance stopped, payments
+# at the deadline, MariaDB restarted, stockd's clock jumped by build/clockshim.so);
+# every order's life judged from the clients' history, its record and the accounting. Starts its stockds at PORT and PORT+1 and
+# the stack; prints the table, writes results/orders-<timestamp>/, exits 1 when a row
+# breaks a check. Knobs: ORDERS_FAULTS=none,stopped ORDERS_EXPIRY=... ORDERS_SECONDS=6
+orders: build build/clockshim.so
+	@$(DEPS) stack
+	@python3 -B -m lab orders
 
 # make partition: the Redlock debate's faults under the Redis locks (lab/runs/partition.py,
 # docs/failover.md): a Redis server's clock jumps past the TTL (build/clockshim.so), a

@@ -17,6 +17,8 @@ lists a command's flags, each of which also reads an environment variable):
     partition_galera [FLAGS]   a Galera node and its stockd cut from the other two under
                                load, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
+    orders [FLAGS]             holds that expire, payments late or twice, stock returned
+                               once, per strategy, expiry mechanism and fault (make orders)
     soak [FLAGS]               the soak (make soak)
     retry [FLAGS]              buyers retrying lost answers while the store is
                                frozen: units bought twice, with and without
@@ -48,9 +50,9 @@ import sys
 
 from .base.common import REPO, SetupError, write_text
 from .reports import bench_report, browser, compare_report
-from .runs import (admission, audit, bench, chaos, cluster, compare, failover, partition,
-                   partition_galera, partition_sentinel, probe, readme, redis_cluster, retry,
-                   selfaudit, shards, soak, stream)
+from .runs import (admission, audit, bench, chaos, cluster, compare, failover, orders,
+                   partition, partition_galera, partition_sentinel, probe, readme, redis_cluster,
+                   retry, selfaudit, shards, soak, stream)
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
     "report.html": ("results.json", compare_report, lambda doc: doc),
@@ -105,7 +107,8 @@ def render(argv):
 
 # The runs, each declared by its module's RUNNER (lab.scaffold.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
-        probe, soak, admission, retry, stream, readme, audit, selfaudit, redis_cluster, shards)
+        probe, soak, admission, retry, stream, readme, audit, selfaudit, redis_cluster, shards,
+        orders)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

@@ -7,6 +7,8 @@ breaks or judges anything.
     facts         the strategies' facts from GET /strategies (store, claims,
                   contention, lease, exposed_by, needs, failover, cluster): nothing is
                   known by name; check_needs against GET /health
+    orders        the expiry mechanisms' facts (GET /expiry), an order's record
+                  (GET /orders/{ID})
     outcomes      answers counted by outcome: sold, sold_out, busy, outcome_unknown,
                   errors by word; the ledger rule
     sales         the one deduct path, one sale and its answer, a sale in the background

@@ -38,6 +38,8 @@ it plans and expects from these fields, never from a strategy's name:
                   segment it asks is empty); absent: refused only when the product
                   lacks the units. A "waits" row with split_qty is not held to sell
                   every unit when qty > 1
+    orders        true when it holds orders (POST /orders/{strategy}); false, with
+                  `orders_why`, when its write cannot hold one yet; absent: false
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -79,6 +81,8 @@ class Strategy:
         # None: refused only when the product lacks qty; "split_qty": a qty no
         # one segment holds; "any_qty": even qty 1 (its one segment is empty)
         self.undersells = doc.get("undersells")
+        self.orders = doc.get("orders") is True  # it holds orders (POST /orders/{name})
+        self.orders_why = doc.get("orders_why")  # why not, when it does not
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""

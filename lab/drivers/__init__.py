@@ -5,6 +5,8 @@
     load          a driver that keeps every answer's timing (closed loop or paced)
     buyers        keep-alive buyers bound to instances, every answer kept with its instance
     retrying      buyers who retry a lost answer, with or without an Idempotency-Key
+    order_buyers  buyers of orders: hold, pay around the deadline (callbacks repeated,
+                  some at once, some late), cancel or abandon; every request kept
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
     peer          the bench's Node.js peer (bench/peer/): installed, started, stopped

@@ -23,7 +23,8 @@ NO_ANSWER = 0
 REFUSED_PAUSE_S = 0.02  # after a refused connection: do not spin on a dead port
 
 
-def _body(raw):
+def body_of(raw):
+    """A reply's JSON object ({} when it is not one)."""
     try:
         doc = json.loads(raw.decode("utf-8", "replace"))
     except ValueError:
@@ -33,13 +34,13 @@ def _body(raw):
 
 def error_word(status, raw):
     """The body's "error" word of a non-200 answer ("" when there is none)."""
-    word = "" if status == 200 else _body(raw).get("error")
+    word = "" if status == 200 else body_of(raw).get("error")
     return word if isinstance(word, str) else ""
 
 
 def remaining_of(raw):
     """The body's "remaining" (the stock a sale left, or a sold_out saw), or None."""
-    left = _body(raw).get("remaining")
+    left = body_of(raw).get("remaining")
     return left if isinstance(left, int) and not isinstance(left, bool) else None
 
 

@@ -13,5 +13,7 @@ faults did; it sends nothing.
                   verdict
     settlement    a row that settles later, judged once its order stream has drained
     history       the clients' history of a row, the second witness beside the ledger
+    orders        an orders row: every order's life from the clients' history, the
+                  orders' records and the accounting, against its expiry mechanism
     linearize     is a history linearizable for a stock counter (or its first violation)
 """

@@ -10,6 +10,8 @@ that checks a page shows them.
     failover_report, cluster_report   the failover's and the cluster's tables and
                   pictures (a failover window row's columns, which each run's table
                   names)
+    orders_report  the orders run's table, files and the picture of a payment racing
+                   its expiry
     browser       a report checked in headless Chromium
     devtools      one page in headless Chromium over the DevTools protocol (a pipe)
 """

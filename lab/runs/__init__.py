@@ -19,6 +19,9 @@ lab/__main__.py's RUNS). A run imports from the floors below, never another run.
                   cut from the majority, with and without min-replicas (`make partition`)
     partition_galera  MySQL's half: a Galera node and its stockd cut from the other two
                   under load, in a namespace of their own (`make partition`)
+    orders        holds that expire, payments late or twice, stock returned once: each
+                  expiry mechanism under its faults, every order's life judged
+                  (`make orders`)
     probe         hostile clients against two instances behind nginx (`make probe`)
     stream        lua-stream's order stream: reconcile, its fault rows, its costs
     readme        docs/strategies.md's strategy table, from GET /strategies

@@ -1,7 +1,7 @@
 """A stockd a run starts itself, beside the stack's (two clients' instances A and B of a
 failover, the nodes of the namespace lab): started on its port with its environment and
 options, waited for until healthy, looked into while it serves (is a sale sleeping in
-its critical section?), frozen and thawed, and stopped, its exit status checked."""
+its critical section?), frozen and thawed, killed, and stopped, its exit status checked."""
 
 import os
 import signal
@@ -90,6 +90,11 @@ class Instance:
 
     def freeze(self, on):
         os.kill(self.proc.pid, signal.SIGSTOP if on else signal.SIGCONT)
+
+    def kill(self):
+        """kill -9: a crash, in the middle of whatever it was doing; waited for."""
+        self.proc.kill()
+        self.proc.wait()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

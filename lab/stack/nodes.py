@@ -30,6 +30,14 @@ def clockshim():
     return path
 
 
+def set_clock_file(path, offset_ms):
+    """The wall clock of a process started with CLOCKSHIM_FILE=path moved to now +
+    offset_ms, at once (the file written in place, never truncated)."""
+    mode = "r+" if os.path.exists(path) else "w"
+    with open(path, mode) as f:
+        f.write(f"{offset_ms:<{OFFSET_WIDTH}d}\n")
+
+
 def redis_cli(host, *args, timeout=3):
     """One redis-cli command; its reply's lines, or None when nothing answered."""
     env = {k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"}
@@ -58,9 +66,7 @@ class RedisServer:
 
     def set_clock(self, offset_ms):
         """The server's wall clock moved to now + offset_ms, at once."""
-        mode = "r+" if os.path.exists(self.clock_file) else "w"
-        with open(self.clock_file, mode) as f:
-            f.write(f"{offset_ms:<{OFFSET_WIDTH}d}\n")
+        set_clock_file(self.clock_file, offset_ms)
 
     def start(self):
         env = {**os.environ, "LD_PRELOAD": clockshim(), "CLOCKSHIM_FILE": self.clock_file}
