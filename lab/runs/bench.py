@@ -59,7 +59,7 @@ from ..client.outcomes import Outcomes
 from ..client.sales import deduct_path
 from ..stack import host
 from ..stack.service import StaticServer, run_dir, stack_env
-from ..drivers import peer as peer_mod, raw, wrk
+from ..drivers import openresty as openresty_mod, peer as peer_mod, raw, wrk
 from ..judges import history
 from ..judges.gate import bench_verdict, witnesses_problem
 from ..reports import bench_report, browser, junit, tables
@@ -75,6 +75,9 @@ STOCKD_HTTP_ROW = "stockd GET /strategies"
 PEER_HTTP = ("/strategies", "peer GET /strategies", None, "http")
 PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
               sources.SQL_STRATEGY_FILE: ("peer sql", "mysql", "mariadb")}
+# The OpenResty-style peer's rows (bench/openresty/, lab/drivers/openresty.py), the same way.
+OPENRESTY_HTTP = ("/strategies", "openresty GET /strategies", None, "http")
+OPENRESTY_SALES = {sources.LUA_FILE: ("openresty lua", "redis", "redis")}
 
 
 def options(o):
@@ -94,6 +97,10 @@ def options(o):
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
     o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
           "the peer's processes (cluster module; bench/README.md says why one here)", 1)
+    o.add("--openresty-port", ["BENCH_OPENRESTY_PORT"], 0, int,
+          "the OpenResty peer's port (0: --port + 3)", 0)
+    o.add("--openresty-pool", ["OPENRESTY_POOL"], 16, int,
+          "the OpenResty peer's Redis keepalive connections per nginx worker", 1)
     o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
@@ -103,8 +110,9 @@ def options(o):
           "the most requests a history pass records (past it: a window, judged as one)", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
     o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
+    o.flag("--no-openresty", "leave out the OpenResty peer's rows (bench/openresty/)")
     o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
-                      "no warm-up, no peer (the test gate's bench)")
+                      "no warm-up, no peers (the test gate's bench)")
 
 
 def after_parse(ns, error):
@@ -115,9 +123,10 @@ def after_parse(ns, error):
     if not ns.conns or min(ns.conns) < 1:
         error("--conns: at least one concurrency, each at least 1")
     if ns.quick:
-        ns.duration, ns.warmup, ns.pairs, ns.no_peer = 1, 0, 0, True
+        ns.duration, ns.warmup, ns.pairs, ns.no_peer, ns.no_openresty = 1, 0, 0, True, True
     ns.http_port = ns.http_port or ns.port + 1
     ns.peer_port = ns.peer_port or ns.port + 2
+    ns.openresty_port = ns.openresty_port or ns.port + 3
 
 
 def ratio(rps, limit):
@@ -158,6 +167,8 @@ class Bench:
         self.batches = {}  # concurrency -> the `lua` row's mean sales per write
         self.peer = None   # the running peer (lab.drivers.peer.Peer), if any
         self.peer_note = "not run"
+        self.openresty = None  # the running OpenResty peer (lab.drivers.openresty), if any
+        self.openresty_note = "not run"
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -425,15 +436,48 @@ class Bench:
             peer.stop()
             self.peer = None
 
-    def peer_subjects(self, selected):
-        """(path, row name, store, limit) of what the peer serves of this run."""
+    @contextlib.contextmanager
+    def openresty_running(self):
+        """The OpenResty peer for the time of a with, unless --no-openresty; when its
+        packages are missing, the with runs without it (self.openresty None) and
+        self.openresty_note says why."""
+        a = self.args
+        if a.no_openresty:
+            self.openresty_note = "left out (--no-openresty, --quick)"
+            yield
+            return
+        peer = openresty_mod.OpenResty(os.path.join(run_dir(), "bench-openresty"),
+                                       a.openresty_port, stack_env(), self.api.strategies().raw,
+                                       a.openresty_pool)
+        try:
+            peer.start(lambda port: Api(a.host, port))
+        except openresty_mod.Missing as e:
+            self.openresty_note = f"skipped: {e}"
+            self.say(f"the OpenResty peer's rows are skipped: {e}")
+            yield
+            return
+        self.openresty, self.openresty_note = peer, "ran"
+        self.say(f"the OpenResty peer answers at {a.host}:{a.openresty_port} "
+                 f"({openresty_mod.describe()})")
+        try:
+            yield
+        finally:
+            peer.stop()
+            self.openresty = None
+
+    def peer_subjects(self, selected, http=PEER_HTTP, sales=None):
+        """(path, row name, store, limit) of what a peer serves of this run: the
+        Node.js peer's by default, the OpenResty peer's with its own."""
         names = {s.name for s in selected}
-        out = [PEER_HTTP]
-        for source, (name, store, limit) in PEER_SALES.items():
+        out = [http]
+        for source, (name, store, limit) in (sales or PEER_SALES).items():
             strategy = sources.strategy_name(source)
             if strategy in names:
                 out.append((self.sale_path(strategy), name, store, limit))
         return out
+
+    def openresty_subjects(self, selected):
+        return self.peer_subjects(selected, OPENRESTY_HTTP, OPENRESTY_SALES)
 
     def peer_settled(self, store):
         """The store's accounting once the peer's last sales landed: it has no
@@ -446,25 +490,26 @@ class Bench:
             last = acct
             time.sleep(0.2)
 
-    def peer_rows(self, selected):
-        """The peer at every concurrency; a sale row is judged as a safe strategy's,
-        and answers it should not give (errors) fail it too: either is a bug in the
+    def peer_rows(self, port, subjects, warmup):
+        """A peer (on `port`, serving `subjects`) at every concurrency, after `warmup`
+        seconds of load per route; a sale row is judged as a safe strategy's, and
+        answers it should not give (errors) fail it too: either is a bug in the
         peer."""
         a = self.args
-        for path, name, store, limit in self.peer_subjects(selected):
-            if a.peer_warmup:  # V8 compiles a hot path only after it ran a while
+        for path, name, store, limit in subjects:
+            if warmup:  # V8 (LuaJIT too) compiles a hot path only after it ran a while
                 self.reset()
-                self.wrk(self.url(a.peer_port, path), max(a.conns), a.peer_warmup)
+                self.wrk(self.url(port, path), max(a.conns), warmup)
                 if store:
                     self.peer_settled(store)
             for c in a.conns:
                 if store is None:
-                    self.http_row(name, a.peer_port, c, kind="peer")
+                    self.http_row(name, port, c, kind="peer")
                     continue
 
                 def attempt():
                     self.reset()
-                    load = self.wrk(self.url(a.peer_port, path), c, a.duration)
+                    load = self.wrk(self.url(port, path), c, a.duration)
                     return load, self.peer_settled(store)
 
                 (res, acct), seen = self.measured(attempt)
@@ -525,24 +570,29 @@ class Bench:
                 self.pair_row(f"{s.name}, trace=1", s.store, claim, "untraced", s.name, conc,
                               wrk_rate(a.port, self.sale_path(s.name), s.store),
                               wrk_rate(a.port, self.sale_path(s.name, trace=True), s.store))
-        if self.peer is None:
-            return
-        for path, name, store, _ in self.peer_subjects(selected):
-            s = next((s for src, s in subjects.items() if PEER_SALES[src][0] == name), None)
-            subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
-                if s else (STOCKD_HTTP_ROW, None)
-            if store:
-                self.reset()
-            self.pair_row(subject, store, claim, "peer", name, conc,
-                          wrk_rate(a.peer_port, path, store), wrk_rate(a.port, path, store))
+        peers = [(peer, port, limit, found) for peer, port, limit, found in (
+            (self.peer, a.peer_port, "peer", self.peer_subjects(selected)),
+            (self.openresty, a.openresty_port, "openresty", self.openresty_subjects(selected)))
+            if peer is not None]
+        for _, port, limit, found in peers:
+            for path, name, store, _ in found:
+                s = next((s for s in subjects.values() if path == self.sale_path(s.name)), None)
+                subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
+                    if s else (STOCKD_HTTP_ROW, None)
+                if store:
+                    self.reset()
+                self.pair_row(subject, store, claim, limit, name, conc,
+                              wrk_rate(port, path, store), wrk_rate(a.port, path, store))
 
     def server_pids(self, port):
         """The processes serving `port` whose CPU time the pairs with the peer read:
         the stockd this run started, and the peer's processes; None otherwise."""
         if port == self.args.port and self.stockd_pid:
             return [self.stockd_pid]
-        if port == self.args.peer_port and self.peer:
-            return host.process_tree(self.peer.proc.pid)
+        for peer, peer_port in ((self.peer, self.args.peer_port),
+                                (self.openresty, self.args.openresty_port)):
+            if port == peer_port and peer:
+                return host.process_tree(peer.proc.pid)
         return None
 
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
@@ -606,9 +656,13 @@ class Bench:
         for s in selected:
             self.strategy(s)
         self.pipelined_limit()
-        with self.peer_running():
+        with self.peer_running(), self.openresty_running():
             if self.peer:
-                self.peer_rows(selected)
+                self.peer_rows(self.args.peer_port, self.peer_subjects(selected),
+                               self.args.peer_warmup)
+            if self.openresty:
+                self.peer_rows(self.args.openresty_port, self.openresty_subjects(selected),
+                               self.args.warmup)
             if self.args.pairs:
                 self.pairs(selected)
         if not self.args.quick:
@@ -699,6 +753,7 @@ def work(run):
               "driver": "wrk (keep-alive), redis-benchmark, sysbench",
               "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
               "pairs": args.pairs, "peer": bench.peer_note,
+              "openresty": bench.openresty_note, "openresty_stack": openresty_mod.describe(),
               "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
               "peer_stack": peer_mod.describe(),
               "retries": args.retries, "retry_budget_s": args.retry_budget,
