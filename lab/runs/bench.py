@@ -58,7 +58,8 @@ from ..client.api import Api
 from ..client.outcomes import Outcomes
 from ..client.sales import deduct_path
 from ..stack import host
-from ..stack.service import StaticServer, run_dir, stack_env
+from ..stack.service import (StaticServer, launch_stockd, run_dir, stack_env, stop_process,
+                             wait_healthy)
 from ..drivers import openresty as openresty_mod, peer as peer_mod, raw, wrk
 from ..judges import history
 from ..judges.gate import bench_verdict, witnesses_problem
@@ -71,6 +72,9 @@ LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale s
               "redis-pipelined": "redis EVALSHA sale script, pipelined",
               "mariadb": "mariadb sale transaction"}
 STOCKD_HTTP_ROW = "stockd GET /strategies"
+# The sold-out pair: a sold-out product's sale refused from memory by a stockd with
+# --sold-out-flag, against nginx answering the same bytes from its config.
+SOLD_OUT_ROW = "nginx fixed 409 sold_out"
 # The peer's rows: what it serves, its row's name, the store and limit it is judged by.
 PEER_HTTP = ("/strategies", "peer GET /strategies", None, "http")
 PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
@@ -101,6 +105,8 @@ def options(o):
           "the OpenResty peer's port (0: --port + 3)", 0)
     o.add("--openresty-pool", ["OPENRESTY_POOL"], 16, int,
           "the OpenResty peer's Redis keepalive connections per nginx worker", 1)
+    o.add("--sold-out-port", ["BENCH_SOLD_OUT_PORT"], 0, int,
+          "the sold-out pair's own stockd, started with --sold-out-flag (0: --port + 4)", 0)
     o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
@@ -127,6 +133,7 @@ def after_parse(ns, error):
     ns.http_port = ns.http_port or ns.port + 1
     ns.peer_port = ns.peer_port or ns.port + 2
     ns.openresty_port = ns.openresty_port or ns.port + 3
+    ns.sold_out_port = ns.sold_out_port or ns.port + 4
 
 
 def ratio(rps, limit):
@@ -169,6 +176,7 @@ class Bench:
         self.peer_note = "not run"
         self.openresty = None  # the running OpenResty peer (lab.drivers.openresty), if any
         self.openresty_note = "not run"
+        self.cpu_of = {}  # port -> the pids serving it, for the sold-out pair's CPU
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -534,19 +542,7 @@ class Bench:
         conc = headline_conc(a.conns)
 
         def wrk_rate(port, path, store=None):
-            def run():
-                pids = self.server_pids(port)
-                before = host.process_cpu_s(pids) if pids else None
-                load = self.wrk(self.url(port, path), conc, a.duration, counting=False)
-                if port == a.port and store:
-                    self.api.wait_idle(SETTLE_S)
-                elif store:
-                    self.peer_settled(store)
-                after = host.process_cpu_s(pids) if pids else None
-                load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
-                               if None not in (before, after) and load.requests else None)
-                return load
-            return run
+            return self.paired_wrk(port, path, conc, store)
 
         with self.static_strategies():
             self.pair_row(STOCKD_HTTP_ROW, None, None, "http", LIMIT_ROWS["http"], conc,
@@ -583,17 +579,101 @@ class Bench:
                     self.reset()
                 self.pair_row(subject, store, claim, limit, name, conc,
                               wrk_rate(port, path, store), wrk_rate(a.port, path, store))
+        self.sold_out_pair(selected, conc)
+
+    def paired_wrk(self, port, path, conc, store=None, counting=False):
+        """One side of a pair: a function that runs wrk on `port` and `path` (with
+        bench/rate.lua unless `counting`), waits until the sales settled in `store`,
+        and returns wrk's result with cpu_us, the CPU its server spent per request
+        when server_pids() knows it."""
+        a = self.args
+
+        def run():
+            pids = self.server_pids(port)
+            before = host.process_cpu_s(pids) if pids else None
+            load = self.wrk(self.url(port, path), conc, a.duration, counting=counting)
+            if port == a.port and store:
+                self.api.wait_idle(SETTLE_S)
+            elif store:
+                self.peer_settled(store)
+            after = host.process_cpu_s(pids) if pids else None
+            load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
+                           if None not in (before, after) and load.requests else None)
+            return load
+        return run
+
+    @contextlib.contextmanager
+    def flagged_stockd(self):
+        """A stockd of its own with --sold-out-flag=1 on --sold-out-port, on the same
+        stack, for the time of a with: the bench's stockd may have been started by
+        someone else, without the flag. Yields its Api."""
+        a = self.args
+        api = Api(a.host, a.sold_out_port, self.api.token)
+        if api.answers():
+            raise SetupError(f"port {a.sold_out_port} is taken: the sold-out pair's stockd needs "
+                             "it (--sold-out-port / BENCH_SOLD_OUT_PORT)")
+        log = self.log("stockd-sold-out")
+        proc = launch_stockd(a.sold_out_port, ["--listen=127.0.0.1", "--sold-out-flag=1"],
+                             {**os.environ, **stack_env()}, log, cwd=os.path.realpath(run_dir()))
+        self.cpu_of[a.sold_out_port] = [proc.pid]
+        try:
+            wait_healthy(api, 30, proc, log)
+            yield api
+        finally:
+            stop_process(proc)
+            del self.cpu_of[a.sold_out_port]
+
+    def sold_out_pair(self, selected, conc):
+        """The refusal a flash sale answers far more often than a sale: a product
+        already sold out, its `lua` sale answered from memory by a stockd with
+        --sold-out-flag, paired with nginx answering that answer's bytes (409) from its
+        config, the fastest refusal there is. Both under wrk with count.lua, which counts
+        a 409 sold_out as such (rate.lua would count it an error)."""
+        lua = next((s for s in selected if s.name == sources.strategy_name(sources.LUA_FILE)),
+                   None)
+        if lua is None:
+            return
+        a = self.args
+        product = a.product + 1  # its own product, sold out for the pair's time
+        path = deduct_path(lua.name, product)
+        with self.flagged_stockd() as api:
+            api.must_reset(product, 0)
+            first = api.call("GET", path)  # the store says sold_out; the flag is set
+            answer = api.call("GET", path)  # answered from memory
+            if (first.status, answer.status) != (409, 409) or \
+                    (answer.body or {}).get("error") != "sold_out":
+                raise SetupError(f"a sold-out '{lua.name}' sale with --sold-out-flag answered "
+                                 f"{first.status} then {answer.status}: {str(answer.body)[:160]}")
+            fixed = StaticServer(os.path.join(run_dir(), "bench-nginx-409"), a.http_port,
+                                 "/strategies", self.api.strategies().raw,
+                                 fixed=(path.split("?")[0], 409, answer.raw.decode()))
+            fixed.start(lambda port: Api(a.host, port))
+            self.cpu_of[a.http_port] = host.process_tree(fixed.proc.pid)
+            try:
+                self.pair_row(f"{lua.name}, sold out, --sold-out-flag", lua.store, None,
+                              "nginx-409", SOLD_OUT_ROW, conc,
+                              self.paired_wrk(a.http_port, path, conc, counting=True),
+                              self.paired_wrk(a.sold_out_port, path, conc, counting=True))
+            finally:
+                fixed.stop()
+                del self.cpu_of[a.http_port]
+            acct = api.account(product, lua.store)
+        if acct is None or acct.get("sold") or acct.get("oversold"):
+            row = self.rows[-1]
+            row["verdict"], row["reason"] = "fail", f"the sold-out product's ledger: {acct}"
 
     def server_pids(self, port):
-        """The processes serving `port` whose CPU time the pairs with the peer read:
-        the stockd this run started, and the peer's processes; None otherwise."""
+        """The processes serving `port` whose CPU time the pairs read: the stockd this
+        run started, the peers' processes, the sold-out pair's stockd and nginx; None
+        otherwise."""
         if port == self.args.port and self.stockd_pid:
             return [self.stockd_pid]
+
         for peer, peer_port in ((self.peer, self.args.peer_port),
                                 (self.openresty, self.args.openresty_port)):
             if port == peer_port and peer:
                 return host.process_tree(peer.proc.pid)
-        return None
+        return self.cpu_of.get(port)
 
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
         """One pair row: --pairs times the limit then the subject, each pair measured

@@ -344,10 +344,16 @@ http {{
         location = {path} {{
             default_type application/json;
             alias {dir}/{file};
-        }}
+        }}{fixed}
     }}
 }}
 """
+# A fixed answer of the private nginx, from its config alone (no file, no module).
+NGINX_FIXED = """
+        location = {path} {{
+            default_type application/json;
+            return {status} '{body}';
+        }}"""
 
 
 def nginx_binary():
@@ -367,21 +373,29 @@ def nginx_user():
 
 class StaticServer:
     """A private nginx (this user's process, on 127.0.0.1:port, everything under
-    `directory`) answering GET `path` with `content`'s exact bytes. A subclass
-    serves more by writing another config() and environment (env)."""
+    `directory`) answering GET `path` with `content`'s exact bytes, and with `fixed`
+    ((path, status, body)) that status and body at that path, from its config alone. A
+    subclass serves more by writing another config() and environment (env)."""
 
     what, knob = "the private nginx", "--http-port / BENCH_HTTP_PORT"
     env = None  # the environment nginx starts with (None: this process's)
 
-    def __init__(self, directory, port, path, content):
+    def __init__(self, directory, port, path, content, fixed=None):
         self.dir, self.port, self.path = os.path.abspath(directory), port, path
-        self.content = content
+        self.content, self.fixed = content, fixed
         self.proc = None
 
     def config(self, static_file):
         """nginx.conf's text, `static_file` being the content's file in the directory."""
+        fixed = ""
+        if self.fixed:
+            path, status, body = self.fixed
+            if any(c in body for c in "'\\$"):
+                raise SetupError(f"a fixed answer nginx would have to unquote: {body[:80]}")
+            fixed = NGINX_FIXED.format(path=path, status=status, body=body)
         return NGINX_STATIC.format(dir=self.dir, port=self.port, path=self.path,
-                                   file=os.path.basename(static_file), user=nginx_user())
+                                   file=os.path.basename(static_file), user=nginx_user(),
+                                   fixed=fixed)
 
     def start(self, api_factory):
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
