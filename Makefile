@@ -179,7 +179,7 @@ compose-test:
 # environment): CONNS=1,16,64,256 DURATION=2 WARMUP=1 STRATEGIES=
 # Then the order stream's costs (make stream-bench).
 bench: build
-	@$(DEPS) stack zk bench openresty chromium
+	@$(DEPS) stack zk bench openresty perf chromium
 	@python3 -B -m lab bench
 	@python3 -B -m lab stream bench
 

@@ -57,7 +57,7 @@ from ..client import facts as facts_mod, sources
 from ..client.api import Api
 from ..client.outcomes import Outcomes
 from ..client.sales import deduct_path
-from ..stack import host
+from ..stack import durability, host
 from ..stack.service import (StaticServer, launch_stockd, run_dir, stack_env, stop_process,
                              wait_healthy)
 from ..drivers import openresty as openresty_mod, peer as peer_mod, raw, wrk
@@ -72,6 +72,17 @@ LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale s
               "redis-pipelined": "redis EVALSHA sale script, pipelined",
               "mariadb": "mariadb sale transaction"}
 STOCKD_HTTP_ROW = "stockd GET /strategies"
+
+
+def strategy_of(c_file):
+    """The name the strategy of server/sale/strategies/`c_file` registers."""
+    return sources.strategy_name(os.path.join(sources.STRATEGIES, c_file))
+
+
+# The durable rows' strategies, and the hot row's: the flash sale's sales, on one product.
+DURABLE_FILES = ("lua.c", "lua_stream.c", "sql.c", "sql_batch.c")
+HOT_FILES = ("sql.c", "sql_batch.c", "for_update.c", "cas.c", "lua.c")
+BATCH_FILE = "sql_batch.c"  # paired with sql.c in the hot row
 # The sold-out pair: a sold-out product's sale refused from memory by a stockd with
 # --sold-out-flag, against nginx answering the same bytes from its config.
 SOLD_OUT_ROW = "nginx fixed 409 sold_out"
@@ -115,6 +126,14 @@ def options(o):
     o.add("--history-max", ["HISTORY_MAX"], 200000, int,
           "the most requests a history pass records (past it: a window, judged as one)", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.add("--durable", ["DURABLE"], "fast,everysec,durable", comma_list,
+          "the stores' modes of the durable rows (lab/stack/durability.py; empty: none)")
+    o.add("--hot-conns", ["HOT_CONNS"], "16,64,256,512", str,
+          "the hot row's concurrencies (empty: no hot row)")
+    o.add("--hot-modes", ["HOT_MODES"], "fast,durable", comma_list,
+          "the stores' modes of the hot row")
+    o.add("--hot-strategies", ["HOT_STRATEGIES"], ",".join(map(strategy_of, HOT_FILES)),
+          comma_list, "the hot row's strategies (those of them the run has)")
     o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
     o.flag("--no-openresty", "leave out the OpenResty peer's rows (bench/openresty/)")
     o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
@@ -128,8 +147,17 @@ def after_parse(ns, error):
         error(f"--conns: not a comma list of numbers: {ns.conns!r}")
     if not ns.conns or min(ns.conns) < 1:
         error("--conns: at least one concurrency, each at least 1")
+    try:
+        ns.hot_conns = [int(c) for c in comma_list(ns.hot_conns)]
+    except ValueError:
+        error(f"--hot-conns: not a comma list of numbers: {ns.hot_conns!r}")
+    wrong = [m for m in ns.durable + ns.hot_modes if m not in durability.MODES]
+    if wrong:
+        error(f"--durable, --hot-modes: unknown {', '.join(wrong)} "
+              f"(of {', '.join(durability.MODES)})")
     if ns.quick:
         ns.duration, ns.warmup, ns.pairs, ns.no_peer, ns.no_openresty = 1, 0, 0, True, True
+        ns.durable, ns.hot_conns = [], []
     ns.http_port = ns.http_port or ns.port + 1
     ns.peer_port = ns.peer_port or ns.port + 2
     ns.openresty_port = ns.openresty_port or ns.port + 3
@@ -190,7 +218,8 @@ class Bench:
              "oversold": (acct or {}).get("oversold"),
              "lost_updates": (acct or {}).get("lost_updates"),
              "remaining": (acct or {}).get("remaining"), "mean_batch": None, "pipeline": None,
-             "cpu_us": None, "limit_cpu_us": None,
+             "cpu_us": None, "limit_cpu_us": None, "durability": None, "fsyncs": None,
+             "sales_per_fsync": None, "row_lock_waits": None, "row_lock_ms": None,
              "instances_seen": sorted(instances),
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
@@ -270,8 +299,9 @@ class Bench:
                              f"{self.args.product}")
         return acct
 
-    def raw_row(self, name, store, limit, conc, run):
-        """A raw row (run() measures it): its sales are what the store's ledger gained."""
+    def raw_row(self, name, store, limit, conc, run, kind="raw"):
+        """A raw row (run() measures it): its sales are what the store's ledger gained.
+        Returns the row."""
         def attempt():
             sold_before = self.ledger_sold(store)["sold"]
             return sold_before, run(), self.ledger_sold(store)
@@ -284,10 +314,10 @@ class Bench:
         if missing > 0:
             outcomes.add("", "", missing, what="not in the ledger")
         ok = missing == 0 and not acct.get("oversold") and not acct.get("lost_updates")
-        self.add(name, "raw", store, None, conc, measure, outcomes, limit, acct,
-                 "pass" if ok else "fail",
-                 "ledger gained one sale per request" if ok else
-                 f"ledger gained {gained} for {measure.sent} requests", seen)
+        return self.add(name, kind, store, None, conc, measure, outcomes, limit, acct,
+                        "pass" if ok else "fail",
+                        "ledger gained one sale per request" if ok else
+                        f"ledger gained {gained} for {measure.sent} requests", seen)
 
     def redis_limit(self):
         lua = sources.strategy_name(sources.LUA_FILE)
@@ -357,15 +387,7 @@ class Bench:
             self.wrk(url, max(a.conns), a.warmup)
             self.api.wait_idle(SETTLE_S)
         for c in a.conns:
-            def attempt():
-                self.reset()
-                batches_before = self.api.batch_totals(s.name)
-                load = self.wrk(url, c, a.duration)
-                self.api.wait_idle(SETTLE_S)
-                return (batches_before, load, self.api.account(a.product, s.store),
-                        self.api.batch_totals(s.name))
-
-            (before, res, acct, after), seen = self.measured(attempt)
+            (before, res, acct, after), seen = self.measured(self.strategy_attempt(s, c))
             verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
             witness = self.history_pass(s, c, safe) if a.history_duration else \
                 history.not_judged("no history pass (--history-duration 0)")
@@ -380,6 +402,36 @@ class Bench:
             row["mean_batch"] = mean_batch(before, after)
             if s.name == sources.strategy_name(sources.LUA_FILE):
                 self.batches[c] = row["mean_batch"]
+
+    def strategy_attempt(self, s, conc, flushes=False):
+        """A function that measures strategy `s` once at `conc`: reset, wrk, the
+        requests in flight settled; it returns (the batch totals before, wrk's result,
+        the store's accounting, the batch totals after). With `flushes`, wrk's result
+        carries .flushes, the store's flushes during the load and the settling
+        (lab.stack.durability.Flushes)."""
+        a = self.args
+        url = self.url(a.port, self.sale_path(s.name))
+
+        def load():
+            out = self.wrk(url, conc, a.duration)
+            self.api.wait_idle(SETTLE_S)
+            return out
+
+        def attempt():
+            self.reset()
+            batches_before = self.api.batch_totals(s.name)
+            out = self.flushed(s.store, load) if flushes else load()
+            return (batches_before, out, self.api.account(a.product, s.store),
+                    self.api.batch_totals(s.name))
+        return attempt
+
+    def flushed(self, store, run):
+        """run()'s result, with .flushes: `store`'s flushes while it ran."""
+        counter = durability.Flushes(store, self.log("perf"))
+        counter.start()
+        out = run()
+        out.flushes = counter.stop()
+        return out
 
     def history_pass(self, s, conc, safe):
         """The second witness of a strategy row: reset, --history-duration seconds at
@@ -729,6 +781,94 @@ class Bench:
                          "scraped" if scraped else "unscraped", None, "pass",
                          f"{scraper.scrapes} scrapes" if scraper else "no scrape", seen)
 
+    # ------------------------------------------------------------ durability
+    def note_flushes(self, row, flushes, mode):
+        """A durable or hot row's flush fields: its mode, the store's flushes during
+        it, its sales (answers 200) per flush and, for MariaDB, its row lock waits."""
+        sold = row.get("sold") or 0
+        row.update(durability=mode, fsyncs=flushes.fsyncs,
+                   sales_per_fsync=round(sold / flushes.fsyncs, 1) if flushes.fsyncs else None,
+                   row_lock_waits=flushes.row_lock_waits, row_lock_ms=flushes.row_lock_ms)
+
+    def store_row(self, s, conc, mode, kind):
+        """Strategy `s` at `conc` with the stores in `mode`: judged as a strategy row
+        (without its history pass), its store's flushes counted."""
+        safe = s.safe_for(self.instances)
+        (before, res, acct, after), seen = self.measured(self.strategy_attempt(s, conc, True))
+        verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
+        row = self.add(f"{s.name}, {mode}", kind, s.store, "safe" if safe else "unsafe", conc,
+                       res, res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
+                       seen, res.instances)
+        row["mean_batch"] = mean_batch(before, after)
+        self.note_flushes(row, res.flushes, mode)
+        return row
+
+    def disk_row(self):
+        """This disk's own flush rate, in the same run: fdatasync() after each 4 KiB
+        append, in the run directory, for --duration seconds."""
+        (rate, n), seen = self.measured(lambda: durability.disk_fsync_rate(self.args.duration))
+        outcomes = Outcomes()
+        outcomes.add(200, "", n)
+        self.add("disk fdatasync after a 4 KiB append", "disk", None, None, 1,
+                 raw.Measure(n, rate, None, None, None, None), outcomes, "disk", None, "pass",
+                 f"{n} fdatasync in {self.args.duration} s", seen)
+
+    def durable_rows(self, selected):
+        """The raw limits and the strategies of DURABLE_FILES at the headline
+        concurrency in each --durable mode, every row with its store's flushes and its
+        sales per flush, after the disk's own rate. `everysec` changes Redis only: its
+        MariaDB rows would repeat `durable`'s."""
+        a = self.args
+        conc = headline_conc(a.conns)
+        names = set(map(strategy_of, DURABLE_FILES))
+        chosen = [s for s in selected if s.name in names]
+        self.disk_row()
+        for mode in a.durable:
+            stores = ("redis",) if mode == "everysec" else ("redis", "mysql")
+            with durability.mode(mode):
+                for limit, store in (("redis", "redis"), ("mariadb", "mysql")):
+                    if limit in self.limits and store in stores:
+                        box = {}
+
+                        def run(limit=limit, store=store, box=box):
+                            out = self.flushed(store, lambda: self.limits[limit](conc))
+                            box["flushes"] = out.flushes
+                            return out
+                        self.reset()
+                        row = self.raw_row(f"{LIMIT_ROWS[limit]}, {mode}", store, limit, conc,
+                                           run, kind="durable")
+                        self.note_flushes(row, box["flushes"], mode)
+                for s in chosen:
+                    if s.store in stores:
+                        self.store_row(s, conc, mode, "durable")
+
+    def hot_rows(self, selected):
+        """The hot row at the concurrencies flash-sale databases publish: each of
+        --hot-strategies on one product at each of --hot-conns, in each --hot-modes,
+        then `sql-batch` paired with `sql` at each (--pairs alternating measures):
+        what batching buys, beside the published ratios (docs/bench.md)."""
+        a = self.args
+        chosen = [s for s in selected if s.name in a.hot_strategies]
+        by_name = {s.name: s for s in chosen}
+        for mode in a.hot_modes:
+            with durability.mode(mode):
+                for s in chosen:
+                    for c in a.hot_conns:
+                        self.store_row(s, c, mode, "hot")
+                batch = by_name.get(strategy_of(BATCH_FILE))
+                single = by_name.get(sources.strategy_name(sources.SQL_STRATEGY_FILE))
+                if not (batch and single and a.pairs):
+                    continue
+                claim = "safe" if batch.safe_for(self.instances) else "unsafe"
+                for c in a.hot_conns:
+                    self.reset()
+                    self.pair_row(f"{batch.name}, {mode}", batch.store, claim, single.name,
+                                  f"{single.name}, {mode}", c,
+                                  self.paired_wrk(a.port, self.sale_path(single.name), c,
+                                                  single.store, counting=True),
+                                  self.paired_wrk(a.port, self.sale_path(batch.name), c,
+                                                  batch.store, counting=True))
+
     def run(self, selected):
         self.http_limit()
         self.redis_limit()
@@ -747,6 +887,10 @@ class Bench:
                 self.pairs(selected)
         if not self.args.quick:
             self.scrape_cost()
+        if self.args.durable:
+            self.durable_rows(selected)
+        if self.args.hot_conns:
+            self.hot_rows(selected)
         self.mark_limits()
         return self.rows
 
@@ -839,7 +983,9 @@ def work(run):
               "retries": args.retries, "retry_budget_s": args.retry_budget,
               "retry_spent_s": round(bench.retry_spent_s, 1),
               "history_duration_s": args.history_duration, "history_max": args.history_max,
-              "history_spent_s": round(bench.history_spent_s, 1)}
+              "history_spent_s": round(bench.history_spent_s, 1),
+              "durable": args.durable, "hot_conns": args.hot_conns, "hot_modes": args.hot_modes,
+              "hot_strategies": args.hot_strategies}
     page = write_outputs(out_dir, rows, params)
     return rows, page, browser.check(page, bench_report.expectations(rows))
 
@@ -848,6 +994,11 @@ def report(run, done):
     rows, page, found = done
     print(tables.text_table(rows, bench_report.TABLE))
     print()
+    flushed = [r for r in rows if r["kind"] in bench_report.FLUSH_KINDS]
+    if flushed:
+        print("The stores' flushes (the durable rows and the hot row):")
+        print(tables.text_table(flushed, bench_report.FLUSH_TABLE))
+        print()
     failed = [r for r in rows if r["verdict"] != "pass"]
     for r in failed:
         print(f"FAIL {r['label']}: {r['reason']}")
