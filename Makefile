@@ -337,14 +337,15 @@ admission: build
 # THREADS= LOOPS= STOCK= AUDIT_RUNS= BASELINE=results/audit-.../audit.json
 # make audit-stockd: every strategy of stockd audited that way, each verdict
 # checked against the same run's ledger (STRATEGIES=nolock,sql narrows it), and the
-# bench's Node.js peer (bench/peer/), which must pass (skipped without Node.js 20).
+# bench's peers, which must pass: Node.js (bench/peer/; skipped without Node.js 20)
+# and OpenResty (bench/openresty/).
 audit:
 	@$(DEPS) jmeter
 	@test -n "$(TARGET)" || { echo "make audit TARGET=file (e.g. audit/targets/naive.toml)" >&2; exit 2; }
 	@python3 -B -m lab audit --target "$(TARGET)"
 
 audit-stockd: build
-	@$(DEPS) stack zk jmeter
+	@$(DEPS) stack zk jmeter openresty
 	@python3 -B -m lab selfaudit --peer
 
 run: build stack-up
