@@ -467,63 +467,67 @@ class Bench:
 
     # ------------------------------------------------------------------ peer
     @contextlib.contextmanager
-    def peer_running(self):
-        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
-        run here, the with runs without it (self.peer None) and self.peer_note says
-        why."""
-        if self.args.no_peer:
-            self.peer_note = "left out (--no-peer, --quick)"
+    def running(self, attr, left_out, start, missing, words):
+        """A peer for the time of a with, as self.<attr> (its note, self.<attr>_note,
+        says what happened): none when `left_out` (the note says it), else start()'s;
+        when that raises `missing`, the with runs without it and the note says why.
+        words: (the rows' name and the peer's, in the progress lines; describe())."""
+        rows, name, describe = words
+        if left_out:
+            setattr(self, attr + "_note", left_out)
             yield
             return
-        texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
-                                      self.args.peer_workers)
-        peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
-                             os.path.join(run_dir(), "bench-peer", "strategies.json"),
-                             self.log("peer"))
         try:
-            peer.start(Api(self.args.host, self.args.peer_port))
-        except peer_mod.PeerMissing as e:
-            self.peer_note = f"skipped: {e}"
-            self.say(f"the peer rows are skipped: {e}")
+            peer, port = start()
+        except missing as e:
+            setattr(self, attr + "_note", f"skipped: {e}")
+            self.say(f"{rows} are skipped: {e}")
             yield
             return
-        self.peer, self.peer_note = peer, "ran"
-        self.say(f"the peer answers at {self.args.host}:{self.args.peer_port} "
-                 f"({peer_mod.describe()})")
+        setattr(self, attr, peer)
+        setattr(self, attr + "_note", "ran")
+        self.say(f"{name} answers at {self.args.host}:{port} ({describe()})")
         try:
             yield
         finally:
             peer.stop()
-            self.peer = None
+            setattr(self, attr, None)
 
-    @contextlib.contextmanager
+    def peer_running(self):
+        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
+        run here, the with runs without it (self.peer None) and self.peer_note says
+        why."""
+        a = self.args
+
+        def start():
+            texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
+                                          a.peer_workers)
+            peer = peer_mod.Peer(a.peer_port, stack_env(), texts, self.api.strategies().raw,
+                                 os.path.join(run_dir(), "bench-peer", "strategies.json"),
+                                 self.log("peer"))
+            peer.start(Api(a.host, a.peer_port))
+            return peer, a.peer_port
+        return self.running("peer", a.no_peer and "left out (--no-peer, --quick)", start,
+                            peer_mod.PeerMissing,
+                            ("the peer rows", "the peer", peer_mod.describe))
+
     def openresty_running(self):
         """The OpenResty peer for the time of a with, unless --no-openresty; when its
         packages are missing, the with runs without it (self.openresty None) and
         self.openresty_note says why."""
         a = self.args
-        if a.no_openresty:
-            self.openresty_note = "left out (--no-openresty, --quick)"
-            yield
-            return
-        peer = openresty_mod.OpenResty(os.path.join(run_dir(), "bench-openresty"),
-                                       a.openresty_port, stack_env(), self.api.strategies().raw,
-                                       a.openresty_pool)
-        try:
+
+        def start():
+            peer = openresty_mod.OpenResty(os.path.join(run_dir(), "bench-openresty"),
+                                           a.openresty_port, stack_env(),
+                                           self.api.strategies().raw, a.openresty_pool)
             peer.start(lambda port: Api(a.host, port))
-        except openresty_mod.Missing as e:
-            self.openresty_note = f"skipped: {e}"
-            self.say(f"the OpenResty peer's rows are skipped: {e}")
-            yield
-            return
-        self.openresty, self.openresty_note = peer, "ran"
-        self.say(f"the OpenResty peer answers at {a.host}:{a.openresty_port} "
-                 f"({openresty_mod.describe()})")
-        try:
-            yield
-        finally:
-            peer.stop()
-            self.openresty = None
+            return peer, a.openresty_port
+        return self.running("openresty",
+                            a.no_openresty and "left out (--no-openresty, --quick)", start,
+                            openresty_mod.Missing,
+                            ("the OpenResty peer's rows", "the OpenResty peer",
+                             openresty_mod.describe))
 
     def peer_subjects(self, selected, http=PEER_HTTP, sales=None):
         """(path, row name, store, limit) of what a peer serves of this run: the
