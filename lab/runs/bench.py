@@ -13,15 +13,25 @@ And the peer (bench/peer/, lab/drivers/peer.py): the `lua` and `sql` sales and G
 /strategies served by Node.js (fastify, ioredis, mysql2) on the same stack, with the
 same script and statements, at every concurrency; its sales are checked by the same
 accounting as a safe strategy's. Without node or npm the peer rows are skipped, with
-a line that says why.
+a line that says why. The OpenResty peer (bench/openresty/, lab/drivers/openresty.py),
+nginx with its Lua module and lua-resty-redis from Debian's packages, serves the `lua`
+sale and GET /strategies the same way, and is skipped the same way without them.
 
 Then the headline ratios once more, at one concurrency (64, or the highest below
 it), each subject alternated with its limit --pairs times: stockd's GET /strategies
 with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
 strategy with the sale transaction, each of the three with the peer's, and `lua`
-with trace=1 on every sale against `lua` without (what a trace costs). A pair
+with trace=1 on every sale against `lua` without (what a trace costs), each peer's
+against stockd's, and a sold-out product's `lua` sale refused from memory by a stockd
+with --sold-out-flag against nginx answering the same 409 from its config. A pair
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
 the host's mood, two minutes apart may not.
+
+Then the stores made durable while they run (lab/stack/durability.py): the disk's own
+fdatasync rate, the raw limits and the flash sale's strategies in each --durable mode,
+and the hot row (--hot-strategies on one product at each --hot-conns, each
+--hot-modes, with `sql-batch` paired with `sql` at each), every such row with its
+store's flushes and its sales per flush.
 
 A row during which the host stole more than --steal-max percent of the CPU (a
 neighbour on a virtual machine: lab/stack/host.py) is measured again, up to --retries more
@@ -42,7 +52,7 @@ tools' consoles) and points results/bench-latest at it; checks bench.html in hea
 Chromium; prints the table and the elapsed time.
 
 --quick (the test gate): the first strategy claiming safety of each store, one
-concurrency, one second per row, no pairs, no peer."""
+concurrency, one second per row, no pairs, no peers, no durable rows, no hot row."""
 
 import contextlib
 import os
