@@ -457,10 +457,11 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
      * spot like GET /strategies, never crossing to the worker pool. */
     struct admission_ticket ticket;
     st_result r = admitted(w, s, &rq, reply, &ticket);
-    if (r != ST_OK) {
+    if (r == ST_OK)
+        r = sell_later(w, &rq, &ticket, req, reply);
+    else
         count_answer(s, r, req->arrived_us);
+    if (r != ST_OK) /* answered here: on a worker, admission would run twice */
         req->later->answer(req->later, r, w->error);
-        return 1;
-    }
-    return sell_later(w, &rq, &ticket, req, reply) == ST_OK;
+    return 1;
 }
