@@ -177,6 +177,9 @@ compose-test:
 # HTTP path, Redis and MariaDB, checks the ledger after each row, writes
 # results/bench-<timestamp>/ and prints the table. Knobs (through the
 # environment): CONNS=1,16,64,256 DURATION=2 WARMUP=1 STRATEGIES=
+# DURABLE=fast,everysec,durable HOT_CONNS=16,64,256,512 (the stores made durable
+# while they run, and the hot row: bench/README.md). The OpenResty peer's
+# packages (openresty) and perf (the Redis rows' fsync counts) are its own.
 # Then the order stream's costs (make stream-bench).
 bench: build
 	@$(DEPS) stack zk bench openresty perf chromium
