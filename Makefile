@@ -177,9 +177,12 @@ compose-test:
 # HTTP path, Redis and MariaDB, checks the ledger after each row, writes
 # results/bench-<timestamp>/ and prints the table. Knobs (through the
 # environment): CONNS=1,16,64,256 DURATION=2 WARMUP=1 STRATEGIES=
+# DURABLE=fast,everysec,durable HOT_CONNS=16,64,256,512 (the stores made durable
+# while they run, and the hot row: bench/README.md). The OpenResty peer's
+# packages (openresty) and perf (the Redis rows' fsync counts) are its own.
 # Then the order stream's costs (make stream-bench).
 bench: build
-	@$(DEPS) stack zk bench chromium
+	@$(DEPS) stack zk bench openresty perf chromium
 	@python3 -B -m lab bench
 	@python3 -B -m lab stream bench
 
@@ -358,14 +361,15 @@ admission: build
 # THREADS= LOOPS= STOCK= AUDIT_RUNS= BASELINE=results/audit-.../audit.json
 # make audit-stockd: every strategy of stockd audited that way, each verdict
 # checked against the same run's ledger (STRATEGIES=nolock,sql narrows it), and the
-# bench's Node.js peer (bench/peer/), which must pass (skipped without Node.js 20).
+# bench's peers, which must pass: Node.js (bench/peer/; skipped without Node.js 20)
+# and OpenResty (bench/openresty/).
 audit:
 	@$(DEPS) jmeter
 	@test -n "$(TARGET)" || { echo "make audit TARGET=file (e.g. audit/targets/naive.toml)" >&2; exit 2; }
 	@python3 -B -m lab audit --target "$(TARGET)"
 
 audit-stockd: build
-	@$(DEPS) stack zk jmeter
+	@$(DEPS) stack zk jmeter openresty
 	@python3 -B -m lab selfaudit --peer
 
 run: build stack-up

@@ -132,7 +132,7 @@ start_mysql() {
         --pid-file="$(pidfile_of mysql)" --log-error="$(logfile_of mysql)" \
         --skip-name-resolve --max-connections=500 --max-connect-errors=1000000 \
         --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
-        --innodb-flush-log-at-trx-commit=2 --skip-log-bin \
+        --innodb-flush-log-at-trx-commit="$( ((DURABLE)) && echo 1 || echo 2)" --skip-log-bin \
         --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci
     pid="$(tr -dc '0-9' <"$(pidfile_of mysql)")"
     wait_ready mysql "$pid" || return 1
@@ -214,7 +214,8 @@ start_redis() {
     # that a restart after kill-one loads it quickly.
     local aof=(--appendonly no) role=()
     if [[ "$name" == redis ]]; then
-        aof=(--appendonly yes --appendfsync no --auto-aof-rewrite-min-size 16mb)
+        aof=(--appendonly yes --appendfsync "$( ((DURABLE)) && echo always || echo no)"
+            --auto-aof-rewrite-min-size 16mb)
     fi
     case "$name" in
         redis-replica) role=(--replicaof 127.0.0.1 "$REDIS_PORT") ;;

@@ -2,7 +2,7 @@
 # Install the Debian packages a part of stockd needs, by group.
 #
 #   scripts/deps.sh GROUP...        groups: build stack zk cluster jmeter nginx chromium compose
-#                                   containers prometheus lint bench fuzz all
+#                                   containers prometheus lint bench openresty perf fuzz all
 #   scripts/deps.sh --list          print each group and its packages
 #
 # Fast and silent when everything is already installed. When something is
@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose containers prometheus lint bench fuzz"
+GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose containers prometheus lint bench openresty perf fuzz"
 
 # group_packages GROUP: the group's packages, one word each; "a|b" means
 # "a, or b when a does not exist in this release".
@@ -55,6 +55,15 @@ group_packages() {
         # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
         # and the private nginx that serves the HTTP-path limit.
         bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;
+        # make bench's OpenResty-style peer (bench/openresty/): nginx with the
+        # Lua module (nginx-extras brings libnginx-mod-http-lua and
+        # lua-resty-core) and lua-resty-redis (Debian's lua-nginx-redis). A
+        # group of its own, installed by make bench and make audit-stockd only,
+        # so that make test does not pay for nginx-extras' twenty modules.
+        openresty) echo "nginx-extras lua-nginx-redis" ;;
+        # make bench's durable rows: perf counts the stockd Redis's fsync and
+        # fdatasync calls (MariaDB counts its own).
+        perf)     echo "linux-perf" ;;
         # fuzz: libFuzzer and clang's sanitizer runtimes are in compiler-rt
         # (libclang-rt-dev, 14 on Debian 12), which clang only pulls in as a
         # recommendation; llvm has the llvm-symbolizer that puts function

@@ -64,6 +64,9 @@
 # of the process (kill-one) loses nothing it answered, a crash of the machine
 # may lose the last second. redis-replica replicates it, so that the rows that
 # wait for a replica (WAIT) get their acknowledgement; nothing fails it over.
+# STACK_DURABLE=1 starts both stores flushing every commit instead
+# (innodb-flush-log-at-trx-commit=1, appendfsync always): what a shop that must
+# not lose a sale runs (make bench switches them while they run: docs/bench.md).
 #
 # The replicated group (service `ha`) is separate: two Redis servers, ha-PORT,
 # the first started as primary and the second as its replica, and three
@@ -106,6 +109,7 @@
 #   STACK_ZK_PORT        23181
 #   STACK_CLUSTER_PORTS  "23320 23324 23328"  the Galera nodes' client ports (+1..+3 taken)
 #   STACK_CLUSTER_FLUSH  2                 the nodes' innodb_flush_log_at_trx_commit (1 or 2)
+#   STACK_DURABLE        unset             1: MariaDB and the stockd Redis flush every commit
 #   STACK_CLUSTER_HOSTS  unset             the nodes' own loopback addresses, one per port
 #                                      (client, gcomm, IST and SST all there; a network
 #                                      partition cuts between them): else 127.0.0.1
@@ -140,6 +144,7 @@ REDLOCK_PORTS="${STACK_REDLOCK_PORTS-23381 23382 23383}"
 ZK_PORT="${STACK_ZK_PORT:-23181}"
 CLUSTER_PORTS="${STACK_CLUSTER_PORTS-23320 23324 23328}"
 CLUSTER_FLUSH="${STACK_CLUSTER_FLUSH:-2}"
+DURABLE="${STACK_DURABLE:-0}"
 CLUSTER_HOSTS="${STACK_CLUSTER_HOSTS:-}"
 RCLUSTER_PORTS="${STACK_RCLUSTER_PORTS-23340 23342 23344 23346 23348 23350}"
 RCLUSTER_NODE_TIMEOUT="${STACK_RCLUSTER_NODE_TIMEOUT:-2000}"
@@ -249,6 +254,7 @@ for h in "${CLUSTER_HOST_LIST[@]+"${CLUSTER_HOST_LIST[@]}"}"; do
     [[ "$h" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "STACK_CLUSTER_HOSTS: $h is not a 127/8 address"
 done
 [[ "$CLUSTER_FLUSH" == 1 || "$CLUSTER_FLUSH" == 2 ]] || die "STACK_CLUSTER_FLUSH must be 1 or 2"
+[[ "$DURABLE" == 0 || "$DURABLE" == 1 ]] || die "STACK_DURABLE must be 0 or 1"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "STACK_TIMEOUT must be a number of seconds"
 KNOWN_SERVICES="$(printf '%s\n' "${B_SERVICE[@]}" | grep -vx -- - | awk '!seen[$0]++' | tr '\n' ' ')"
 for s in $SERVICES; do

@@ -10,6 +10,8 @@
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
     peer          the bench's Node.js peer (bench/peer/): installed, started, stopped
+    openresty     the bench's OpenResty-style peer (bench/openresty/): nginx with its
+                  Lua module, checked for, started, stopped
     audit_plan    the audit's plan (jmeter/audit.jmx filled in from a target) and its
                   JTL's answers mapped by the target's rules
     race_runs     the comparison's races, run by stockd itself (POST /lab/race), each

@@ -12,7 +12,8 @@ ROW_FIELDS = [
     "throughput_rps", "p50_ms", "p95_ms", "p99_ms", "max_ms", "sold", "sold_out", "busy",
     "outcome_unknown", "errors", "error_detail", "limit", "limit_rps", "x_limit",
     "store_sold", "oversold", "lost_updates", "remaining", "mean_batch", "pipeline",
-    "cpu_us", "limit_cpu_us", "instances_seen",
+    "cpu_us", "limit_cpu_us", "instances_seen", "durability", "fsyncs", "sales_per_fsync",
+    "row_lock_waits", "row_lock_ms",
     "steal_pct", "attempts", "pair_ratios", "history", "history_linearizable", "history_ops",
     "history_how", "history_s", "history_rps", "history_oversold", "history_lost", "verdict",
     "reason",
@@ -28,6 +29,15 @@ TABLE = [  # (heading, field, align)
     ("oversold", "oversold", ">"), ("lost", "lost_updates", ">"), ("batch", "mean_batch", ">"),
     ("steal %", "steal_pct", ">"), ("history", history.short, "<"), ("verdict", "verdict", "<"),
 ]
+# The durable rows and the hot row, printed again with their flushes.
+FLUSH_KINDS = ("disk", "durable", "hot")
+FLUSH_TABLE = [
+    ("name", "name", "<"), ("conc", "concurrency", ">"), ("req/s", "throughput_rps", ">"),
+    ("p99 ms", "p99_ms", ">"), ("sold", "sold", ">"), ("batch", "mean_batch", ">"),
+    ("fsyncs", "fsyncs", ">"), ("sales/fsync", "sales_per_fsync", ">"),
+    ("lock waits", "row_lock_waits", ">"), ("lock ms", "row_lock_ms", ">"),
+    ("steal %", "steal_pct", ">"), ("verdict", "verdict", "<"),
+]
 
 COLUMNS = [
     ("row, and why", "label", True), ("claim", "claim", True), ("verdict", "verdict", True),
@@ -38,6 +48,8 @@ COLUMNS = [
     ("errors", "errors", False), ("oversold", "oversold", False),
     ("lost updates", "lost_updates", False), ("sales per batch", "mean_batch", False),
     ("server CPU µs per request", "cpu_us", False), ("its limit's", "limit_cpu_us", False),
+    ("fsyncs", "fsyncs", False), ("sales per fsync", "sales_per_fsync", False),
+    ("row lock waits", "row_lock_waits", False),
     ("host steal %", "steal_pct", False), ("attempts", "attempts", False),
     ("history (its own pass)", "history", True), ("history requests", "history_ops", False),
 ]
@@ -45,9 +57,10 @@ PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 
 
 def charted(rows):
-    """The rows the charts draw: not the pair rows nor the /metrics cost rows (runs at
-    one concurrency that repeat a charted one: the table shows them)."""
-    return [r for r in rows if r["kind"] not in ("pair", "scrape")]
+    """The rows the charts draw: not the pair rows, the /metrics cost rows, the
+    durable rows nor the hot row (runs that repeat a charted one with other stores'
+    settings or at other concurrencies: the table shows them)."""
+    return [r for r in rows if r["kind"] not in ("pair", "scrape") + FLUSH_KINDS]
 
 
 def series(rows):

@@ -13,15 +13,25 @@ And the peer (bench/peer/, lab/drivers/peer.py): the `lua` and `sql` sales and G
 /strategies served by Node.js (fastify, ioredis, mysql2) on the same stack, with the
 same script and statements, at every concurrency; its sales are checked by the same
 accounting as a safe strategy's. Without node or npm the peer rows are skipped, with
-a line that says why.
+a line that says why. The OpenResty peer (bench/openresty/, lab/drivers/openresty.py),
+nginx with its Lua module and lua-resty-redis from Debian's packages, serves the `lua`
+sale and GET /strategies the same way, and is skipped the same way without them.
 
 Then the headline ratios once more, at one concurrency (64, or the highest below
 it), each subject alternated with its limit --pairs times: stockd's GET /strategies
 with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
 strategy with the sale transaction, each of the three with the peer's, and `lua`
-with trace=1 on every sale against `lua` without (what a trace costs). A pair
+with trace=1 on every sale against `lua` without (what a trace costs), each peer's
+against stockd's, and a sold-out product's `lua` sale refused from memory by a stockd
+with --sold-out-flag against nginx answering the same 409 from its config. A pair
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
 the host's mood, two minutes apart may not.
+
+Then the stores made durable while they run (lab/stack/durability.py): the disk's own
+fdatasync rate, the raw limits and the flash sale's strategies in each --durable mode,
+and the hot row (--hot-strategies on one product at each --hot-conns, each
+--hot-modes, with `sql-batch` paired with `sql` at each), every such row with its
+store's flushes and its sales per flush.
 
 A row during which the host stole more than --steal-max percent of the CPU (a
 neighbour on a virtual machine: lab/stack/host.py) is measured again, up to --retries more
@@ -42,7 +52,7 @@ tools' consoles) and points results/bench-latest at it; checks bench.html in hea
 Chromium; prints the table and the elapsed time.
 
 --quick (the test gate): the first strategy claiming safety of each store, one
-concurrency, one second per row, no pairs, no peer."""
+concurrency, one second per row, no pairs, no peers, no durable rows, no hot row."""
 
 import contextlib
 import os
@@ -57,9 +67,10 @@ from ..client import facts as facts_mod, sources
 from ..client.api import Api
 from ..client.outcomes import Outcomes
 from ..client.sales import deduct_path
-from ..stack import host
-from ..stack.service import StaticServer, run_dir, stack_env
-from ..drivers import peer as peer_mod, raw, wrk
+from ..stack import durability, host
+from ..stack.service import (StaticServer, launch_stockd, run_dir, stack_env, stop_process,
+                             wait_healthy)
+from ..drivers import openresty as openresty_mod, peer as peer_mod, raw, wrk
 from ..judges import history
 from ..judges.gate import bench_verdict, witnesses_problem
 from ..reports import bench_report, browser, junit, tables
@@ -71,10 +82,27 @@ LIMIT_ROWS = {"http": "nginx static /strategies", "redis": "redis EVALSHA sale s
               "redis-pipelined": "redis EVALSHA sale script, pipelined",
               "mariadb": "mariadb sale transaction"}
 STOCKD_HTTP_ROW = "stockd GET /strategies"
+
+
+def strategy_of(c_file):
+    """The name the strategy of server/sale/strategies/`c_file` registers."""
+    return sources.strategy_name(os.path.join(sources.STRATEGIES, c_file))
+
+
+# The durable rows' strategies, and the hot row's: the flash sale's sales, on one product.
+DURABLE_FILES = ("lua.c", "lua_stream.c", "sql.c", "sql_batch.c")
+HOT_FILES = ("sql.c", "sql_batch.c", "for_update.c", "cas.c", "lua.c")
+BATCH_FILE = "sql_batch.c"  # paired with sql.c in the hot row
+# The sold-out pair: a sold-out product's sale refused from memory by a stockd with
+# --sold-out-flag, against nginx answering the same bytes from its config.
+SOLD_OUT_ROW = "nginx fixed 409 sold_out"
 # The peer's rows: what it serves, its row's name, the store and limit it is judged by.
 PEER_HTTP = ("/strategies", "peer GET /strategies", None, "http")
 PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
               sources.SQL_STRATEGY_FILE: ("peer sql", "mysql", "mariadb")}
+# The OpenResty-style peer's rows (bench/openresty/, lab/drivers/openresty.py), the same way.
+OPENRESTY_HTTP = ("/strategies", "openresty GET /strategies", None, "http")
+OPENRESTY_SALES = {sources.LUA_FILE: ("openresty lua", "redis", "redis")}
 
 
 def options(o):
@@ -94,6 +122,12 @@ def options(o):
     o.add("--peer-port", ["BENCH_PEER_PORT"], 0, int, "the Node.js peer's port (0: --port + 2)", 0)
     o.add("--peer-workers", ["PEER_WORKERS"], 1, int,
           "the peer's processes (cluster module; bench/README.md says why one here)", 1)
+    o.add("--openresty-port", ["BENCH_OPENRESTY_PORT"], 0, int,
+          "the OpenResty peer's port (0: --port + 3)", 0)
+    o.add("--openresty-pool", ["OPENRESTY_POOL"], 16, int,
+          "the OpenResty peer's Redis keepalive connections per nginx worker", 1)
+    o.add("--sold-out-port", ["BENCH_SOLD_OUT_PORT"], 0, int,
+          "the sold-out pair's own stockd, started with --sold-out-flag (0: --port + 4)", 0)
     o.add("--peer-warmup", ["PEER_WARMUP"], 10, int,
           "seconds of unrecorded load on each of the peer's routes first (V8 compiles as it "
           "runs)", 0)
@@ -102,9 +136,18 @@ def options(o):
     o.add("--history-max", ["HISTORY_MAX"], 200000, int,
           "the most requests a history pass records (past it: a window, judged as one)", 1)
     o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.add("--durable", ["DURABLE"], "fast,everysec,durable", comma_list,
+          "the stores' modes of the durable rows (lab/stack/durability.py; empty: none)")
+    o.add("--hot-conns", ["HOT_CONNS"], "16,64,256,512", str,
+          "the hot row's concurrencies (empty: no hot row)")
+    o.add("--hot-modes", ["HOT_MODES"], "fast,durable", comma_list,
+          "the stores' modes of the hot row")
+    o.add("--hot-strategies", ["HOT_STRATEGIES"], ",".join(map(strategy_of, HOT_FILES)),
+          comma_list, "the hot row's strategies (those of them the run has)")
     o.flag("--no-peer", "leave out the Node.js peer's rows (bench/peer/)")
+    o.flag("--no-openresty", "leave out the OpenResty peer's rows (bench/openresty/)")
     o.flag("--quick", "the first strategy claiming safety of each store, 1 s per row, "
-                      "no warm-up, no peer (the test gate's bench)")
+                      "no warm-up, no peers (the test gate's bench)")
 
 
 def after_parse(ns, error):
@@ -114,10 +157,21 @@ def after_parse(ns, error):
         error(f"--conns: not a comma list of numbers: {ns.conns!r}")
     if not ns.conns or min(ns.conns) < 1:
         error("--conns: at least one concurrency, each at least 1")
+    try:
+        ns.hot_conns = [int(c) for c in comma_list(ns.hot_conns)]
+    except ValueError:
+        error(f"--hot-conns: not a comma list of numbers: {ns.hot_conns!r}")
+    wrong = [m for m in ns.durable + ns.hot_modes if m not in durability.MODES]
+    if wrong:
+        error(f"--durable, --hot-modes: unknown {', '.join(wrong)} "
+              f"(of {', '.join(durability.MODES)})")
     if ns.quick:
-        ns.duration, ns.warmup, ns.pairs, ns.no_peer = 1, 0, 0, True
+        ns.duration, ns.warmup, ns.pairs, ns.no_peer, ns.no_openresty = 1, 0, 0, True, True
+        ns.durable, ns.hot_conns = [], []
     ns.http_port = ns.http_port or ns.port + 1
     ns.peer_port = ns.peer_port or ns.port + 2
+    ns.openresty_port = ns.openresty_port or ns.port + 3
+    ns.sold_out_port = ns.sold_out_port or ns.port + 4
 
 
 def ratio(rps, limit):
@@ -158,6 +212,9 @@ class Bench:
         self.batches = {}  # concurrency -> the `lua` row's mean sales per write
         self.peer = None   # the running peer (lab.drivers.peer.Peer), if any
         self.peer_note = "not run"
+        self.openresty = None  # the running OpenResty peer (lab.drivers.openresty), if any
+        self.openresty_note = "not run"
+        self.cpu_of = {}  # port -> the pids serving it, for the sold-out pair's CPU
 
     # ------------------------------------------------------------------ rows
     def add(self, name, kind, store, claim, conc, measure, outcomes, limit, acct, verdict, reason,
@@ -171,7 +228,8 @@ class Bench:
              "oversold": (acct or {}).get("oversold"),
              "lost_updates": (acct or {}).get("lost_updates"),
              "remaining": (acct or {}).get("remaining"), "mean_batch": None, "pipeline": None,
-             "cpu_us": None, "limit_cpu_us": None,
+             "cpu_us": None, "limit_cpu_us": None, "durability": None, "fsyncs": None,
+             "sales_per_fsync": None, "row_lock_waits": None, "row_lock_ms": None,
              "instances_seen": sorted(instances),
              "verdict": verdict, "reason": reason}
         r.update(outcomes.fields())
@@ -251,8 +309,9 @@ class Bench:
                              f"{self.args.product}")
         return acct
 
-    def raw_row(self, name, store, limit, conc, run):
-        """A raw row (run() measures it): its sales are what the store's ledger gained."""
+    def raw_row(self, name, store, limit, conc, run, kind="raw"):
+        """A raw row (run() measures it): its sales are what the store's ledger gained.
+        Returns the row."""
         def attempt():
             sold_before = self.ledger_sold(store)["sold"]
             return sold_before, run(), self.ledger_sold(store)
@@ -265,10 +324,10 @@ class Bench:
         if missing > 0:
             outcomes.add("", "", missing, what="not in the ledger")
         ok = missing == 0 and not acct.get("oversold") and not acct.get("lost_updates")
-        self.add(name, "raw", store, None, conc, measure, outcomes, limit, acct,
-                 "pass" if ok else "fail",
-                 "ledger gained one sale per request" if ok else
-                 f"ledger gained {gained} for {measure.sent} requests", seen)
+        return self.add(name, kind, store, None, conc, measure, outcomes, limit, acct,
+                        "pass" if ok else "fail",
+                        "ledger gained one sale per request" if ok else
+                        f"ledger gained {gained} for {measure.sent} requests", seen)
 
     def redis_limit(self):
         lua = sources.strategy_name(sources.LUA_FILE)
@@ -338,15 +397,7 @@ class Bench:
             self.wrk(url, max(a.conns), a.warmup)
             self.api.wait_idle(SETTLE_S)
         for c in a.conns:
-            def attempt():
-                self.reset()
-                batches_before = self.api.batch_totals(s.name)
-                load = self.wrk(url, c, a.duration)
-                self.api.wait_idle(SETTLE_S)
-                return (batches_before, load, self.api.account(a.product, s.store),
-                        self.api.batch_totals(s.name))
-
-            (before, res, acct, after), seen = self.measured(attempt)
+            (before, res, acct, after), seen = self.measured(self.strategy_attempt(s, c))
             verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
             witness = self.history_pass(s, c, safe) if a.history_duration else \
                 history.not_judged("no history pass (--history-duration 0)")
@@ -361,6 +412,36 @@ class Bench:
             row["mean_batch"] = mean_batch(before, after)
             if s.name == sources.strategy_name(sources.LUA_FILE):
                 self.batches[c] = row["mean_batch"]
+
+    def strategy_attempt(self, s, conc, flushes=False):
+        """A function that measures strategy `s` once at `conc`: reset, wrk, the
+        requests in flight settled; it returns (the batch totals before, wrk's result,
+        the store's accounting, the batch totals after). With `flushes`, wrk's result
+        carries .flushes, the store's flushes during the load and the settling
+        (lab.stack.durability.Flushes)."""
+        a = self.args
+        url = self.url(a.port, self.sale_path(s.name))
+
+        def load():
+            out = self.wrk(url, conc, a.duration)
+            self.api.wait_idle(SETTLE_S)
+            return out
+
+        def attempt():
+            self.reset()
+            batches_before = self.api.batch_totals(s.name)
+            out = self.flushed(s.store, load) if flushes else load()
+            return (batches_before, out, self.api.account(a.product, s.store),
+                    self.api.batch_totals(s.name))
+        return attempt
+
+    def flushed(self, store, run):
+        """run()'s result, with .flushes: `store`'s flushes while it ran."""
+        counter = durability.Flushes(store, self.log("perf"))
+        counter.start()
+        out = run()
+        out.flushes = counter.stop()
+        return out
 
     def history_pass(self, s, conc, safe):
         """The second witness of a strategy row: reset, --history-duration seconds at
@@ -396,44 +477,81 @@ class Bench:
 
     # ------------------------------------------------------------------ peer
     @contextlib.contextmanager
-    def peer_running(self):
-        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
-        run here, the with runs without it (self.peer None) and self.peer_note says
-        why."""
-        if self.args.no_peer:
-            self.peer_note = "left out (--no-peer, --quick)"
+    def running(self, attr, left_out, start, missing, words):
+        """A peer for the time of a with, as self.<attr> (its note, self.<attr>_note,
+        says what happened): none when `left_out` (the note says it), else start()'s;
+        when that raises `missing`, the with runs without it and the note says why.
+        words: (the rows' name and the peer's, in the progress lines; describe())."""
+        rows, name, describe = words
+        if left_out:
+            setattr(self, attr + "_note", left_out)
             yield
             return
-        texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
-                                      self.args.peer_workers)
-        peer = peer_mod.Peer(self.args.peer_port, stack_env(), texts, self.api.strategies().raw,
-                             os.path.join(run_dir(), "bench-peer", "strategies.json"),
-                             self.log("peer"))
         try:
-            peer.start(Api(self.args.host, self.args.peer_port))
-        except peer_mod.PeerMissing as e:
-            self.peer_note = f"skipped: {e}"
-            self.say(f"the peer rows are skipped: {e}")
+            peer, port = start()
+        except missing as e:
+            setattr(self, attr + "_note", f"skipped: {e}")
+            self.say(f"{rows} are skipped: {e}")
             yield
             return
-        self.peer, self.peer_note = peer, "ran"
-        self.say(f"the peer answers at {self.args.host}:{self.args.peer_port} "
-                 f"({peer_mod.describe()})")
+        setattr(self, attr, peer)
+        setattr(self, attr + "_note", "ran")
+        self.say(f"{name} answers at {self.args.host}:{port} ({describe()})")
         try:
             yield
         finally:
             peer.stop()
-            self.peer = None
+            setattr(self, attr, None)
 
-    def peer_subjects(self, selected):
-        """(path, row name, store, limit) of what the peer serves of this run."""
+    def peer_running(self):
+        """The Node.js peer for the time of a with, unless --no-peer; when it cannot
+        run here, the with runs without it (self.peer None) and self.peer_note says
+        why."""
+        a = self.args
+
+        def start():
+            texts = peer_mod.stockd_texts((self.facts.settings or {}).get("workers") or 16,
+                                          a.peer_workers)
+            peer = peer_mod.Peer(a.peer_port, stack_env(), texts, self.api.strategies().raw,
+                                 os.path.join(run_dir(), "bench-peer", "strategies.json"),
+                                 self.log("peer"))
+            peer.start(Api(a.host, a.peer_port))
+            return peer, a.peer_port
+        return self.running("peer", a.no_peer and "left out (--no-peer, --quick)", start,
+                            peer_mod.PeerMissing,
+                            ("the peer rows", "the peer", peer_mod.describe))
+
+    def openresty_running(self):
+        """The OpenResty peer for the time of a with, unless --no-openresty; when its
+        packages are missing, the with runs without it (self.openresty None) and
+        self.openresty_note says why."""
+        a = self.args
+
+        def start():
+            peer = openresty_mod.OpenResty(os.path.join(run_dir(), "bench-openresty"),
+                                           a.openresty_port, stack_env(),
+                                           self.api.strategies().raw, a.openresty_pool)
+            peer.start(lambda port: Api(a.host, port))
+            return peer, a.openresty_port
+        return self.running("openresty",
+                            a.no_openresty and "left out (--no-openresty, --quick)", start,
+                            openresty_mod.Missing,
+                            ("the OpenResty peer's rows", "the OpenResty peer",
+                             openresty_mod.describe))
+
+    def peer_subjects(self, selected, http=PEER_HTTP, sales=None):
+        """(path, row name, store, limit) of what a peer serves of this run: the
+        Node.js peer's by default, the OpenResty peer's with its own."""
         names = {s.name for s in selected}
-        out = [PEER_HTTP]
-        for source, (name, store, limit) in PEER_SALES.items():
+        out = [http]
+        for source, (name, store, limit) in (sales or PEER_SALES).items():
             strategy = sources.strategy_name(source)
             if strategy in names:
                 out.append((self.sale_path(strategy), name, store, limit))
         return out
+
+    def openresty_subjects(self, selected):
+        return self.peer_subjects(selected, OPENRESTY_HTTP, OPENRESTY_SALES)
 
     def peer_settled(self, store):
         """The store's accounting once the peer's last sales landed: it has no
@@ -446,25 +564,26 @@ class Bench:
             last = acct
             time.sleep(0.2)
 
-    def peer_rows(self, selected):
-        """The peer at every concurrency; a sale row is judged as a safe strategy's,
-        and answers it should not give (errors) fail it too: either is a bug in the
+    def peer_rows(self, port, subjects, warmup):
+        """A peer (on `port`, serving `subjects`) at every concurrency, after `warmup`
+        seconds of load per route; a sale row is judged as a safe strategy's, and
+        answers it should not give (errors) fail it too: either is a bug in the
         peer."""
         a = self.args
-        for path, name, store, limit in self.peer_subjects(selected):
-            if a.peer_warmup:  # V8 compiles a hot path only after it ran a while
+        for path, name, store, limit in subjects:
+            if warmup:  # V8 (LuaJIT too) compiles a hot path only after it ran a while
                 self.reset()
-                self.wrk(self.url(a.peer_port, path), max(a.conns), a.peer_warmup)
+                self.wrk(self.url(port, path), max(a.conns), warmup)
                 if store:
                     self.peer_settled(store)
             for c in a.conns:
                 if store is None:
-                    self.http_row(name, a.peer_port, c, kind="peer")
+                    self.http_row(name, port, c, kind="peer")
                     continue
 
                 def attempt():
                     self.reset()
-                    load = self.wrk(self.url(a.peer_port, path), c, a.duration)
+                    load = self.wrk(self.url(port, path), c, a.duration)
                     return load, self.peer_settled(store)
 
                 (res, acct), seen = self.measured(attempt)
@@ -489,19 +608,7 @@ class Bench:
         conc = headline_conc(a.conns)
 
         def wrk_rate(port, path, store=None):
-            def run():
-                pids = self.server_pids(port)
-                before = host.process_cpu_s(pids) if pids else None
-                load = self.wrk(self.url(port, path), conc, a.duration, counting=False)
-                if port == a.port and store:
-                    self.api.wait_idle(SETTLE_S)
-                elif store:
-                    self.peer_settled(store)
-                after = host.process_cpu_s(pids) if pids else None
-                load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
-                               if None not in (before, after) and load.requests else None)
-                return load
-            return run
+            return self.paired_wrk(port, path, conc, store)
 
         with self.static_strategies():
             self.pair_row(STOCKD_HTTP_ROW, None, None, "http", LIMIT_ROWS["http"], conc,
@@ -525,25 +632,114 @@ class Bench:
                 self.pair_row(f"{s.name}, trace=1", s.store, claim, "untraced", s.name, conc,
                               wrk_rate(a.port, self.sale_path(s.name), s.store),
                               wrk_rate(a.port, self.sale_path(s.name, trace=True), s.store))
-        if self.peer is None:
+        peers = [(peer, port, limit, found) for peer, port, limit, found in (
+            (self.peer, a.peer_port, "peer", self.peer_subjects(selected)),
+            (self.openresty, a.openresty_port, "openresty", self.openresty_subjects(selected)))
+            if peer is not None]
+        for _, port, limit, found in peers:
+            for path, name, store, _ in found:
+                s = next((s for s in subjects.values() if path == self.sale_path(s.name)), None)
+                subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
+                    if s else (STOCKD_HTTP_ROW, None)
+                if store:
+                    self.reset()
+                self.pair_row(subject, store, claim, limit, name, conc,
+                              wrk_rate(port, path, store), wrk_rate(a.port, path, store))
+        self.sold_out_pair(selected, conc)
+
+    def paired_wrk(self, port, path, conc, store=None, counting=False):
+        """One side of a pair: a function that runs wrk on `port` and `path` (with
+        bench/rate.lua unless `counting`), waits until the sales settled in `store`,
+        and returns wrk's result with cpu_us, the CPU its server spent per request
+        when server_pids() knows it."""
+        a = self.args
+
+        def run():
+            pids = self.server_pids(port)
+            before = host.process_cpu_s(pids) if pids else None
+            load = self.wrk(self.url(port, path), conc, a.duration, counting=counting)
+            if port == a.port and store:
+                self.api.wait_idle(SETTLE_S)
+            elif store:
+                self.peer_settled(store)
+            after = host.process_cpu_s(pids) if pids else None
+            load.cpu_us = (round(1e6 * (after - before) / load.requests, 1)
+                           if None not in (before, after) and load.requests else None)
+            return load
+        return run
+
+    @contextlib.contextmanager
+    def flagged_stockd(self):
+        """A stockd of its own with --sold-out-flag=1 on --sold-out-port, on the same
+        stack, for the time of a with: the bench's stockd may have been started by
+        someone else, without the flag. Yields its Api."""
+        a = self.args
+        api = Api(a.host, a.sold_out_port, self.api.token)
+        if api.answers():
+            raise SetupError(f"port {a.sold_out_port} is taken: the sold-out pair's stockd needs "
+                             "it (--sold-out-port / BENCH_SOLD_OUT_PORT)")
+        log = self.log("stockd-sold-out")
+        proc = launch_stockd(a.sold_out_port, ["--listen=127.0.0.1", "--sold-out-flag=1"],
+                             {**os.environ, **stack_env()}, log, cwd=os.path.realpath(run_dir()))
+        self.cpu_of[a.sold_out_port] = [proc.pid]
+        try:
+            wait_healthy(api, 30, proc, log)
+            yield api
+        finally:
+            stop_process(proc)
+            del self.cpu_of[a.sold_out_port]
+
+    def sold_out_pair(self, selected, conc):
+        """The refusal a flash sale answers far more often than a sale: a product
+        already sold out, its `lua` sale answered from memory by a stockd with
+        --sold-out-flag, paired with nginx answering that answer's bytes (409) from its
+        config, the fastest refusal there is. Both under wrk with count.lua, which counts
+        a 409 sold_out as such (rate.lua would count it an error)."""
+        lua = next((s for s in selected if s.name == sources.strategy_name(sources.LUA_FILE)),
+                   None)
+        if lua is None:
             return
-        for path, name, store, _ in self.peer_subjects(selected):
-            s = next((s for src, s in subjects.items() if PEER_SALES[src][0] == name), None)
-            subject, claim = (s.name, "safe" if s.safe_for(self.instances) else "unsafe") \
-                if s else (STOCKD_HTTP_ROW, None)
-            if store:
-                self.reset()
-            self.pair_row(subject, store, claim, "peer", name, conc,
-                          wrk_rate(a.peer_port, path, store), wrk_rate(a.port, path, store))
+        a = self.args
+        product = a.product + 1  # its own product, sold out for the pair's time
+        path = deduct_path(lua.name, product)
+        with self.flagged_stockd() as api:
+            api.must_reset(product, 0)
+            first = api.call("GET", path)  # the store says sold_out; the flag is set
+            answer = api.call("GET", path)  # answered from memory
+            if (first.status, answer.status) != (409, 409) or \
+                    (answer.body or {}).get("error") != "sold_out":
+                raise SetupError(f"a sold-out '{lua.name}' sale with --sold-out-flag answered "
+                                 f"{first.status} then {answer.status}: {str(answer.body)[:160]}")
+            fixed = StaticServer(os.path.join(run_dir(), "bench-nginx-409"), a.http_port,
+                                 "/strategies", self.api.strategies().raw,
+                                 fixed=(path.split("?")[0], 409, answer.raw.decode()))
+            fixed.start(lambda port: Api(a.host, port))
+            self.cpu_of[a.http_port] = host.process_tree(fixed.proc.pid)
+            try:
+                self.pair_row(f"{lua.name}, sold out, --sold-out-flag", lua.store, None,
+                              "nginx-409", SOLD_OUT_ROW, conc,
+                              self.paired_wrk(a.http_port, path, conc, counting=True),
+                              self.paired_wrk(a.sold_out_port, path, conc, counting=True))
+            finally:
+                fixed.stop()
+                del self.cpu_of[a.http_port]
+            acct = api.account(product, lua.store)
+        if acct is None or acct.get("sold") or acct.get("oversold"):
+            row = self.rows[-1]
+            row["verdict"], row["reason"] = "fail", f"the sold-out product's ledger: {acct}"
 
     def server_pids(self, port):
-        """The processes serving `port` whose CPU time the pairs with the peer read:
-        the stockd this run started, and the peer's processes; None otherwise."""
+        """The processes serving `port` whose CPU time the pairs read: the stockd this
+        run started, the peers' processes, the sold-out pair's stockd and nginx; None
+        otherwise."""
         if port == self.args.port and self.stockd_pid:
             return [self.stockd_pid]
-        if port == self.args.peer_port and self.peer:
-            return host.process_tree(self.peer.proc.pid)
-        return None
+
+        for peer, peer_port in ((self.peer, self.args.peer_port),
+                                (self.openresty, self.args.openresty_port)):
+            if port == peer_port and peer:
+                return host.process_tree(peer.proc.pid)
+        return self.cpu_of.get(port)
 
     def pair_row(self, subject, store, claim, limit, limit_name, conc, run_limit, run_subject):
         """One pair row: --pairs times the limit then the subject, each pair measured
@@ -599,6 +795,94 @@ class Bench:
                          "scraped" if scraped else "unscraped", None, "pass",
                          f"{scraper.scrapes} scrapes" if scraper else "no scrape", seen)
 
+    # ------------------------------------------------------------ durability
+    def note_flushes(self, row, flushes, mode):
+        """A durable or hot row's flush fields: its mode, the store's flushes during
+        it, its sales (answers 200) per flush and, for MariaDB, its row lock waits."""
+        sold = row.get("sold") or 0
+        row.update(durability=mode, fsyncs=flushes.fsyncs,
+                   sales_per_fsync=round(sold / flushes.fsyncs, 1) if flushes.fsyncs else None,
+                   row_lock_waits=flushes.row_lock_waits, row_lock_ms=flushes.row_lock_ms)
+
+    def store_row(self, s, conc, mode, kind):
+        """Strategy `s` at `conc` with the stores in `mode`: judged as a strategy row
+        (without its history pass), its store's flushes counted."""
+        safe = s.safe_for(self.instances)
+        (before, res, acct, after), seen = self.measured(self.strategy_attempt(s, conc, True))
+        verdict, reason = bench_verdict(safe, res.outcomes, acct, 1)
+        row = self.add(f"{s.name}, {mode}", kind, s.store, "safe" if safe else "unsafe", conc,
+                       res, res.outcomes, LIMIT_OF_STORE.get(s.store), acct, verdict, reason,
+                       seen, res.instances)
+        row["mean_batch"] = mean_batch(before, after)
+        self.note_flushes(row, res.flushes, mode)
+        return row
+
+    def disk_row(self):
+        """This disk's own flush rate, in the same run: fdatasync() after each 4 KiB
+        append, in the run directory, for --duration seconds."""
+        (rate, n), seen = self.measured(lambda: durability.disk_fsync_rate(self.args.duration))
+        outcomes = Outcomes()
+        outcomes.add(200, "", n)
+        self.add("disk fdatasync after a 4 KiB append", "disk", None, None, 1,
+                 raw.Measure(n, rate, None, None, None, None), outcomes, "disk", None, "pass",
+                 f"{n} fdatasync in {self.args.duration} s", seen)
+
+    def durable_rows(self, selected):
+        """The raw limits and the strategies of DURABLE_FILES at the headline
+        concurrency in each --durable mode, every row with its store's flushes and its
+        sales per flush, after the disk's own rate. `everysec` changes Redis only: its
+        MariaDB rows would repeat `durable`'s."""
+        a = self.args
+        conc = headline_conc(a.conns)
+        names = set(map(strategy_of, DURABLE_FILES))
+        chosen = [s for s in selected if s.name in names]
+        self.disk_row()
+        for mode in a.durable:
+            stores = ("redis",) if mode == "everysec" else ("redis", "mysql")
+            with durability.mode(mode):
+                for limit, store in (("redis", "redis"), ("mariadb", "mysql")):
+                    if limit in self.limits and store in stores:
+                        box = {}
+
+                        def run(limit=limit, store=store, box=box):
+                            out = self.flushed(store, lambda: self.limits[limit](conc))
+                            box["flushes"] = out.flushes
+                            return out
+                        self.reset()
+                        row = self.raw_row(f"{LIMIT_ROWS[limit]}, {mode}", store, limit, conc,
+                                           run, kind="durable")
+                        self.note_flushes(row, box["flushes"], mode)
+                for s in chosen:
+                    if s.store in stores:
+                        self.store_row(s, conc, mode, "durable")
+
+    def hot_rows(self, selected):
+        """The hot row at the concurrencies flash-sale databases publish: each of
+        --hot-strategies on one product at each of --hot-conns, in each --hot-modes,
+        then `sql-batch` paired with `sql` at each (--pairs alternating measures):
+        what batching buys, beside the published ratios (docs/bench.md)."""
+        a = self.args
+        chosen = [s for s in selected if s.name in a.hot_strategies]
+        by_name = {s.name: s for s in chosen}
+        for mode in a.hot_modes:
+            with durability.mode(mode):
+                for s in chosen:
+                    for c in a.hot_conns:
+                        self.store_row(s, c, mode, "hot")
+                batch = by_name.get(strategy_of(BATCH_FILE))
+                single = by_name.get(sources.strategy_name(sources.SQL_STRATEGY_FILE))
+                if not (batch and single and a.pairs):
+                    continue
+                claim = "safe" if batch.safe_for(self.instances) else "unsafe"
+                for c in a.hot_conns:
+                    self.reset()
+                    self.pair_row(f"{batch.name}, {mode}", batch.store, claim, single.name,
+                                  f"{single.name}, {mode}", c,
+                                  self.paired_wrk(a.port, self.sale_path(single.name), c,
+                                                  single.store, counting=True),
+                                  self.paired_wrk(a.port, self.sale_path(batch.name), c,
+                                                  batch.store, counting=True))
+
     def run(self, selected):
         self.http_limit()
         self.redis_limit()
@@ -606,13 +890,21 @@ class Bench:
         for s in selected:
             self.strategy(s)
         self.pipelined_limit()
-        with self.peer_running():
+        with self.peer_running(), self.openresty_running():
             if self.peer:
-                self.peer_rows(selected)
+                self.peer_rows(self.args.peer_port, self.peer_subjects(selected),
+                               self.args.peer_warmup)
+            if self.openresty:
+                self.peer_rows(self.args.openresty_port, self.openresty_subjects(selected),
+                               self.args.warmup)
             if self.args.pairs:
                 self.pairs(selected)
         if not self.args.quick:
             self.scrape_cost()
+        if self.args.durable:
+            self.durable_rows(selected)
+        if self.args.hot_conns:
+            self.hot_rows(selected)
         self.mark_limits()
         return self.rows
 
@@ -699,12 +991,15 @@ def work(run):
               "driver": "wrk (keep-alive), redis-benchmark, sysbench",
               "stockd_started_by_bench": service.started, "steal_max_pct": args.steal_max,
               "pairs": args.pairs, "peer": bench.peer_note,
+              "openresty": bench.openresty_note, "openresty_stack": openresty_mod.describe(),
               "peer_warmup_s": args.peer_warmup, "peer_workers": args.peer_workers,
               "peer_stack": peer_mod.describe(),
               "retries": args.retries, "retry_budget_s": args.retry_budget,
               "retry_spent_s": round(bench.retry_spent_s, 1),
               "history_duration_s": args.history_duration, "history_max": args.history_max,
-              "history_spent_s": round(bench.history_spent_s, 1)}
+              "history_spent_s": round(bench.history_spent_s, 1),
+              "durable": args.durable, "hot_conns": args.hot_conns, "hot_modes": args.hot_modes,
+              "hot_strategies": args.hot_strategies}
     page = write_outputs(out_dir, rows, params)
     return rows, page, browser.check(page, bench_report.expectations(rows))
 
@@ -713,6 +1008,11 @@ def report(run, done):
     rows, page, found = done
     print(tables.text_table(rows, bench_report.TABLE))
     print()
+    flushed = [r for r in rows if r["kind"] in bench_report.FLUSH_KINDS]
+    if flushed:
+        print("The stores' flushes (the durable rows and the hot row):")
+        print(tables.text_table(flushed, bench_report.FLUSH_TABLE))
+        print()
     failed = [r for r in rows if r["verdict"] != "pass"]
     for r in failed:
         print(f"FAIL {r['label']}: {r['reason']}")
@@ -729,8 +1029,18 @@ def report(run, done):
     return 1 if failed or found else 0
 
 
+def stockd_options(args):
+    """The stockd this run starts takes every connection of the hot row from this one
+    address: by default it takes a sixteenth of --max-connections per address (512),
+    shared among its loops, and wrk's 512 connections came close enough to it that a
+    few were refused."""
+    most = max(args.conns + args.hot_conns)
+    return [f"--max-per-ip={max(1024, 4 * most)}"]
+
+
 RUNNER = Runner("bench", __doc__, options=options, after_parse=after_parse, work=work,
-                report=report, host=True, port=True, results="bench-", instances=1)
+                report=report, host=True, port=True, results="bench-", instances=1,
+                stockd=stockd_options)
 main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ the run cannot be made (stockd not reachable or startable, a needed backend down
 With --peer it also audits the bench's Node.js peer (bench/peer/, lab.drivers.peer) through
 audit/targets/peer.toml: its conditional-UPDATE sale on the stack's MySQL, which must
 pass (a peer that cannot run here, without Node.js 20 or npm, is skipped with the
-reason, as the bench skips it).
+reason, as the bench skips it); and its OpenResty peer (bench/openresty/,
+lab.drivers.openresty) through audit/targets/openresty.toml: its `lua` sale on the
+stack's Redis, which must pass too (skipped without Debian's packages).
 
 When nothing answers at host:port (and host is local) it starts the private stack and
 a stockd there, and stops that stockd at the end."""
@@ -28,7 +30,7 @@ from ..client import facts as facts_mod
 from ..client.api import Api
 from ..client.target import Target
 from ..stack.service import run_dir, stack_env
-from ..drivers import peer as peer_mod
+from ..drivers import openresty as openresty_mod, peer as peer_mod
 from ..judges.gate import race_text, raced
 from ..judges.settlement import settled_account
 from ..reports import junit, tables
@@ -37,6 +39,7 @@ from ..scaffold.auditing import Audit, knobs
 
 TARGET = os.path.join(REPO, "audit", "targets", "stockd.toml")
 PEER_TARGET = os.path.join(REPO, "audit", "targets", "peer.toml")
+OPENRESTY_TARGET = os.path.join(REPO, "audit", "targets", "openresty.toml")
 TABLE = [("strategy", "strategy", "<"), ("store", "store", "<"), ("knobs", "knobs", "<"),
          ("req", "requests", ">"), ("sold", "sold", ">"), ("oversold", "oversold", ">"),
          ("lost", "lost_updates", ">"), ("audit", "audit", "<"),
@@ -59,7 +62,8 @@ def options(o):
     o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
     o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 300, int,
           "seconds before a JMeter run is stopped", 1)
-    o.flag("--peer", "also audit the bench's Node.js peer (bench/peer/) on --port + 1")
+    o.flag("--peer", "also audit the bench's peers: Node.js (bench/peer/) on --port + 1, "
+                     "OpenResty (bench/openresty/) on --port + 2")
 
 
 def peer_row(run, out_dir):
@@ -80,21 +84,47 @@ def peer_row(run, out_dir):
         run.say(f"the peer is skipped: {e}")
         return None
     try:
-        where = os.path.join(out_dir, "peer")
-        os.makedirs(where, exist_ok=True)
         mysql = (f"{env['STOCKD_MYSQL_USER']}@{env['STOCKD_MYSQL_HOST']}:"
                  f"{env['STOCKD_MYSQL_PORT']}/{env['STOCKD_MYSQL_DB']}")
-        target = Target(PEER_TARGET, {"port": str(port), "strategy": texts["sql_name"],
-                                      "mysql": mysql,
-                                      "password_file": env["STOCKD_MYSQL_PASSWORD_FILE"]},
-                        out=where)
-        k = knobs(a, target)
-        api.must_reset(k["product"], k["stock"])  # the product's row exists
-        audit = Audit(target, k, None, a.jmeter, a.jmeter_timeout, where, run.say)
-        got = audit.run(1)[0]
-        audit.write([got], run.started)
+        return audit_peer(run, row, os.path.join(out_dir, "peer"), PEER_TARGET,
+                          {"port": str(port), "strategy": texts["sql_name"], "mysql": mysql,
+                           "password_file": env["STOCKD_MYSQL_PASSWORD_FILE"]})
     finally:
         peer.stop()
+
+
+def openresty_row(run, out_dir):
+    """The OpenResty peer's `lua` sale audited (it must pass), or None when its
+    packages are missing."""
+    a, api = run.args, run.api
+    port = a.port + 2
+    peer = openresty_mod.OpenResty(os.path.join(run_dir(), "audit-openresty"), port,
+                                   stack_env(), api.strategies().raw, 4)
+    row = {"strategy": "openresty " + peer.lua_name, "store": "redis", "knobs": "-",
+           "ledger": "-"}
+    try:
+        peer.start(lambda p: Api(a.host, p))
+    except openresty_mod.Missing as e:
+        run.say(f"the OpenResty peer is skipped: {e}")
+        return None
+    try:
+        return audit_peer(run, row, os.path.join(out_dir, "openresty"), OPENRESTY_TARGET,
+                          {"port": str(port), "stockd": f"http://{api.where()}",
+                           "strategy": peer.lua_name, "token": api.token or ""})
+    finally:
+        peer.stop()
+
+
+def audit_peer(run, row, where, target_file, pairs):
+    """One run of a peer's audit through its target file (the product reset first,
+    so that its row exists in every store); `row`, filled in: the peer must pass."""
+    os.makedirs(where, exist_ok=True)
+    target = Target(target_file, pairs, out=where)
+    k = knobs(run.args, target)
+    run.api.must_reset(k["product"], k["stock"])
+    audit = Audit(target, k, None, run.args.jmeter, run.args.jmeter_timeout, where, run.say)
+    got = audit.run(1)[0]
+    audit.write([got], run.started)
     row.update({f: got.get(f) for f in ("requests", "sold", "oversold", "lost_updates")},
                audit="unsafe" if got.get("kinds") else "safe", results=where,
                verdict=got["verdict"], reason=f"the peer must pass: {got['reason']}")
@@ -155,8 +185,8 @@ def work(run):
     run.say(f"auditing {len(selected)} strategies of stockd at {run.api.where()}; results in "
             f"{out_dir}")
     rows = [row_of(run, s, out_dir) for s in selected]
-    peer = peer_row(run, out_dir) if run.args.peer else None
-    rows += [peer] if peer else []
+    peers = [peer_row(run, out_dir), openresty_row(run, out_dir)] if run.args.peer else []
+    rows += [p for p in peers if p]
     write_text(os.path.join(out_dir, "results.json"), tables.json_text(rows))
     junit.write(os.path.join(out_dir, "junit.xml"), "stockd.audit", rows,
                 lambda r: r["strategy"], lambda r: None, {"target": run.args.target})

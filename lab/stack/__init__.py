@@ -10,4 +10,6 @@ and the stack's Prometheus say about them.
                   its own clock, MariaDB open to them
     prometheus    the stack's Prometheus: in-flight peaks and lock wait p99 per row
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
+    durability    the stores' flushes: switched while they run (fast, everysec,
+                  durable), counted per row, and the disk's own fdatasync rate
 """

@@ -344,10 +344,16 @@ http {{
         location = {path} {{
             default_type application/json;
             alias {dir}/{file};
-        }}
+        }}{fixed}
     }}
 }}
 """
+# A fixed answer of the private nginx, from its config alone (no file, no module).
+NGINX_FIXED = """
+        location = {path} {{
+            default_type application/json;
+            return {status} '{body}';
+        }}"""
 
 
 def nginx_binary():
@@ -367,30 +373,47 @@ def nginx_user():
 
 class StaticServer:
     """A private nginx (this user's process, on 127.0.0.1:port, everything under
-    `directory`) answering GET `path` with `content`'s exact bytes."""
+    `directory`) answering GET `path` with `content`'s exact bytes, and with `fixed`
+    ((path, status, body)) that status and body at that path, from its config alone. A
+    subclass serves more by writing another config() and environment (env)."""
 
-    def __init__(self, directory, port, path, content):
+    what, knob = "the private nginx", "--http-port / BENCH_HTTP_PORT"
+    env = None  # the environment nginx starts with (None: this process's)
+
+    def __init__(self, directory, port, path, content, fixed=None):
         self.dir, self.port, self.path = os.path.abspath(directory), port, path
-        self.content = content
+        self.content, self.fixed = content, fixed
         self.proc = None
+
+    def config(self, static_file):
+        """nginx.conf's text, `static_file` being the content's file in the directory."""
+        fixed = ""
+        if self.fixed:
+            path, status, body = self.fixed
+            if any(c in body for c in "'\\$"):
+                raise SetupError(f"a fixed answer nginx would have to unquote: {body[:80]}")
+            fixed = NGINX_FIXED.format(path=path, status=status, body=body)
+        return NGINX_STATIC.format(dir=self.dir, port=self.port, path=self.path,
+                                   file=os.path.basename(static_file), user=nginx_user(),
+                                   fixed=fixed)
 
     def start(self, api_factory):
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
-        with open(os.path.join(self.dir, "static"), "wb") as f:
+        static = os.path.join(self.dir, "static")
+        with open(static, "wb") as f:
             f.write(self.content)
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(NGINX_STATIC.format(dir=self.dir, port=self.port, path=self.path,
-                                        file="static", user=nginx_user()))
+            f.write(self.config(static))
         probe = api_factory(self.port)
         if probe.answers():
-            raise SetupError(f"port {self.port} is taken: the private nginx needs it "
-                             "(--http-port / BENCH_HTTP_PORT)")
+            raise SetupError(f"port {self.port} is taken: {self.what} needs it ({self.knob})")
         cmd = [nginx_binary(), "-p", self.dir + "/", "-e", os.path.join(self.dir, "error.log"),
                "-c", conf]
         with open(os.path.join(self.dir, "console.log"), "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=self.env)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
@@ -403,7 +426,7 @@ class StaticServer:
                 break
             time.sleep(0.1)
         self.stop()
-        raise SetupError(f"the private nginx did not serve {self.path} on port {self.port}; "
+        raise SetupError(f"{self.what} did not serve {self.path} on port {self.port}; "
                          f"see {self.dir}/error.log")
 
     def stop(self):

@@ -466,8 +466,8 @@ st_result api_sell(struct worker *w, const struct deduct_request *rq,
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply)
 {
     const struct strategy *s = strategy_find(strategy_name(req->path));
-    if (!s || !s->answers_later || admission_on())
-        return 0; /* admission runs on the worker, in api_deduct() */
+    if (!s || !s->answers_later)
+        return 0; /* its strategy holds a worker: admission runs there, in api_deduct() */
     json_object_set_new(reply, "strategy", json_string(s->name));
     struct deduct_request rq;
     struct sale_trace trace;
@@ -475,6 +475,16 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
         return 0; /* the worker answers the error, and counts it */
     if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
         return 0; /* the sale itself waits: not on this thread */
-    struct admission_ticket none = {.slot = -1};
-    return sell_later(w, &rq, &none, req, reply) == ST_OK;
+    /* Admission is lock-free (admission.c), so it runs here too: a refusal
+     * from memory - the flash sale's commonest answer - is answered on the
+     * spot like GET /strategies, never crossing to the worker pool. */
+    struct admission_ticket ticket;
+    st_result r = admitted(w, s, &rq, reply, &ticket);
+    if (r == ST_OK)
+        r = sell_later(w, &rq, &ticket, req, reply);
+    else
+        count_answer(s, r, req->arrived_us);
+    if (r != ST_OK) /* answered here: on a worker, admission would run twice */
+        req->later->answer(req->later, r, w->error);
+    return 1;
 }

@@ -71,8 +71,9 @@ st_result api_stock(struct worker *w, const struct http_request *req, json_t *re
 st_result api_deduct(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On the HTTP thread first: takes a sale that only has to join a queue
- * (combine.h) or the loop's Redis pipe; anything else, errors included, is
- * left to the worker, which runs api_deduct() (and answers its errors). */
+ * (combine.h) or the loop's Redis pipe, and answers there its refusal by
+ * admission (admission.h); anything else, errors included, is left to the
+ * worker, which runs api_deduct() (and answers its errors). */
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On a worker: sells `rq` (its strategy set, a row that answers at once)
