@@ -42,7 +42,7 @@ PORT ?= 8080
 export PORT
 
 .PHONY: all deps build test check unit integration gate run demo compare compose-test bench fuzz chaos \
-        failover partition probe soak admission stream-chaos stream-bench reconcile cluster \
+        failover partition probe soak admission retry stream-chaos stream-bench reconcile cluster \
         cluster-short cluster-up audit audit-stockd redis-cluster-up redis-cluster \
         stack-up stack-down stack-status clean format format-check
 
@@ -317,6 +317,15 @@ probe: build
 soak: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab soak
+
+# make retry: buyers who retry every lost answer (no answer, a 5xx) while the
+# strategy's store is frozen 1.5 s, without and then with an Idempotency-Key per
+# purchase: the units bought twice, from the ledger (lab/runs/retry.py). Its own
+# stockd at PORT (nothing may answer there). Knobs: RETRY_STRATEGIES=lua,sql
+# RETRY_BUYERS=40 RETRY_TIMEOUT_MS=300 RETRY_HOLD_S=1.5
+retry: build
+	@$(DEPS) stack
+	@python3 -B -m lab retry
 
 # make admission: the token bucket (--admit-rate) and the sold-out flag
 # (--sold-out-flag) in front of lua and sql, each mode on a stockd of its own

@@ -18,6 +18,9 @@ lists a command's flags, each of which also reads an environment variable):
                                load, in a network namespace (make partition; root)
     probe [FLAGS]              hostile clients (make probe)
     soak [FLAGS]               the soak (make soak)
+    retry [FLAGS]              buyers retrying lost answers while the store is
+                               frozen: units bought twice, with and without
+                               Idempotency-Key (make retry)
     admission [FLAGS]          the token bucket and the sold-out flag, measured
                                (make admission)
     stream reconcile|chaos|bench  lua-stream's order stream: the exactly-once check
@@ -46,8 +49,8 @@ import sys
 from .base.common import REPO, SetupError, write_text
 from .reports import bench_report, browser, compare_report
 from .runs import (admission, audit, bench, chaos, cluster, compare, failover, partition,
-                   partition_galera, partition_sentinel, probe, readme, redis_cluster, selfaudit,
-                   shards, soak, stream)
+                   partition_galera, partition_sentinel, probe, readme, redis_cluster, retry,
+                   selfaudit, shards, soak, stream)
 
 KINDS = {  # page -> (results file, report module, rows from the results document)
     "report.html": ("results.json", compare_report, lambda doc: doc),
@@ -102,7 +105,7 @@ def render(argv):
 
 # The runs, each declared by its module's RUNNER (lab.scaffold.runner), and two page tools.
 RUNS = (compare, bench, chaos, failover, cluster, partition, partition_sentinel, partition_galera,
-        probe, soak, admission, stream, readme, audit, selfaudit, redis_cluster, shards)
+        probe, soak, admission, retry, stream, readme, audit, selfaudit, redis_cluster, shards)
 COMMANDS = {**{m.RUNNER.name: m.main for m in RUNS},
             "check-report": check_report, "render": render}
 

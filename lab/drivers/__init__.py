@@ -4,6 +4,7 @@
     wrk           the wrk driver (bench/count.lua, bench/history.lua) and its results
     load          a driver that keeps every answer's timing (closed loop or paced)
     buyers        keep-alive buyers bound to instances, every answer kept with its instance
+    retrying      buyers who retry a lost answer, with or without an Idempotency-Key
     raw           the raw limits: Redis running the sale script by EVALSHA
                   (redis-benchmark), MariaDB running the sale transaction (sysbench)
     peer          the bench's Node.js peer (bench/peer/): installed, started, stopped

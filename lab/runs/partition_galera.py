@@ -72,6 +72,7 @@ from ..nemesis import netns
 from ..judges.gate import judge_history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
+from ..scaffold import setup_retry
 
 NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
@@ -196,8 +197,7 @@ def judge(row):
     """The rule of the module's docstring, and the row's cluster fact; the reasons. A row
     whose cut never took (row["setup"]) is not judged: its verdict is setup."""
     if row.get("setup"):
-        row.update(verdict="setup", reason=f"setup: {row['setup']}")
-        return row
+        return setup_retry.setup_verdict(row, row["setup"])
     problems = []
     if row["ok_minority"]:
         problems.append(f"A sold {row['ok_minority']} while its node was out")
@@ -408,18 +408,23 @@ class Galera:
             time.sleep(0.05)
 
     def tried_row(self, s, product):
-        """run_row, run once more when its setup failed; a row whose setup fails twice
-        comes back with row["setup"] saying why, to be reported apart from the verdicts."""
-        for attempt in (1, 2):
-            try:
-                return self.run_row(s, product)
-            except SetupError as e:
-                why = str(e)
-                self.say(f"{s.name}: the row's setup failed: {why}"
-                         + ("; running it again" if attempt == 1 else ""))
-        row = {f: None for f in ROW_FIELDS}
-        row.update(strategy=s.name, fact=s.cluster, cut_s=self.args.cut_s, setup=why)
+        """run_row, run once more when its setup failed (lab.scaffold.setup_retry); a row
+        whose setup fails twice comes back with row["setup"] saying why, to be reported
+        apart from the verdicts."""
+        row, _ = setup_retry.tried(lambda: self.row_or_setup(s, product),
+                                   lambda row: row.get("setup"), self.say,
+                                   f"{s.name}: the row's setup failed")
         return row
+
+    def row_or_setup(self, s, product):
+        """One try of the row: run_row's, or, when its setup failed, a row whose
+        row["setup"] says why."""
+        try:
+            return self.run_row(s, product)
+        except SetupError as e:
+            row = {f: None for f in ROW_FIELDS}
+            row.update(strategy=s.name, fact=s.cluster, cut_s=self.args.cut_s, setup=str(e))
+            return row
 
     def wait_back(self, buyers, heal):
         """Seconds from the heal until N1 is in the primary component again, and until A's

@@ -68,7 +68,6 @@ from ..base.common import ENDLESS_STOCK, SetupError, comma_list, now_iso, write_
 from ..client import facts as facts_mod
 from ..client.sales import TimedSale, answer_word, deduct, timed_sale
 from ..stack.nodes import ADDRESS, Node, RedisServer, mysql_env, redis_cli
-from ..stack.instances import log_stamp
 from ..stack.service import run_dir, stack_script
 from ..drivers.load import Answer
 from ..nemesis import netns
@@ -77,6 +76,7 @@ from ..judges import failover_gate, history
 from ..judges.failover_gate import kind_of
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
+from ..scaffold import setup_retry
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
@@ -415,28 +415,31 @@ class SentinelPartition:
         when its setup failed (the group did not do what the partition asked of it), and
         its rows reported as setup, apart from the verdicts, when it fails again. Rows
         that do not pass carry the Sentinels' account of the partition and each stockd's
-        log lines."""
-        for attempt in (1, 2):
-            t0, wall0 = time.monotonic(), time.time()
-            try:
-                rows, setup = self.partition(plan_rows, min_replicas, first_product), None
-                setup = self.group_misbehaved(rows, t0)
-            except SetupError as e:
-                rows, setup = [self.new_row(s, min_replicas, first_product + 2 * i)
-                               for i, s in enumerate(plan_rows)], str(e)
-            if not setup:
-                break
-            self.say(f"the partition's setup failed: {setup}"
-                     + ("; making it again" if attempt == 1 else ""))
-        window = (t0, wall0, time.monotonic(), time.time())
+        log lines (lab.scaffold.setup_retry)."""
+        (rows, window, _), setup = setup_retry.tried(
+            lambda: self.attempt(plan_rows, min_replicas, first_product),
+            lambda tried: tried[2], self.say, "the partition's setup failed",
+            "making it again")
         for r in rows:
             if setup:
                 r.pop("s", None)
                 r.pop("problems", None)
-                r.update(verdict="setup", reason=f"setup: {setup}")
+                setup_retry.setup_verdict(r, setup)
             if r["verdict"] != "pass":
                 r["diagnosis"] = self.diagnosis(window, r.get("cut_at"))
         return rows
+
+    def attempt(self, plan_rows, min_replicas, first_product):
+        """One try of the partition: (its rows, its window, why its setup failed or
+        None); the rows not yet run when it failed on the way."""
+        t0, wall0 = time.monotonic(), time.time()
+        try:
+            rows = self.partition(plan_rows, min_replicas, first_product)
+            setup = self.group_misbehaved(rows, t0)
+        except SetupError as e:
+            rows, setup = [self.new_row(s, min_replicas, first_product + 2 * i)
+                           for i, s in enumerate(plan_rows)], str(e)
+        return rows, (t0, wall0, time.monotonic(), time.time()), setup
 
     def group_misbehaved(self, rows, t0):
         """Why the partition's failover was not the one the cut asked for, or None: any
@@ -452,15 +455,8 @@ class SentinelPartition:
     def diagnosis(self, window, cut):
         """The Sentinels' events and each stockd's log lines of the partition, times in
         seconds from the cut (or the partition's start)."""
-        t0, wall0, t1, wall1 = window
-        lines = [f"the partition from {log_stamp(wall0)} to {log_stamp(wall1)}; times "
-                 f"below are seconds from {'the cut' if cut else 'its start'}",
-                 "the Sentinels' events:"]
-        lines += ["  " + e for e in self.group.events.account(t0, t1, cut or t0)] or ["  none"]
-        for node in (self.a, self.b):
-            lines.append(f"stockd {node.name}'s log ({node.log_file()}):")
-            lines += ["  " + e for e in node.log_window(wall0, wall1)] or ["  nothing"]
-        return lines
+        return setup_retry.diagnosis("the partition", window, ("the cut", cut) if cut else None,
+                                     self.group.events, (self.a, self.b))
 
     def partition(self, plan_rows, min_replicas, first_product):
         """One try of the partition: its rows, judged."""

@@ -6,5 +6,8 @@ borrows another's insides.
                   client, progress, the service, the guarded run (exit 2, 130), the report
     failover_window  the failover window made to happen on demand, for make failover and
                   make redis-cluster's kill rows
+    setup_retry   a fault run's row whose setup failed, run once more, then reported as
+                  setup apart from the verdicts: for the failover window and the Sentinel
+                  and Galera partitions
     auditing      the audit of one target, for make audit and make audit-stockd
 """

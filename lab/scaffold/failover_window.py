@@ -13,8 +13,8 @@ A row judges its strategy only if the group did what the row asked of it: the
 Sentinels' events (lab.nemesis.redis_group.SentinelEvents) must show one switch after
 the kill, to the held-back replica, and the replica must have held the row's reset
 before it. Otherwise the row is run once more, then reported as setup, apart from the
-verdicts. A row that does not pass carries its diagnosis: the Sentinels' events and
-each stockd's log lines of its window."""
+verdicts (lab.scaffold.setup_retry). A row that does not pass carries its diagnosis:
+the Sentinels' events and each stockd's log lines of its window."""
 
 import threading
 import time
@@ -24,7 +24,7 @@ from ..client.sales import Sale, answer_word, deduct
 from ..nemesis import faults as faults_mod
 from ..judges import failover_gate
 from ..nemesis.redis_group import UNFINISHED
-from ..stack.instances import log_stamp
+from . import setup_retry
 
 
 def window_options(o):
@@ -190,14 +190,11 @@ class Failover:
         more when its setup failed (the group did not do what the row asked of it), and
         reported as setup, apart from the verdicts, when it fails again. A row that does
         not pass carries its diagnosis."""
-        for attempt in (1, 2):
-            row, m, window = self.attempt(s, product, env)
-            if not row["setup"]:
-                break
-            self.say(f"{s.name}: the row's setup failed: {row['setup']}"
-                     + ("; running it again" if attempt == 1 else ""))
-        if row["setup"]:
-            row.update(verdict="setup", reason=f"setup: {row['setup']}")
+        (row, m, window), setup = setup_retry.tried(
+            lambda: self.attempt(s, product, env), lambda tried: tried[0]["setup"], self.say,
+            f"{s.name}: the row's setup failed")
+        if setup:
+            setup_retry.setup_verdict(row, setup)
         if row["kind"] == "holder" and row["fact"] == "two_holders" and not self.timeline \
                 and m:
             self.timeline = (s.name, m)
@@ -256,18 +253,8 @@ class Failover:
     def diagnosis(self, window, m):
         """What tells a failed row's story: the Sentinels' events and each stockd's log
         lines of its window, times from the primary's death (or the row's start)."""
-        t0, wall0, t1, wall1 = window
-        origin = m["died"] if m else t0
-        lines = [f"the row from {log_stamp(wall0)} to {log_stamp(wall1)}; "
-                 f"times below are seconds from {'the kill' if m else 'its start'}"]
-        if self.group.events is not None:
-            lines.append("the Sentinels' events:")
-            lines += ["  " + e for e in self.group.events.account(t0, t1, origin)] or \
-                ["  none"]
-        for inst in (self.a, self.b):
-            lines.append(f"stockd {inst.name}'s log ({inst.log_file()}):")
-            lines += ["  " + e for e in inst.log_window(wall0, wall1)] or ["  nothing"]
-        return lines
+        return setup_retry.diagnosis("the row", window, ("the kill", m["died"]) if m else None,
+                                     self.group.events, (self.a, self.b))
 
     def mend(self):
         """The group whole again: no replica held back, the killed server back (as the

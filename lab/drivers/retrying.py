@@ -1,0 +1,95 @@
+"""Retrying buyers: each makes one logical purchase and retries it, with the same
+Idempotency-Key when it sends one, until it gets an answer it can act on.
+
+What a real client does after `503 outcome_unknown`, a 5xx, its own timeout or a
+dropped connection: it cannot tell a sale that happened from one that did not, so it
+tries again. Without a key the retry is a second purchase whenever the first one
+happened after all; with a key the service can recognise it. The buyer retries those
+answers only (a 200 or a 4xx is final: sold, sold out, busy, refused), at most
+`attempts` times, waiting `backoff_s` doubled after each try up to `backoff_cap_s`,
+every try on a fresh connection (a timed-out one is unusable). Every try is kept
+(lab.drivers.load's Answer), so a purchase's history is its tries in order."""
+
+import http.client
+import threading
+import time
+import uuid
+
+from .load import NO_ANSWER, Answer, error_word, failure_word, remaining_of
+
+KEY_HEADER = "Idempotency-Key"
+
+
+def retried(answer):
+    """Whether a buyer tries again after this answer: no HTTP answer, or a 5xx."""
+    return answer.status == NO_ANSWER or answer.status >= 500
+
+
+class Purchase:
+    """One logical purchase: its key (None: sent without one) and its tries."""
+
+    def __init__(self, key):
+        self.key = key
+        self.tries = []
+
+    def final(self):
+        """The answer the buyer acted on: its last try when that was not retried, else
+        None (it gave up)."""
+        last = self.tries[-1] if self.tries else None
+        return last if last is not None and not retried(last) else None
+
+
+def one_try(host, port, path, key, timeout_s):
+    """POST `path` once on a fresh connection: its Answer."""
+    headers = {"Accept": "application/json", "Content-Length": "0"}
+    if key:
+        headers[KEY_HEADER] = key
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    start = time.monotonic()
+    try:
+        conn.request("POST", path, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        answer = Answer(start, time.monotonic(), resp.status, error_word(resp.status, raw),
+                        remaining_of(raw))
+    except (OSError, http.client.HTTPException) as e:
+        answer = Answer(start, time.monotonic(), NO_ANSWER, failure_word(e))
+    finally:
+        conn.close()
+    return answer
+
+
+class RetryingBuyers:
+    """`count` buyers at host:port, one purchase each of POST `path`, all started at
+    once; with_keys: each purchase sends its own key on every try."""
+
+    def __init__(self, host, port, path, count, *, with_keys, timeout_s, attempts=8,
+                 backoff_s=0.05, backoff_cap_s=0.4):
+        self.host, self.port, self.path = host, port, path
+        self.timeout_s, self.attempts = timeout_s, attempts
+        self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
+        self.purchases = [Purchase(str(uuid.uuid4()) if with_keys else None)
+                          for _ in range(count)]
+        self.threads = [threading.Thread(target=self.buy, args=(p,), daemon=True)
+                        for p in self.purchases]
+
+    def buy(self, purchase):
+        pause = self.backoff_s
+        for _ in range(self.attempts):
+            answer = one_try(self.host, self.port, self.path, purchase.key, self.timeout_s)
+            purchase.tries.append(answer)
+            if not retried(answer):
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, self.backoff_cap_s)
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def join(self, seconds):
+        """Wait at most `seconds` for every buyer; whether all of them finished."""
+        deadline = time.monotonic() + seconds
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self.threads)

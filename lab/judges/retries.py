@@ -1,0 +1,58 @@
+"""What retries cost: a retrying run's figures and, for a row whose strategy claims
+to keep idempotency keys, its verdict.
+
+Each buyer makes one logical purchase of `qty` units and retries it until it gets an
+answer it can act on (lab.drivers.retrying). Whatever the strategy, a purchase should
+have one effect at most, so the ledger can hold at most purchases x qty units: every
+unit beyond that is a purchase bought again by a retry (`extra`, counted from the
+store's ledger, never inferred from the clients' answers). A row sent without keys
+shows what retries cost today; a row sent with keys, on a strategy whose row in
+GET /strategies says `idempotent`, must show 0 extra and no purchase left without
+an answer."""
+
+from collections import Counter
+
+from ..drivers.retrying import retried
+
+PASS, FAIL, MEASURED = "pass", "fail", "measured"
+
+
+def tally(purchases):
+    """{purchases, tries, retried, ok, refused, gave_up} of a run's purchases."""
+    finals = [p.final() for p in purchases]
+    return {
+        "purchases": len(purchases),
+        "tries": sum(len(p.tries) for p in purchases),
+        "retried": sum(1 for p in purchases if len(p.tries) > 1),
+        "ok": sum(1 for f in finals if f is not None and f.status == 200),
+        "refused": sum(1 for f in finals if f is not None and f.status != 200),
+        "gave_up": sum(1 for f in finals if f is None),
+        "first_tries_lost": sum(1 for p in purchases if p.tries and retried(p.tries[0])),
+    }
+
+
+def lost_as(purchases):
+    """{what a lost try got: count}: "client timeout", "reset", or the 5xx's word."""
+    return dict(Counter(t.word or str(t.status) for p in purchases for t in p.tries
+                        if retried(t)))
+
+
+def extra_units(sold, purchases, qty):
+    """Units in the ledger beyond one effect per purchase."""
+    return max(0, sold - purchases * qty)
+
+
+def verdict(row):
+    """(verdict, reason) of a row with its figures: only a keyed row on a strategy
+    that claims keys is judged."""
+    if not (row["keys"] and row["claims"]):
+        return MEASURED, ""
+    if row["extra"]:
+        return FAIL, (f"{row['extra']} units sold beyond one per purchase, with a key "
+                      "on every try")
+    if row["gave_up"]:
+        return FAIL, f"{row['gave_up']} purchases never got an answer to act on"
+    if row["ok"] * row["qty"] != row["sold"]:
+        return FAIL, (f"the ledger holds {row['sold']} units for {row['ok']} purchases "
+                      "answered 200")
+    return PASS, ""
