@@ -20,11 +20,12 @@ static st_result answer_kept(struct worker *w, const char *text, struct deduct_r
     json_t *remaining = json_object_get(row, "remaining");
     json_t *message = json_object_get(row, "message");
     json_t *result = json_object_get(row, "result");
+    json_t *same = json_object_get(row, "same"); /* a boolean or 1/0, as the server renders it */
     st_result r;
     if (!json_is_integer(result) || !json_is_string(message))
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: an idempotency row reads oddly: %.200s",
                         text);
-    else if (!json_integer_value(json_object_get(row, "same")))
+    else if (!json_is_true(same) && !(json_is_integer(same) && json_integer_value(same)))
         r = key_reused(w);
     else
         r = key_replay(w, (st_result)json_integer_value(result),

@@ -58,7 +58,11 @@ static void keyed(const char *strategy, int product, int qty, const char *extra,
     char path[192], header[64 + 512];
     snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
              extra ? extra : "");
-    snprintf(header, sizeof header, "Idempotency-Key: %s", key ? key : "");
+    /* curl drops a header written "Name:" with no value; "Name;" sends it empty. */
+    if (key && !*key)
+        snprintf(header, sizeof header, "Idempotency-Key;");
+    else
+        snprintf(header, sizeof header, "Idempotency-Key: %s", key ? key : "");
     const char *const headers[] = {key ? header : NULL, NULL};
     http_call_with("POST", path, NULL, headers, out);
 }
