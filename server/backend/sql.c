@@ -99,6 +99,8 @@ static const char *const texts[SQL_COUNT] = {
                        " VALUES (?, ?, ?, NULLIF(?, -9223372036854775808), ?)",
     [SQL_KEY_READ] = "SELECT JSON_OBJECT('same', fingerprint = ?, 'result', result,"
                      " 'remaining', remaining, 'message', message) FROM idempotency WHERE k = ?",
+    [SQL_KEY_EXPIRE] = "DELETE FROM idempotency WHERE created_at < NOW(6) - INTERVAL ? SECOND"
+                       " LIMIT 1000",
 };
 
 const char *sql_text(enum sql_statement s)

@@ -5,6 +5,7 @@
 #include "store/mysql_keys.h"
 
 #include "backend/mysql.h"
+#include "core/config.h"
 #include "core/worker.h"
 
 #include <jansson.h>
@@ -83,4 +84,9 @@ st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *
     if (r == ST_OK && !found) /* kept and swept in between: ours stands */
         return worker_fail(w, refused, "%s", message);
     return r;
+}
+
+st_result mysql_keys_expire(struct worker *w)
+{
+    return sql_exec(w, SQL_KEY_EXPIRE, SQL_ARGS(SQL_I(config.idempotency_ttl_s)), NULL);
 }

@@ -36,4 +36,9 @@ st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq,
 st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
                                  st_result refused, struct deduct_reply *out);
 
+/* Deletes a batch of keys kept longer than --idempotency-ttl-s: the
+ * mysql sweeper's work beside its orders (a key past its time is a new
+ * request again, as on Redis, where the key's own expiry does it). */
+st_result mysql_keys_expire(struct worker *w);
+
 #endif
