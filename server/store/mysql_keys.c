@@ -11,8 +11,9 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* A kept row as SQL_KEY_READ renders it: a message (256) and a few numbers. */
-#define KEPT_TEXT_MAX 1024
+/* A kept row as SQL_KEY_READ renders it: a message (256 characters, each
+ * at most 6 once escaped) and a few numbers. */
+#define KEPT_TEXT_MAX 2048
 
 /* The kept answer `text` again, or ST_KEY_REUSED. */
 static st_result answer_kept(struct worker *w, const char *text, struct deduct_reply *out)
