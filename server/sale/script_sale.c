@@ -14,6 +14,11 @@
  * a pipe is one connection to one server. Either way each
  * script runs alone and whole inside Redis: pipelining saves round trips
  * and thread hand-offs, it changes nothing in the race.
+ *
+ * A sale with an Idempotency-Key runs the keyed sale script
+ * (redis_stock.h). On a pipe every call carries its own script; a shared
+ * pipeline carries one, so a keyed sale on a worker goes alone, as a hold
+ * does.
  */
 #include "sale/script_sale.h"
 
