@@ -90,6 +90,22 @@ static void expect_same_body(const struct http_reply *first, const struct http_r
         fail_msg("the replay's body differs:\n  first: %s\n  again: %s", first->text, again->text);
 }
 
+/* Asserts a keyed deduct's answer as expect_keyed() does, that it left
+ * the product's figures as they were and, when `same_as` is not NULL, that
+ * its body is that reply's. */
+static void expect_nothing_changed(const char *strategy, int product, int qty, const char *key,
+                                   long status, const char *word, int replayed,
+                                   const struct http_reply *same_as)
+{
+    struct account before = account(product);
+    struct http_reply r = expect_keyed(strategy, product, qty, NULL, key, status, word, replayed);
+    struct account after = account(product);
+    expect_same_account(&before, &after);
+    if (same_as)
+        expect_same_body(same_as, &r);
+    http_reply_free(&r);
+}
+
 static void test_a_key_replays_its_sale(void **state)
 {
     (void)state;
@@ -127,12 +143,7 @@ static void test_a_refusal_replays_and_changes_nothing(void **state)
         expect_same_account(&before, &after);
         /* The stock is back: the key still answers what it answered. */
         reset(product, 10);
-        before = account(product);
-        struct http_reply r = expect_keyed(rows[i], product, 2, NULL, key, 409, "sold_out", 1);
-        expect_same_body(&first, &r);
-        after = account(product);
-        expect_same_account(&before, &after);
-        http_reply_free(&r);
+        expect_nothing_changed(rows[i], product, 2, key, 409, "sold_out", 1, &first);
         http_reply_free(&first);
     }
 }
@@ -146,11 +157,7 @@ static void test_a_key_reused_with_other_parameters_is_422(void **state)
         fresh_key(key, sizeof key, "reused");
         reset(product, 10);
         struct http_reply first = expect_keyed(rows[i], product, 1, NULL, key, 200, "", 0);
-        struct account before = account(product);
-        struct http_reply r = expect_keyed(rows[i], product, 3, NULL, key, 422, "key_reused", 0);
-        struct account after = account(product);
-        expect_same_account(&before, &after);
-        http_reply_free(&r);
+        expect_nothing_changed(rows[i], product, 3, key, 422, "key_reused", 0, NULL);
         http_reply_free(&first);
     }
     /* MySQL keeps one table of keys: another product or another of its
@@ -160,15 +167,8 @@ static void test_a_key_reused_with_other_parameters_is_422(void **state)
     reset(PRODUCT_OTHER, 10);
     reset(PRODUCT_OTHER + 1, 10);
     struct http_reply first = expect_keyed("sql", PRODUCT_OTHER, 1, NULL, key, 200, "", 0);
-    struct account before = account(PRODUCT_OTHER), other_before = account(PRODUCT_OTHER + 1);
-    struct http_reply r =
-        expect_keyed("sql", PRODUCT_OTHER + 1, 1, NULL, key, 422, "key_reused", 0);
-    http_reply_free(&r);
-    r = expect_keyed("for-update", PRODUCT_OTHER, 1, NULL, key, 422, "key_reused", 0);
-    http_reply_free(&r);
-    struct account after = account(PRODUCT_OTHER), other_after = account(PRODUCT_OTHER + 1);
-    expect_same_account(&before, &after);
-    expect_same_account(&other_before, &other_after);
+    expect_nothing_changed("sql", PRODUCT_OTHER + 1, 1, key, 422, "key_reused", 0, NULL);
+    expect_nothing_changed("for-update", PRODUCT_OTHER, 1, key, 422, "key_reused", 0, NULL);
     http_reply_free(&first);
 }
 
