@@ -331,7 +331,8 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
 {
     const struct strategy *s = rq->strategy;
     size_t i = strategy_index(s);
-    admission_answered(ticket, r, rq->qty, out->remaining);
+    if (!out->replayed) /* a replay tells of the stock when its key first came, not now */
+        admission_answered(ticket, r, rq->qty, out->remaining);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         sale_json(reply, rq, out);
     if (out->replayed) /* the HTTP layer makes it the Idempotent-Replayed header */
