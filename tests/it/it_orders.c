@@ -25,6 +25,9 @@
  *     its units back, returned once, never before its deadline;
  *   - a fresh hold stays held until its deadline and is returned after it,
  *     within the lag /expiry promises;
+ *   - payments racing their orders' deadlines and the sweepers end each
+ *     order once: paid and never returned, or expired, returned once and
+ *     the payment refund due;
  *   - and throughout, initial = remaining + held + paid, with nothing
  *     returned twice and nothing paid and returned.
  */
@@ -43,6 +46,7 @@
 #define PRODUCT_REDIS_LATE 460020
 #define PRODUCT_REDIS_SWEPT 460021
 #define PRODUCT_KEYSPACE 460022
+#define PRODUCT_RACE 460030 /* and the next */
 #define PRODUCT_ROWS 460100 /* + the row's index in /strategies */
 
 /* How long a test waits for what the store's clock decides (a deadline
@@ -510,6 +514,81 @@ static void test_redis_keyspace_returns_on_the_event(void **state)
                  (struct units){.remaining = 5, .paid = 1, .returned = 2});
 }
 
+/* ------------------------------------------ payments racing the sweeper */
+
+#define RACERS 16
+
+/* One buyer: its order, the moment it pays (ms after the race starts), and
+ * what its payment got. */
+struct racer {
+    pthread_t thread;
+    struct order o;
+    int delay_ms;
+    long status;
+    char word[32];
+};
+
+static void *pay_when_due(void *arg)
+{
+    struct racer *r = arg;
+    sleep_ms(r->delay_ms); /* spreads the payments around the deadlines */
+    char path[160];
+    snprintf(path, sizeof path, "/orders/%s/pay?payment=pay-%s", r->o.id, r->o.id + 1);
+    struct http_reply reply;
+    http_call("POST", path, NULL, &reply);
+    r->status = reply.status;
+    snprintf(r->word, sizeof r->word, "%s", reply_word(&reply));
+    http_reply_free(&reply);
+    http_thread_done();
+    return NULL;
+}
+
+/* RACERS orders of one unit each, with deadlines 200..500 ms away, each
+ * paid from a thread of its own between 0 and 600 ms, while the sweepers
+ * run: whichever wins, each order ends once - a 200 is a paid order never
+ * returned, a 409 expired an order returned once with its payment refund
+ * due - and every unit is in one place. */
+static void race_payments(const char *strategy, int product, const char *store)
+{
+    static struct racer racers[RACERS]; /* static: see struct background's note */
+    reset(product, RACERS);
+    for (int i = 0; i < RACERS; i++)
+        racers[i] = (struct racer){.o = hold(strategy, product, 1, 200 + 20 * i),
+                                   .delay_ms = (i * 37) % 600};
+    for (int i = 0; i < RACERS; i++)
+        assert_int_equal(pthread_create(&racers[i].thread, NULL, pay_when_due, &racers[i]), 0);
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(racers[i].thread, NULL);
+    struct units want = {0};
+    for (int i = 0; i < RACERS; i++) {
+        const struct racer *r = &racers[i];
+        json_t *doc = await_return(&r->o);
+        const char *state = json_str_member(doc, "state");
+        if (r->status == 200) {
+            assert_string_equal(state, "paid");
+            assert_int_equal(json_int_member(doc, "returned"), 0);
+            want.paid++;
+        } else {
+            assert_int_equal(r->status, 409);
+            assert_string_equal(r->word, "expired");
+            assert_string_equal(state, "expired");
+            assert_int_equal(json_int_member(doc, "returned"), 1);
+            assert_int_equal(json_int_member(doc, "refunds_due"), 1);
+            want.returned++, want.refunds_due++, want.remaining++;
+        }
+        json_decref(doc);
+    }
+    fprintf(stderr, "%s: %lld paid, %lld expired\n", strategy, want.paid, want.returned);
+    expect_units(product, store, want);
+}
+
+static void test_payments_racing_the_sweepers(void **state)
+{
+    (void)state;
+    race_payments("sql", PRODUCT_RACE, "mysql");
+    race_payments("lua", PRODUCT_RACE + 1, "redis");
+}
+
 int main(void)
 {
     const struct CMUnitTest quiet[] = {
@@ -526,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_a_hold_is_returned_after_its_deadline_within_the_lag),
         cmocka_unit_test(test_redis_zset_returns_once),
         cmocka_unit_test(test_redis_keyspace_returns_on_the_event),
+        cmocka_unit_test(test_payments_racing_the_sweepers),
     };
     int failed = cmocka_run_group_tests_name("orders, no sweeper", quiet, quiet_setup,
                                              stockd_group_teardown);
