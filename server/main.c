@@ -25,6 +25,8 @@
  *     exposition.c     /metrics and the lab page's JSON
  *     admission.c      the token bucket and the sold-out flag, per product,
  *                      in front of every strategy
+ *     keys_running.c   the Idempotency-Keys whose request runs here: 409
+ *                      in_progress for a second one
  *     products.c       the watched products, sampled
  *     assets.c         the lab page's files, compiled in
  *   sale/              selling, whatever the store
@@ -41,7 +43,9 @@
  *                      redis_segments.c the Redis store split into
  *                      segments, one per shard (segmented)
  *     store.c          the steps every store shares: the knobs' wait, the
- *                      count check
+ *                      count check, a key's fingerprint and replay
+ *     mysql_keys.c     Idempotency-Keys in the mysql store, kept in the
+ *                      sale's transaction (the Redis store's: its script)
  *     order_stream.c   lua-stream's orders, settled from a Redis stream into
  *                      MySQL by consumer threads (or a --consume 1 process)
  *     orders.c         held orders: ids, payment ids, the transitions a

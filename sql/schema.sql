@@ -19,6 +19,11 @@
 --          too late, or a second payment). Unique per order and payment id, so
 --          a repeated callback records nothing new.
 -- locks    the table lock of the mysql-lock strategy: a unique key is the lock.
+-- idempotency  one row per Idempotency-Key a sale was sent with: what the
+--          request asked (its fingerprint) and the answer it was given. A sale's
+--          row is inserted in the sale's own transaction, so the key exists if
+--          and only if the sale does; a refusal's (sold_out, busy) on its own,
+--          as it changed nothing. Kept --idempotency-ttl-s, then swept.
 
 CREATE TABLE IF NOT EXISTS stock (
     product_id INT NOT NULL PRIMARY KEY,
@@ -98,4 +103,14 @@ CREATE TABLE IF NOT EXISTS locks (
     name       VARCHAR(64) NOT NULL PRIMARY KEY,
     owner      VARCHAR(64) NOT NULL,
     expires_at TIMESTAMP(6) NOT NULL
+) ENGINE = InnoDB;
+
+CREATE TABLE IF NOT EXISTS idempotency (
+    k           VARBINARY(255) NOT NULL PRIMARY KEY,
+    fingerprint VARCHAR(128) NOT NULL,
+    result      INT NOT NULL,
+    remaining   BIGINT NULL,
+    message     VARCHAR(256) NOT NULL DEFAULT '',
+    created_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    KEY idempotency_by_age (created_at)
 ) ENGINE = InnoDB;

@@ -5,7 +5,8 @@ What a real client does after `503 outcome_unknown`, a 5xx, its own timeout or a
 dropped connection: it cannot tell a sale that happened from one that did not, so it
 tries again. Without a key the retry is a second purchase whenever the first one
 happened after all; with a key the service can recognise it. The buyer retries those
-answers only (a 200 or a 4xx is final: sold, sold out, busy, refused), at most
+answers, and a key's `409 in_progress`, only (any other 200 or 4xx is final: sold, sold
+out, busy, refused), at most
 `attempts` times, waiting `backoff_s` doubled after each try up to `backoff_cap_s`,
 every try on a fresh connection (a timed-out one is unusable). Every try is kept
 (lab.drivers.load's Answer), so a purchase's history is its tries in order."""
@@ -21,8 +22,10 @@ KEY_HEADER = "Idempotency-Key"
 
 
 def retried(answer):
-    """Whether a buyer tries again after this answer: no HTTP answer, or a 5xx."""
-    return answer.status == NO_ANSWER or answer.status >= 500
+    """Whether a buyer tries again after this answer: no HTTP answer, a 5xx, or `409
+    in_progress` (its key's first try is still running: the answer is yet to come)."""
+    return (answer.status == NO_ANSWER or answer.status >= 500
+            or (answer.status == 409 and answer.word == "in_progress"))
 
 
 class Purchase:

@@ -6,6 +6,7 @@
 #include "api/admission.h"
 #include "api/assets.h"
 #include "api/exposition.h"
+#include "api/keys_running.h"
 #include "api/products.h"
 #include "backend/health.h"
 #include "backend/pool.h"
@@ -306,6 +307,11 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
         .pause_ms = (int)v[4],
         .trace = v[5] ? trace : NULL,
     };
+    r = params_key(w, req, rq->key);
+    if (r != ST_OK)
+        return r;
+    if (strategy_idempotent_why(s))
+        rq->key[0] = '\0'; /* the row keeps no key: it sells as if none came */
     if (rq->trace)
         trace_begin(rq->trace, req->arrived_us);
     /* The knobs' waits are the experiment, not slowness: they do not count
@@ -325,9 +331,14 @@ static void sale_answered(const struct deduct_request *rq, const struct deduct_r
 {
     const struct strategy *s = rq->strategy;
     size_t i = strategy_index(s);
-    admission_answered(ticket, r, rq->qty, out->remaining);
+    if (!out->replayed) /* a replay tells of the stock when its key first came, not now */
+        admission_answered(ticket, r, rq->qty, out->remaining);
     if (r == ST_OK || r == ST_SOLD_OUT || r == ST_BUSY)
         sale_json(reply, rq, out);
+    if (out->replayed) /* the HTTP layer makes it the Idempotent-Replayed header */
+        json_object_set_new(reply, "replayed", json_true());
+    if (rq->key[0])
+        keys_running_end(rq->key);
     if (rq->trace) {
         trace_mark(rq->trace, TRACE_ANSWER);
         json_object_set_new(reply, "trace",
@@ -373,8 +384,11 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
                             json_t *reply)
 {
     struct later_sale *ls = calloc(1, sizeof *ls);
-    if (!ls)
+    if (!ls) {
+        if (rq->key[0])
+            keys_running_end(rq->key); /* never answered: sale_answered() will not end it */
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "out of memory");
+    }
     *ls =
         (struct later_sale){.base = {.answer = answer_later_sale, .hand_off = hand_off_later_sale},
                             .rq = *rq,
@@ -437,8 +451,13 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct sale_trace trace;
     struct admission_ticket ticket;
     st_result r = sale_asked(w, s, req, reply, &rq, &trace);
-    if (r == ST_OK)
+    if (r == ST_OK && rq.key[0])
+        r = keys_running_begin(w, rq.key);
+    if (r == ST_OK) {
         r = admitted(w, s, &rq, reply, &ticket);
+        if (r != ST_OK && rq.key[0])
+            keys_running_end(rq.key);
+    }
     if (r != ST_OK) {
         count_answer(s, r, req->arrived_us);
         return r;
@@ -475,6 +494,8 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
         return 0; /* the worker answers the error, and counts it */
     if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
         return 0; /* the sale itself waits: not on this thread */
+    if (rq.key[0] && keys_running_begin(w, rq.key) != ST_OK)
+        return 0; /* the worker answers in_progress */
     /* Admission is lock-free (admission.c), so it runs here too: a refusal
      * from memory - the flash sale's commonest answer - is answered on the
      * spot like GET /strategies, never crossing to the worker pool. */
@@ -482,8 +503,11 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
     st_result r = admitted(w, s, &rq, reply, &ticket);
     if (r == ST_OK)
         r = sell_later(w, &rq, &ticket, req, reply);
-    else
+    else {
+        if (rq.key[0])
+            keys_running_end(rq.key); /* refused before it ran: nothing to keep */
         count_answer(s, r, req->arrived_us);
+    }
     if (r != ST_OK) /* answered here: on a worker, admission would run twice */
         req->later->answer(req->later, r, w->error);
     return 1;

@@ -235,3 +235,24 @@ int params_ask_to_wait(const struct param_table *table, const struct http_reques
     }
     return 0;
 }
+
+st_result params_key(struct worker *w, const struct http_request *req,
+                     char key[IDEMPOTENCY_KEY_MAX + 1])
+{
+    key[0] = '\0';
+    const char *sent = req->idempotency_key;
+    if (!sent)
+        return ST_OK;
+    size_t len = strlen(sent);
+    if (len == 0 || len > IDEMPOTENCY_KEY_MAX)
+        return worker_fail(w, ST_BAD_REQUEST, "Idempotency-Key must be 1..%d characters, not %zu%s",
+                           IDEMPOTENCY_KEY_MAX, len, len > IDEMPOTENCY_KEY_MAX ? " or more" : "");
+    for (size_t i = 0; i < len; i++)
+        if (sent[i] < 0x21 || sent[i] > 0x7e)
+            return worker_fail(w, ST_BAD_REQUEST,
+                               "Idempotency-Key must be printable ASCII (0x21..0x7e); byte %zu is "
+                               "0x%02x",
+                               i, (unsigned char)sent[i]);
+    memcpy(key, sent, len + 1);
+    return ST_OK;
+}

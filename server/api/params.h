@@ -13,6 +13,7 @@
 
 #include "core/later.h"
 #include "core/result.h"
+#include "store/store.h" /* IDEMPOTENCY_KEY_MAX */
 
 #include <jansson.h>
 #include <limits.h>
@@ -39,7 +40,17 @@ struct http_request {
     size_t body_len;
     long long arrived_us; /* when its first byte came, monotonic clock */
     struct later *later;  /* for a handler that answers later (api.h) */
+    /* Its Idempotency-Key header as sent, cut after IDEMPOTENCY_KEY_MAX + 1
+     * characters (so that one too long still shows), or NULL when absent;
+     * params_key() checks it. */
+    const char *idempotency_key;
 };
+
+/* Checks the request's Idempotency-Key (1..IDEMPOTENCY_KEY_MAX printable
+ * ASCII characters) and copies it into `key` ("" when there is none):
+ * ST_BAD_REQUEST, naming the header, otherwise. */
+st_result params_key(struct worker *w, const struct http_request *req,
+                     char key[IDEMPOTENCY_KEY_MAX + 1]);
 
 /* How many rows a table has. */
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

@@ -128,6 +128,8 @@ static const struct option_spec options[] = {
         "lock strategies: lock TTL unless the request gives ttl_ms"),
     INT(lock_wait_ms, "lock-wait-ms", "5000", 0, 600000,
         "lock strategies: how long to wait for a lock before answering busy"),
+    INT(idempotency_ttl_s, "idempotency-ttl-s", "86400", 1, 31536000,
+        "how long a store keeps an Idempotency-Key and its answer, seconds"),
     INT(batch_max, "batch-max", "128", 1, 4096,
         "sql-batch, and lua sales that wait on a worker: the most sales one transaction or "
         "one shared pipeline carries"),

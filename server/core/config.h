@@ -83,6 +83,7 @@ struct config {
     int lock_ttl_ms;         /* lock strategies: TTL unless ttl_ms is given */
     int lock_wait_ms;        /* lock strategies: wait before answering busy */
     int batch_max;           /* sql-batch: sales in one transaction, at most */
+    int idempotency_ttl_s;   /* an Idempotency-Key's life in its store      */
 
     int admit_rate;          /* admission: tokens/s per product, 0 = no bucket  */
     int admit_burst;         /* admission: the bucket's size, 0 = admit_rate    */

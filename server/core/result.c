@@ -31,6 +31,8 @@ static const struct {
     [ST_PAID] = {409, "paid"},
     [ST_UNKNOWN_ORDER] = {404, "unknown_order"},
     [ST_CREATED] = {201, "created"},
+    [ST_KEY_REUSED] = {422, "key_reused"},
+    [ST_IN_PROGRESS] = {409, "in_progress"},
 };
 
 _Static_assert(sizeof outcomes / sizeof outcomes[0] == ST_RESULT_COUNT, "one row per outcome");

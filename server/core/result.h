@@ -46,10 +46,14 @@ typedef enum {
     ST_PAID,                /* cancel of a paid order; nothing changed   */
     ST_UNKNOWN_ORDER,       /* a well-formed order id the store lacks    */
     ST_CREATED,             /* done, and it made something: a held order */
+    ST_KEY_REUSED,          /* an Idempotency-Key sent before with another
+                               strategy, product or qty; nothing changed */
+    ST_IN_PROGRESS,         /* an Idempotency-Key whose first request is
+                               still running; nothing changed            */
 } st_result;
 
 /* How many outcomes there are, for tables indexed by result. */
-#define ST_RESULT_COUNT (ST_CREATED + 1)
+#define ST_RESULT_COUNT (ST_IN_PROGRESS + 1)
 
 /* The HTTP status the contract gives this result. */
 unsigned result_status(st_result r);

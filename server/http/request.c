@@ -42,6 +42,11 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
 void collect_args(struct pending *p)
 {
     MHD_get_connection_values(p->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p);
+    const char *key =
+        MHD_lookup_connection_value(p->connection, MHD_HEADER_KIND, "Idempotency-Key");
+    p->has_key = key != NULL;
+    if (key)
+        snprintf(p->key, sizeof p->key, "%s", key);
 }
 
 /* A reply document whose first member is "ok"; finish_reply() sets it.
@@ -68,6 +73,9 @@ void finish_reply(struct pending *p, st_result r, json_t *doc, const char *messa
             json_object_set_new(doc, "message", json_string(message));
     }
     p->result = r;
+    p->replayed = json_object_get(doc, "replayed") != NULL;
+    if (p->replayed)
+        json_object_del(doc, "replayed"); /* a header, not the first answer's body */
     if (r == ST_THROTTLED)
         p->retry_after_s = json_integer_value(json_object_get(doc, "retry_after"));
     page_json(&p->page, result_status(r), doc);
@@ -88,6 +96,8 @@ static void add_headers(struct MHD_Response *response, const struct pending *p)
         snprintf(seconds, sizeof seconds, "%lld", p->retry_after_s > 0 ? p->retry_after_s : 1);
         MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
     }
+    if (p->replayed)
+        MHD_add_response_header(response, "Idempotent-Replayed", "true");
     if (p->result == ST_SHUTTING_DOWN || p->bad_framing)
         MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
 }
@@ -127,6 +137,7 @@ struct http_request request_of(struct pending *p)
         .body_len = p->len,
         .arrived_us = p->arrived_us,
         .later = &p->later,
+        .idempotency_key = p->has_key ? p->key : NULL,
     };
 }
 

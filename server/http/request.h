@@ -51,6 +51,8 @@ struct pending {
     struct query_arg args[HTTP_MAX_ARGS];
     unsigned nargs;
     int too_many_args;
+    int has_key; /* an Idempotency-Key header came, its start in `key` */
+    char key[IDEMPOTENCY_KEY_MAX + 2];
     char *body;
     size_t len;
     int too_large;         /* the body was over config.max_body: answer 413 */
@@ -72,6 +74,7 @@ struct pending {
     struct page page;
     st_result result;
     long long retry_after_s; /* a throttled answer's Retry-After, from its reply */
+    int replayed;            /* the answer is an Idempotency-Key's first one, again */
 };
 
 /* Moves `p` to phase `to` from phase `from`, which it must be in: a
@@ -79,7 +82,9 @@ struct pending {
  * SENT, and never back. */
 void phase_move(struct pending *p, enum phase from, enum phase to);
 
-/* Collects the query's parameters into `p` (too many: too_many_args). */
+/* Collects the query's parameters into `p` (too many: too_many_args),
+ * and its Idempotency-Key header, kept in `p`: a worker never reads the
+ * connection. */
 void collect_args(struct pending *p);
 
 /* Appends a chunk of the body, or notes that it is over config.max_body. */

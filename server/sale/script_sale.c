@@ -14,6 +14,11 @@
  * a pipe is one connection to one server. Either way each
  * script runs alone and whole inside Redis: pipelining saves round trips
  * and thread hand-offs, it changes nothing in the race.
+ *
+ * A sale with an Idempotency-Key runs the keyed sale script
+ * (redis_stock.h). On a pipe every call carries its own script; a shared
+ * pipeline carries one, so a keyed sale on a worker goes alone, as a hold
+ * does.
  */
 #include "sale/script_sale.h"
 
@@ -124,6 +129,22 @@ static st_result send_on_pipe(struct worker *w, const struct deduct_request *rq,
     return ST_OK;
 }
 
+/* One sale's script, alone on this worker: its own EVALSHA, answered here. */
+static st_result eval_alone(struct worker *w, const struct deduct_request *rq,
+                            struct deduct_reply *out)
+{
+    struct redis_script_args a;
+    redisReply *reply = NULL;
+    redis_script_args_of(&a, rq, out);
+    const char *const *argvs[] = {a.argv};
+    st_result r = redis_eval_sales(w, a.script, 1, a.nkeys, a.argc, argvs, &reply);
+    if (reply)
+        r = redis_script_result(w, rq, reply, 1, out);
+    if (reply)
+        freeReplyObject(reply);
+    return r;
+}
+
 /* A hold: its own script, on this worker, answered here (rq->later is
  * NULL): its keys are its order's, a script no shared trip carries. */
 static st_result hold_now(struct worker *w, const struct deduct_request *rq,
@@ -132,18 +153,21 @@ static st_result hold_now(struct worker *w, const struct deduct_request *rq,
     assert(!rq->later);
     critical_section_wait(rq, NULL);
     st_result r = redis_hold_indexed(w, rq);
-    if (r != ST_OK)
+    return r == ST_OK ? eval_alone(w, rq, out) : r;
+}
+
+/* A keyed sale that waits first: its own script too (a shared trip
+ * carries one script, and its arguments are the key's), answered through
+ * rq->later like the sales it did not join. */
+static st_result keyed_now(struct worker *w, const struct deduct_request *rq,
+                           struct deduct_reply *out)
+{
+    critical_section_wait(rq, NULL);
+    st_result r = eval_alone(w, rq, out);
+    if (!rq->later)
         return r;
-    struct redis_script_args a;
-    redisReply *reply = NULL;
-    redis_script_args_of(&a, rq, out);
-    const char *const *argvs[] = {a.argv};
-    r = redis_eval_sales(w, a.script, 1, a.nkeys, a.argc, argvs, &reply);
-    if (reply)
-        r = redis_script_result(w, rq, reply, 1, out);
-    if (reply)
-        freeReplyObject(reply);
-    return r;
+    rq->later->answer(rq->later, r, r == ST_OK ? NULL : w->error);
+    return ST_OK;
 }
 
 st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
@@ -155,6 +179,8 @@ st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
      * the sale goes the worker's way, to its slot's node. */
     if (w->redis_pipe && !redis_cluster_enabled())
         return send_on_pipe(w, rq, out);
+    if (rq->key[0])
+        return keyed_now(w, rq, out);
     /* Not a critical section: the script is the only one. */
     critical_section_wait(rq, NULL);
     return combine(shared, w, rq, out);

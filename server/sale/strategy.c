@@ -10,6 +10,7 @@
 #include "core/metrics.h"
 #include "sale/lock.h"
 #include "sale/sale.h"
+#include "store/mysql_keys.h"
 #include "store/store.h"
 
 #include <assert.h>
@@ -106,11 +107,35 @@ int strategy_row_sound(const struct strategy *s)
     return strategy_row_flaw(s) == NULL;
 }
 
-st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
-                       struct deduct_reply *out)
+/* Its own body, or its lock around read_then_write. */
+static st_result sell(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                      struct deduct_reply *out)
 {
     assert(!s->lock != !s->deduct); /* every row: strategy_row_sound() */
     return s->lock ? deduct_under_lock(s->lock, s->store, w, rq, out) : s->deduct(w, rq, out);
+}
+
+/* A keyed sale on the mysql store: the key's kept answer when it has one;
+ * else the sale, whose commit keeps the key (mysql_keys.h), and a refusal
+ * kept after it. */
+static st_result sell_keyed_mysql(const struct strategy *s, struct worker *w,
+                                  const struct deduct_request *rq, struct deduct_reply *out)
+{
+    int found;
+    st_result r = mysql_key_find(w, rq, out, &found);
+    if (r != ST_OK || found)
+        return r;
+    r = sell(s, w, rq, out);
+    return r == ST_SOLD_OUT || r == ST_BUSY ? mysql_key_keep_refusal(w, rq, r, out) : r;
+}
+
+st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
+                       struct deduct_reply *out)
+{
+    assert(!rq->key[0] || !strategy_idempotent_why(s)); /* api.c drops a key a row cannot keep */
+    if (rq->key[0] && s->store == &store_mysql)
+        return sell_keyed_mysql(s, w, rq, out);
+    return sell(s, w, rq, out);
 }
 
 st_result sell_unlocked(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out)
@@ -166,6 +191,17 @@ const char *strategy_orders_why(const struct strategy *s)
     if (s->orders_why)
         return s->orders_why;
     return s->store->orders ? NULL : "its store keeps no orders";
+}
+
+const char *strategy_idempotent_why(const struct strategy *s)
+{
+    if (s->store == &store_mysql)
+        return strategy_orders_why(s) ? "its ledger write is its own, not the mysql store's "
+                                        "shared commit, where a key is kept with the sale"
+                                      : NULL;
+    return s->keeps_key ? NULL
+                        : "not yet: outside MySQL a key is kept by the keyed sale script "
+                          "(lua), and this row's sale is another script or a MULTI";
 }
 
 backend_set strategy_resets(const struct strategy *s)
@@ -249,6 +285,9 @@ json_t *strategy_json(const struct strategy *s)
         json_object_set_new(o, "partition", json_string("oversells"));
     if (strategy_cluster(s) != CLUSTER_NONE)
         json_object_set_new(o, "cluster", json_string(cluster_names[strategy_cluster(s)]));
+    json_object_set_new(o, "idempotent", json_boolean(!strategy_idempotent_why(s)));
+    if (strategy_idempotent_why(s))
+        json_object_set_new(o, "idempotent_why", json_string(strategy_idempotent_why(s)));
     json_object_set_new(o, "orders", json_boolean(!strategy_orders_why(s)));
     if (strategy_orders_why(s))
         json_object_set_new(o, "orders_why", json_string(strategy_orders_why(s)));

@@ -139,6 +139,8 @@ struct strategy {
     const char *orders_why;         /* why it cannot hold orders (store/orders.h):
                                        its ledger write is its own, not its store's
                                        shared one; NULL: it holds them              */
+    int keeps_key;                  /* a row outside MySQL whose sale script keeps an
+                                       Idempotency-Key with the sale               */
     deduct_fn deduct;               /* the strategy's own body, or...                */
     const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
 };
@@ -177,6 +179,14 @@ enum cluster_outcome strategy_cluster(const struct strategy *s);
 /* Why `s` cannot hold orders (POST /orders/{strategy}): its own reason, or
  * that its store keeps none; NULL when it holds them. */
 const char *strategy_orders_why(const struct strategy *s);
+
+/* Why `s` cannot keep an Idempotency-Key in its sale's atomic step, or
+ * NULL when it keeps one: a row of the mysql store keeps it in the shared
+ * commit its ledger row rides (store/mysql_keys.h), unless that ledger
+ * write is its own (the rows that hold no orders, strategy_orders_why());
+ * a row elsewhere keeps it only in a sale script that does (keeps_key). A
+ * key sent to a row that keeps none is checked, then ignored. */
+const char *strategy_idempotent_why(const struct strategy *s);
 
 /* The backends whose per-product state a reset clears for `s`. */
 backend_set strategy_resets(const struct strategy *s);

@@ -1,12 +1,14 @@
 /*
  * mysql_stock.c - the mysql store: a product's count in its `stock` row, its
  * ledger in `orders`, both written in one transaction; a hold's order is
- * that ledger row (store/mysql_orders.h).
+ * that ledger row (store/mysql_orders.h), and a sale's Idempotency-Key a
+ * row of `idempotency` in the same transaction (store/mysql_keys.h).
  */
 #include "store/mysql_stock.h"
 
 #include "core/trace.h"
 #include "core/worker.h"
+#include "store/mysql_keys.h"
 #include "store/mysql_orders.h"
 #include "store/store.h"
 
@@ -19,8 +21,8 @@ st_result stock_check(struct worker *w, const struct deduct_request *rq,
 }
 
 st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sale_wait wait,
-                      enum sql_statement write, const struct sql_value *args, unsigned nargs,
-                      int *matched)
+                      long long left, enum sql_statement write, const struct sql_value *args,
+                      unsigned nargs, int *matched)
 {
     struct sql_outcome done;
     *matched = 0;
@@ -36,6 +38,8 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
     if (wait == SALE_WAIT_INSIDE)
         critical_section_wait(rq, NULL);
     r = mysql_ledger_record(w, rq);
+    if (r == ST_OK && rq->key[0])
+        r = mysql_key_keep_sale(w, rq, left);
     if (r != ST_OK) {
         sql_rollback(w);
         return r;
@@ -67,10 +71,10 @@ static st_result write_if(struct worker *w, const struct deduct_request *rq,
     int matched;
     st_result r = sql_begin(w);
     if (r == ST_OK && !fence)
-        r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_COUNT,
+        r = sale_commit(w, rq, SALE_NO_WAIT, left, SQL_WRITE_COUNT,
                         SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(seen->epoch)), &matched);
     else if (r == ST_OK)
-        r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_FENCE,
+        r = sale_commit(w, rq, SALE_NO_WAIT, left, SQL_WRITE_IF_FENCE,
                         SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(fence), SQL_I(seen->epoch)),
                         &matched);
     if (r != ST_OK || matched)

@@ -13,13 +13,19 @@
  *
  * The lag it promises: an order whose deadline has passed is in the next
  * sweep of any live instance - two rounds and a second for a slow server.
+ *
+ * Each sweep also deletes a batch of Idempotency-Keys older than
+ * --idempotency-ttl-s (mysql_keys.h): the one thread that already visits
+ * MySQL on a clock, so a key's retention needs none of its own.
  */
 #include "store/expiry.h"
+#include "store/mysql_keys.h"
 #include "store/mysql_orders.h"
 
 static st_result sweep(struct worker *w, const struct expiry *e, int *returned)
 {
-    return mysql_orders_sweep(w, e->name, returned);
+    st_result r = mysql_orders_sweep(w, e->name, returned);
+    return r == ST_OK ? mysql_keys_expire(w) : r;
 }
 
 const struct expiry expiry_mysql_sweeper = {

@@ -10,6 +10,7 @@
  */
 #include "store/redis_stock.h"
 
+#include "core/config.h"
 #include "core/trace.h"
 #include "core/worker.h"
 #include "store/order_stream.h"
@@ -143,12 +144,38 @@ struct redis_script redis_hold_sale_script = {
     .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
 };
 
+struct redis_script redis_keyed_sale_script = {
+    .source =
+        "local kept = redis.call('HMGET', KEYS[3], 'fingerprint', 'sold', 'count')\n"
+        "if kept[1] then\n"
+        "  if kept[1] ~= ARGV[2] then return {-2, 0} end\n"
+        "  return {tonumber(kept[2]), tonumber(kept[3]), 1}\n"
+        "end\n"
+        "local function keep(sold, count)\n"
+        "  redis.call('HSET', KEYS[3], 'fingerprint', ARGV[2], 'sold', sold, 'count', count)\n"
+        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+        "  return {sold, count}\n"
+        "end\n"
+        "local count = tonumber(redis.call('GET', KEYS[1]))\n"
+        "if not count then return {-1, 0} end\n"
+        "local qty = tonumber(ARGV[1])\n"
+        "if count < qty then return keep(0, count) end\n"
+        "local left = redis.call('DECRBY', KEYS[1], qty)\n"
+        "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
+        "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+        "return keep(1, left)\n",
+    .steps = "the keyed sale script: HMGET the key (its answer again if kept), GET, compare with "
+             "qty, DECRBY, HINCRBY the ledger, HSET the key's answer",
+};
+
 /* The sale script a row runs: a row that settles later streams its orders;
- * a hold writes its order. */
+ * a hold writes its order; a keyed sale keeps its key. */
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
     if (rq->hold.order[0])
         return &redis_hold_sale_script;
+    if (rq->key[0])
+        return &redis_keyed_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
 }
 
@@ -163,6 +190,20 @@ static void hold_args_of(struct redis_script_args *a, const struct deduct_reques
     _Static_assert(sizeof held / sizeof held[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
     memcpy(a->argv, held, sizeof held);
     a->nkeys = 7, a->argc = 12;
+}
+
+/* A keyed sale's arguments, after the sale's: its key's, then the
+ * fingerprint and the key's ttl. */
+static void keyed_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    char suffix[IDEMPOTENCY_KEY_MAX + 2];
+    snprintf(suffix, sizeof suffix, ":%s", rq->key);
+    snprintf(a->idem, sizeof a->idem, "idem:{%d}%s", rq->product, suffix);
+    key_fingerprint(a->fingerprint, rq);
+    snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
+    const char *keyed[] = {a->stock, a->ledger, a->idem, a->qty, a->fingerprint, a->key_ttl};
+    memcpy(a->argv, keyed, sizeof keyed);
+    a->nkeys = 3, a->argc = 6;
 }
 
 /* The script's keys and quantity as this thread last formatted them: a
@@ -197,6 +238,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
     if (a->script == &redis_hold_sale_script)
         hold_args_of(a, rq);
+    if (a->script == &redis_keyed_sale_script)
+        keyed_args_of(a, rq);
     if (a->script != &redis_stream_sale_script)
         return;
     memcpy(a->epoch, last.epoch, sizeof a->epoch);
@@ -225,6 +268,16 @@ static void trace_script(const struct deduct_request *rq, long long sold, long l
         t->read = count;
 }
 
+/* A keyed sale's kept answer, again: what the script says of it is what
+ * script_outcome() would have said the first time. */
+static st_result kept_answer(struct worker *w, const struct deduct_request *rq, long long sold,
+                             long long count, struct deduct_reply *out)
+{
+    char message[64];
+    snprintf(message, sizeof message, "%lld left, %d asked", count, rq->qty);
+    return key_replay(w, sold ? ST_OK : ST_SOLD_OUT, count, message, out);
+}
+
 /* What the script answered, before the order id is kept or dropped. */
 static st_result script_outcome(struct worker *w, const struct deduct_request *rq,
                                 const redisReply *reply, int batch, struct deduct_reply *out)
@@ -234,13 +287,17 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
     out->batch = batch;
     if (reply->type == REDIS_REPLY_ERROR)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3 ||
         redis_reply_int(reply->element[0], &sold) != 0 ||
         redis_reply_int(reply->element[1], &count) != 0)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "redis: unexpected reply from the sale script");
+    if (sold == -2)
+        return key_reused(w);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
+    if (reply->elements == 3) /* the key's kept answer */
+        return kept_answer(w, rq, sold, count, out);
     out->remaining = count;
     trace_script(rq, sold, count);
     if (sold == 0)

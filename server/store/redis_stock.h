@@ -52,15 +52,27 @@ extern struct redis_script redis_stream_sale_script;
 /* The same sale that also writes its held order (redis_orders.h). */
 extern struct redis_script redis_hold_sale_script;
 
+/* The same sale with an Idempotency-Key (lua): idem:{P}:<key>, under the
+ * product's hash tag, holds the request's fingerprint and the answer it
+ * got (sold 1 or 0, the count), kept --idempotency-ttl-s. A key it holds
+ * already answers its kept answer again, {sold, count, 1}, and sells
+ * nothing; a key held with another fingerprint answers {-2, 0}. The check,
+ * the sale and the key are one script: the key exists if and only if its
+ * sale - or its refusal - does. */
+extern struct redis_script redis_keyed_sale_script;
+
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
  * epoch key and the stream too, then a new order id and the product; for a
- * hold, its order's keys, then its id, ttl, seller and expiry. */
+ * hold, its order's keys, then its id, ttl, seller and expiry; for a keyed
+ * sale, its key's, then the fingerprint and the key's ttl in ms. */
 struct redis_script_args {
     struct redis_script *script;
     int nkeys, argc;
     char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], qty[16], product[16];
-    struct redis_hold hold; /* a hold's keys and ttl */
+    struct redis_hold hold;                             /* a hold's keys and ttl */
+    char idem[REDIS_KEY_MAX + IDEMPOTENCY_KEY_MAX];     /* a keyed sale's idem:{P}:<key> */
+    char fingerprint[KEY_FINGERPRINT_MAX], key_ttl[24]; /* and what it keeps there      */
     const char *argv[12];
 };
 

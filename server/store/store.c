@@ -1,7 +1,9 @@
 /*
  * store.c - the steps every store and every sale body share: the teaching
- * knobs' wait inside the critical section, and the check that the count
- * read covers the sale.
+ * knobs' wait inside the critical section, the check that the count
+ * read covers the sale, and an Idempotency-Key's fingerprint and replayed
+ * answer, which each store keeps its own way (mysql_keys.c, the Redis sale
+ * script).
  *
  * They live here, below the sale bodies, because the stores take them too:
  * MySQL's one-statement sale waits between its write and its COMMIT, with
@@ -11,6 +13,9 @@
 
 #include "core/trace.h"
 #include "core/worker.h"
+
+#include <assert.h>
+#include <stdio.h>
 
 void critical_section_wait(const struct deduct_request *rq, struct guard *g)
 {
@@ -36,4 +41,26 @@ st_result count_covers(struct worker *w, const struct deduct_request *rq, long l
     if (count < rq->qty)
         return worker_fail(w, ST_SOLD_OUT, "%lld left, %d asked", count, rq->qty);
     return ST_OK;
+}
+
+void key_fingerprint(char out[KEY_FINGERPRINT_MAX], const struct deduct_request *rq)
+{
+    snprintf(out, KEY_FINGERPRINT_MAX, "deduct %s %d %d", rq->seller, rq->product, rq->qty);
+}
+
+st_result key_replay(struct worker *w, st_result kept, long long remaining, const char *message,
+                     struct deduct_reply *out)
+{
+    assert(kept == ST_OK || kept == ST_SOLD_OUT || kept == ST_BUSY); /* the answers kept */
+    out->remaining = remaining;
+    out->attempts = 1;
+    out->replayed = 1;
+    return kept == ST_OK ? ST_OK : worker_fail(w, kept, "%s", message);
+}
+
+st_result key_reused(struct worker *w)
+{
+    return worker_fail(w, ST_KEY_REUSED,
+                       "this Idempotency-Key was sent before with another strategy, product or "
+                       "qty; a new purchase needs a new key");
 }

@@ -39,6 +39,12 @@ struct hold {
     const char *expiry;           /* the expiry mechanism's name (store/expiry.h) */
 };
 
+/* The longest Idempotency-Key the contract allows. A key is kept by the
+ * store beside the sale it was sent with, in the same atomic step, with
+ * the answer its client was given (store/mysql_keys.h; on Redis, the keyed
+ * sale script of redis_stock.h). */
+#define IDEMPOTENCY_KEY_MAX 255
+
 /* One sale attempt, validated by the HTTP layer. */
 struct deduct_request {
     const struct strategy *strategy; /* the row (sale/strategy.h): stores do not read it */
@@ -53,6 +59,10 @@ struct deduct_request {
     int pause_ms;                    /* holder frozen after reading, watchdog included       */
     struct sale_trace *trace;        /* what the sale did, when trace=1 asked; else NULL     */
     struct hold hold;                /* the order it holds, or hold.order "" for a sale      */
+
+    /* Its Idempotency-Key, "" when none came or its row keeps none
+     * (strategy_idempotent_why()). */
+    char key[IDEMPOTENCY_KEY_MAX + 1];
 };
 
 /* deduct_reply.remaining when the strategy never saw the count (sql). */
@@ -67,6 +77,7 @@ struct deduct_reply {
     long long lock_wait_us; /* time spent taking the lock                 */
     int batch;              /* sales applied in the same transaction, or 0 */
     char order[40];         /* the order id of a sale that settles later, or "" */
+    int replayed;           /* the answer is the one its key's first request got */
 };
 
 /* What a lock hands the body it guards (NULL when there is no lock). */
@@ -87,6 +98,20 @@ void critical_section_wait(const struct deduct_request *rq, struct guard *g);
  * cover qty. */
 st_result count_covers(struct worker *w, const struct deduct_request *rq, long long count,
                        struct deduct_reply *out);
+
+/* What a key's request asked, as the store keeps it beside the key: the
+ * same key with another fingerprint is ST_KEY_REUSED. */
+#define KEY_FINGERPRINT_MAX 128
+void key_fingerprint(char out[KEY_FINGERPRINT_MAX], const struct deduct_request *rq);
+
+/* The answer a store kept with a key, given again: `kept` (ST_OK, or the
+ * refusal ST_SOLD_OUT or ST_BUSY with `message`) and the `remaining` it
+ * showed, into *out, marked replayed. */
+st_result key_replay(struct worker *w, st_result kept, long long remaining, const char *message,
+                     struct deduct_reply *out);
+
+/* The answer to a key sent before with another fingerprint. */
+st_result key_reused(struct worker *w);
 
 /* What a read saw, for the write that follows it. */
 struct stock_seen {

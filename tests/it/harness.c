@@ -103,13 +103,14 @@ static size_t on_header(char *line, size_t size, size_t count, void *userdata)
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* a new response (after a 100 Continue): forget the last one's */
         r->content_type[0] = r->allow[0] = r->connection[0] = r->retry_after[0] = '\0';
-        r->instance[0] = '\0';
+        r->instance[0] = r->replayed[0] = '\0';
     }
     take_header(line, n, "Content-Type", r->content_type, sizeof r->content_type);
     take_header(line, n, "Allow", r->allow, sizeof r->allow);
     take_header(line, n, "Connection", r->connection, sizeof r->connection);
     take_header(line, n, "Retry-After", r->retry_after, sizeof r->retry_after);
     take_header(line, n, "X-Stockd-Instance", r->instance, sizeof r->instance);
+    take_header(line, n, "Idempotent-Replayed", r->replayed, sizeof r->replayed);
     return n;
 }
 

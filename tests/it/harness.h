@@ -101,6 +101,7 @@ struct http_reply {
     char connection[32];   /* the Connection header, "" when absent     */
     char retry_after[16];  /* the Retry-After header, "" when absent    */
     char instance[96];     /* the X-Stockd-Instance header              */
+    char replayed[16];     /* the Idempotent-Replayed header, "" when absent */
     char failure[256];     /* why status is 0                           */
 };
 

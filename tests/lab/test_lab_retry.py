@@ -93,6 +93,7 @@ class JudgeTest(unittest.TestCase):
         self.assertTrue(retried(answer(NO_ANSWER, "client timeout")))
         self.assertTrue(retried(answer(503, "outcome_unknown")))
         self.assertFalse(retried(answer(409, "sold_out")))
+        self.assertTrue(retried(answer(409, "in_progress")))
         self.assertFalse(retried(answer(200)))
 
     def test_tally(self):

@@ -1,7 +1,8 @@
 /*
  * unit_params.c - parameter validation: every malformed value is a 400 with
  * a message naming the parameter, nothing is silently defaulted or clamped,
- * and a query and a JSON body must agree.
+ * and a query and a JSON body must agree; an Idempotency-Key is 1..255
+ * printable ASCII characters, else a 400 naming the header.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,13 +159,52 @@ static int teardown(void **state)
     return 0;
 }
 
+/* params_key() on a header as the HTTP layer hands it over: `sent`, or
+ * no header at all when NULL. */
+static st_result key_of(const char *sent, char key[IDEMPOTENCY_KEY_MAX + 1])
+{
+    struct http_request req = {.method = "POST", .path = "/x", .body = "", .idempotency_key = sent};
+    return params_key(w, &req, key);
+}
+
+static void expect_bad_key(const char *sent)
+{
+    char key[IDEMPOTENCY_KEY_MAX + 1] = "left over";
+    assert_int_equal(key_of(sent, key), ST_BAD_REQUEST);
+    assert_non_null(strstr(w->error, "Idempotency-Key"));
+    assert_string_equal(key, "");
+}
+
+static void test_idempotency_key(void **state)
+{
+    (void)state;
+    char key[IDEMPOTENCY_KEY_MAX + 1] = "left over";
+    assert_int_equal(key_of(NULL, key), ST_OK);
+    assert_string_equal(key, "");
+    assert_int_equal(key_of("!order-7f3a~", key), ST_OK);
+    assert_string_equal(key, "!order-7f3a~");
+    char longest[IDEMPOTENCY_KEY_MAX + 2];
+    memset(longest, 'k', IDEMPOTENCY_KEY_MAX);
+    longest[IDEMPOTENCY_KEY_MAX] = '\0';
+    assert_int_equal(key_of(longest, key), ST_OK);
+    assert_int_equal(strlen(key), IDEMPOTENCY_KEY_MAX);
+
+    expect_bad_key("");
+    longest[IDEMPOTENCY_KEY_MAX] = 'k';
+    longest[IDEMPOTENCY_KEY_MAX + 1] = '\0';
+    expect_bad_key(longest);
+    expect_bad_key("a b");         /* 0x20 */
+    expect_bad_key("a\tb");        /* a control character */
+    expect_bad_key("a\x7f");       /* DEL */
+    expect_bad_key("caf\xc3\xa9"); /* not ASCII */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bounded_int),
-        cmocka_unit_test(test_defaults_and_required),
-        cmocka_unit_test(test_query_errors),
-        cmocka_unit_test(test_body),
+        cmocka_unit_test(test_bounded_int),     cmocka_unit_test(test_defaults_and_required),
+        cmocka_unit_test(test_query_errors),    cmocka_unit_test(test_body),
+        cmocka_unit_test(test_idempotency_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -40,7 +40,7 @@ static st_result attempt_once(struct worker *w, const struct deduct_request *rq,
     if (rq->trace)
         rq->trace->version = version;
     int matched;
-    r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_IF_VERSION,
+    r = sale_commit(w, rq, SALE_NO_WAIT, left, SQL_WRITE_IF_VERSION,
                     SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(version)), &matched);
     if (r == ST_OK && !matched)
         return worker_fail(w, ST_BUSY, "version %lld changed before the write", version);

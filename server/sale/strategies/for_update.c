@@ -40,7 +40,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     /* The row is locked since the read: a reset waits for the commit, so
      * the epoch read is still the row's. */
     int matched;
-    r = sale_commit(w, rq, SALE_NO_WAIT, SQL_WRITE_COUNT,
+    r = sale_commit(w, rq, SALE_NO_WAIT, left, SQL_WRITE_COUNT,
                     SQL_ARGS(SQL_I(left), SQL_I(rq->product), SQL_I(row.col[3])), &matched);
     assert(r != ST_OK || matched);
     out->remaining = r == ST_OK ? left : REMAINING_UNKNOWN;

@@ -24,7 +24,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     int matched = 0;
     st_result r = sql_begin(w);
     if (r == ST_OK)
-        r = sale_commit(w, rq, SALE_WAIT_INSIDE, SQL_DEDUCT_IF_ENOUGH,
+        r = sale_commit(w, rq, SALE_WAIT_INSIDE, REMAINING_UNKNOWN, SQL_DEDUCT_IF_ENOUGH,
                         SQL_ARGS(SQL_I(rq->qty), SQL_I(rq->product), SQL_I(rq->qty)), &matched);
     if (r != ST_OK || matched)
         return r;

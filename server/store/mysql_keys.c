@@ -1,0 +1,93 @@
+/*
+ * mysql_keys.c - the `idempotency` table's rows: found, and kept with a
+ * sale or a refusal (mysql_keys.h says when each is written).
+ */
+#include "store/mysql_keys.h"
+
+#include "backend/mysql.h"
+#include "core/config.h"
+#include "core/worker.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* A kept row as SQL_KEY_READ renders it: a message (256 characters, each
+ * at most 6 once escaped) and a few numbers. */
+#define KEPT_TEXT_MAX 2048
+
+/* The kept answer `text` again, or ST_KEY_REUSED. */
+static st_result answer_kept(struct worker *w, const char *text, struct deduct_reply *out)
+{
+    json_t *row = json_loads(text, 0, NULL);
+    json_t *remaining = json_object_get(row, "remaining");
+    json_t *message = json_object_get(row, "message");
+    json_t *result = json_object_get(row, "result");
+    json_t *same = json_object_get(row, "same"); /* a boolean or 1/0, as the server renders it */
+    st_result r;
+    if (!json_is_integer(result) || !json_is_string(message))
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: an idempotency row reads oddly: %.200s",
+                        text);
+    else if (!json_is_true(same) && !(json_is_integer(same) && json_integer_value(same)))
+        r = key_reused(w);
+    else
+        r = key_replay(w, (st_result)json_integer_value(result),
+                       json_is_integer(remaining) ? json_integer_value(remaining)
+                                                  : REMAINING_UNKNOWN,
+                       json_string_value(message), out);
+    json_decref(row);
+    return r;
+}
+
+st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
+                         struct deduct_reply *out, int *found)
+{
+    char fingerprint[KEY_FINGERPRINT_MAX], text[KEPT_TEXT_MAX];
+    key_fingerprint(fingerprint, rq);
+    st_result r = sql_exec_text(w, SQL_KEY_READ, SQL_ARGS(SQL_S(fingerprint), SQL_S(rq->key)), text,
+                                sizeof text, found);
+    return r == ST_OK && *found ? answer_kept(w, text, out) : r;
+}
+
+/* Inserts rq->key's row; *kept 0 when the key was there already. */
+static st_result keep(struct worker *w, const struct deduct_request *rq, st_result answer,
+                      long long remaining, const char *message, int *kept)
+{
+    char fingerprint[KEY_FINGERPRINT_MAX];
+    key_fingerprint(fingerprint, rq);
+    return sql_insert_unique(w, SQL_KEY_INSERT,
+                             SQL_ARGS(SQL_S(rq->key), SQL_S(fingerprint), SQL_I(answer),
+                                      SQL_I(remaining), SQL_S(message)),
+                             kept);
+}
+
+st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq, long long left)
+{
+    int kept;
+    st_result r = keep(w, rq, ST_OK, left, "", &kept);
+    if (r == ST_OK && !kept)
+        return worker_fail(w, ST_IN_PROGRESS,
+                           "another request with this Idempotency-Key sold first; retry for its "
+                           "answer");
+    return r;
+}
+
+st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
+                                 st_result refused, struct deduct_reply *out)
+{
+    char message[sizeof w->error];
+    snprintf(message, sizeof message, "%s", w->error);
+    int kept, found;
+    st_result r = keep(w, rq, refused, out->remaining, message, &kept);
+    if (r == ST_OK && kept)
+        return worker_fail(w, refused, "%s", message);
+    if (r == ST_OK)
+        r = mysql_key_find(w, rq, out, &found);
+    if (r == ST_OK && !found) /* kept and swept in between: ours stands */
+        return worker_fail(w, refused, "%s", message);
+    return r;
+}
+
+st_result mysql_keys_expire(struct worker *w)
+{
+    return sql_exec(w, SQL_KEY_EXPIRE, SQL_ARGS(SQL_I(config.idempotency_ttl_s)), NULL);
+}

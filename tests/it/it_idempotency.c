@@ -1,0 +1,296 @@
+/*
+ * it_idempotency.c - Idempotency-Key on POST /stock/deduct/{strategy},
+ * against the real stack, for a row of each store that keeps keys (sql on
+ * MySQL, lua on Redis) and a row that keeps none (watch).
+ *
+ * Proves:
+ *   - a key sent again gets the first answer again - status and body,
+ *     `remaining` included - with `Idempotent-Replayed: true`, and the
+ *     ledger unchanged: no second sale;
+ *   - a refusal (sold_out) is an answer too: replayed as it was, even once
+ *     the stock is back, and it changed nothing;
+ *   - the same key with another qty (and on MySQL another product or
+ *     strategy) is 422 key_reused, and changes nothing;
+ *   - a malformed key (empty, 256 characters, a control character) is a
+ *     400 naming Idempotency-Key, and changes nothing; 255 printable
+ *     characters are a key;
+ *   - a key whose first request is still inside its critical section
+ *     (hold_ms) is 409 in_progress for a second request, which changes
+ *     nothing; the first then sells once, and its answer replays;
+ *   - /strategies says which rows keep keys, and why the others do not;
+ *     a row that keeps none sells every time, as if no key came.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PRODUCT_REPLAY 470001 /* + the row's index in rows[] */
+#define PRODUCT_REFUSAL 470011
+#define PRODUCT_REUSED 470021
+#define PRODUCT_OTHER 470031
+#define PRODUCT_BAD 470041
+#define PRODUCT_RUNNING 470051
+#define PRODUCT_NO_KEY 470061
+
+/* The longest key the contract allows. */
+#define IDEMPOTENCY_TEST_MAX 255
+
+/* The rows that keep keys, one per store. */
+static const char *const rows[] = {"sql", "lua"};
+
+/* A key no earlier run sent: the stores keep keys for a day, across runs. */
+static void fresh_key(char *key, size_t size, const char *what)
+{
+    static int made;
+    snprintf(key, size, "it-%ld-%d-%lld-%d-%s", (long)getpid(), made++, now_ms(), (int)time(NULL),
+             what);
+}
+
+/* POST /stock/deduct/{strategy}?product=P&qty=N[&extra] with `key` (no
+ * header when NULL). */
+static void keyed(const char *strategy, int product, int qty, const char *extra, const char *key,
+                  struct http_reply *out)
+{
+    char path[192], header[64 + 512];
+    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
+             extra ? extra : "");
+    /* curl drops a header written "Name:" with no value; "Name;" sends it empty. */
+    if (key && !*key)
+        snprintf(header, sizeof header, "Idempotency-Key;");
+    else
+        snprintf(header, sizeof header, "Idempotency-Key: %s", key ? key : "");
+    const char *const headers[] = {key ? header : NULL, NULL};
+    http_call_with("POST", path, NULL, headers, out);
+}
+
+/* Asserts a keyed deduct's status and error word ("" for a 200), and
+ * whether it says it is a replay; returns the reply, for the caller to
+ * free. */
+static struct http_reply expect_keyed(const char *strategy, int product, int qty, const char *extra,
+                                      const char *key, long status, const char *word, int replayed)
+{
+    struct http_reply r;
+    keyed(strategy, product, qty, extra, key, &r);
+    if (r.status != status || strcmp(reply_word(&r), word) != 0 ||
+        (strcmp(r.replayed, "true") == 0) != replayed)
+        fail_msg("%s of %d qty %d key %.40s: %ld %s (replayed '%s'), wanted %ld %s%s: %s", strategy,
+                 product, qty, key ? key : "(none)", r.status, reply_word(&r), r.replayed, status,
+                 word, replayed ? " replayed" : "", r.text ? r.text : r.failure);
+    assert_non_null(r.json);
+    return r;
+}
+
+static void expect_same_body(const struct http_reply *first, const struct http_reply *again)
+{
+    if (!json_equal(first->json, again->json))
+        fail_msg("the replay's body differs:\n  first: %s\n  again: %s", first->text, again->text);
+}
+
+/* Asserts a keyed deduct's answer as expect_keyed() does, that it left
+ * the product's figures as they were and, when `same_as` is not NULL, that
+ * its body is that reply's. */
+static void expect_nothing_changed(const char *strategy, int product, int qty, const char *key,
+                                   long status, const char *word, int replayed,
+                                   const struct http_reply *same_as)
+{
+    struct account before = account(product);
+    struct http_reply r = expect_keyed(strategy, product, qty, NULL, key, status, word, replayed);
+    struct account after = account(product);
+    expect_same_account(&before, &after);
+    if (same_as)
+        expect_same_body(same_as, &r);
+    http_reply_free(&r);
+}
+
+static void test_a_key_replays_its_sale(void **state)
+{
+    (void)state;
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        int product = PRODUCT_REPLAY + i;
+        char key[96];
+        fresh_key(key, sizeof key, "replay");
+        reset(product, 10);
+        struct http_reply first = expect_keyed(rows[i], product, 2, NULL, key, 200, "", 0);
+        struct account sold = account(product);
+        assert_int_equal(
+            account_store(&sold, json_str_member(find_strategy(rows[i]), "store"))->sold, 2);
+        for (int again = 0; again < 3; again++) {
+            struct http_reply r = expect_keyed(rows[i], product, 2, NULL, key, 200, "", 1);
+            expect_same_body(&first, &r);
+            http_reply_free(&r);
+        }
+        struct account after = account(product);
+        expect_same_account(&sold, &after);
+        http_reply_free(&first);
+    }
+}
+
+static void test_a_refusal_replays_and_changes_nothing(void **state)
+{
+    (void)state;
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        int product = PRODUCT_REFUSAL + i;
+        char key[96];
+        fresh_key(key, sizeof key, "refused");
+        reset(product, 1);
+        struct account before = account(product);
+        struct http_reply first = expect_keyed(rows[i], product, 2, NULL, key, 409, "sold_out", 0);
+        struct account after = account(product);
+        expect_same_account(&before, &after);
+        /* The stock is back: the key still answers what it answered. */
+        reset(product, 10);
+        expect_nothing_changed(rows[i], product, 2, key, 409, "sold_out", 1, &first);
+        http_reply_free(&first);
+    }
+}
+
+static void test_a_key_reused_with_other_parameters_is_422(void **state)
+{
+    (void)state;
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        int product = PRODUCT_REUSED + i;
+        char key[96];
+        fresh_key(key, sizeof key, "reused");
+        reset(product, 10);
+        struct http_reply first = expect_keyed(rows[i], product, 1, NULL, key, 200, "", 0);
+        expect_nothing_changed(rows[i], product, 3, key, 422, "key_reused", 0, NULL);
+        http_reply_free(&first);
+    }
+    /* MySQL keeps one table of keys: another product or another of its
+     * rows is another request too. */
+    char key[96];
+    fresh_key(key, sizeof key, "reused-sql");
+    reset(PRODUCT_OTHER, 10);
+    reset(PRODUCT_OTHER + 1, 10);
+    struct http_reply first = expect_keyed("sql", PRODUCT_OTHER, 1, NULL, key, 200, "", 0);
+    expect_nothing_changed("sql", PRODUCT_OTHER + 1, 1, key, 422, "key_reused", 0, NULL);
+    expect_nothing_changed("for-update", PRODUCT_OTHER, 1, key, 422, "key_reused", 0, NULL);
+    http_reply_free(&first);
+}
+
+static void expect_bad_key(const char *strategy, int product, const char *key)
+{
+    struct http_reply r = expect_keyed(strategy, product, 1, NULL, key, 400, "bad_request", 0);
+    const char *message = json_str_member(r.json, "message");
+    if (!strstr(message, "Idempotency-Key"))
+        fail_msg("the 400 does not name the header: %s", message);
+    http_reply_free(&r);
+}
+
+static void test_a_malformed_key_is_400_and_changes_nothing(void **state)
+{
+    (void)state;
+    char longest[IDEMPOTENCY_TEST_MAX + 2];
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        int product = PRODUCT_BAD + i;
+        reset(product, 10);
+        struct account before = account(product);
+        expect_bad_key(rows[i], product, "");
+        memset(longest, 'k', IDEMPOTENCY_TEST_MAX + 1);
+        longest[IDEMPOTENCY_TEST_MAX + 1] = '\0';
+        expect_bad_key(rows[i], product, longest);
+        expect_bad_key(rows[i], product, "a\001b");
+        expect_bad_key(rows[i], product, "caf\xc3\xa9");
+        struct account after = account(product);
+        expect_same_account(&before, &after);
+        /* 255 printable characters are a key. */
+        fresh_key(longest, sizeof longest, "");
+        memset(longest + strlen(longest), '~', IDEMPOTENCY_TEST_MAX - strlen(longest));
+        longest[IDEMPOTENCY_TEST_MAX] = '\0';
+        struct http_reply r = expect_keyed(rows[i], product, 1, NULL, longest, 200, "", 0);
+        http_reply_free(&r);
+        r = expect_keyed(rows[i], product, 1, NULL, longest, 200, "", 1);
+        http_reply_free(&r);
+    }
+}
+
+/* A keyed sale sent from a thread of its own. */
+struct keyed_background {
+    pthread_t thread;
+    const char *strategy;
+    int product;
+    const char *key;
+    struct http_reply reply;
+};
+
+static void *send_keyed(void *arg)
+{
+    struct keyed_background *b = arg;
+    keyed(b->strategy, b->product, 1, "&hold_ms=1000", b->key, &b->reply);
+    http_thread_done();
+    return NULL;
+}
+
+static void test_a_running_key_is_409_in_progress(void **state)
+{
+    (void)state;
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        static struct keyed_background first;
+        static char key[96];
+        int product = PRODUCT_RUNNING + i;
+        fresh_key(key, sizeof key, "running");
+        reset(product, 10);
+        first = (struct keyed_background){.strategy = rows[i], .product = product, .key = key};
+        assert_int_equal(pthread_create(&first.thread, NULL, send_keyed, &first), 0);
+        sleep_ms(300); /* the first is inside its 1000 ms hold */
+        struct http_reply r = expect_keyed(rows[i], product, 1, NULL, key, 409, "in_progress", 0);
+        http_reply_free(&r);
+        assert_int_equal(pthread_join(first.thread, NULL), 0);
+        if (first.reply.status != 200)
+            fail_msg("the first request: %ld %s", first.reply.status,
+                     first.reply.text ? first.reply.text : first.reply.failure);
+        struct account a = account(product);
+        const char *store = json_str_member(find_strategy(rows[i]), "store");
+        assert_int_equal(account_store(&a, store)->sold, 1);
+        r = expect_keyed(rows[i], product, 1, "&hold_ms=1000", key, 200, "", 1);
+        expect_same_body(&first.reply, &r);
+        http_reply_free(&r);
+        http_reply_free(&first.reply);
+        a = account(product);
+        assert_int_equal(account_store(&a, store)->sold, 1);
+    }
+}
+
+static void test_strategies_say_which_rows_keep_keys(void **state)
+{
+    (void)state;
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        assert_true(json_bool_member(find_strategy(rows[i]), "idempotent"));
+        assert_null(json_object_get(find_strategy(rows[i]), "idempotent_why"));
+    }
+    assert_true(json_bool_member(find_strategy("for-update"), "idempotent"));
+    const json_t *watch = find_strategy("watch");
+    assert_false(json_bool_member(watch, "idempotent"));
+    assert_true(strlen(json_str_member(watch, "idempotent_why")) > 0);
+    assert_false(json_bool_member(find_strategy("sql-batch"), "idempotent"));
+    /* A row that keeps no key sells each time, and never says replayed. */
+    char key[96];
+    fresh_key(key, sizeof key, "ignored");
+    reset(PRODUCT_NO_KEY, 10);
+    for (int n = 0; n < 2; n++) {
+        struct http_reply r = expect_keyed("watch", PRODUCT_NO_KEY, 1, NULL, key, 200, "", 0);
+        http_reply_free(&r);
+    }
+    struct account a = account(PRODUCT_NO_KEY);
+    assert_int_equal(a.redis.sold, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_key_replays_its_sale),
+        cmocka_unit_test(test_a_refusal_replays_and_changes_nothing),
+        cmocka_unit_test(test_a_key_reused_with_other_parameters_is_422),
+        cmocka_unit_test(test_a_malformed_key_is_400_and_changes_nothing),
+        cmocka_unit_test(test_a_running_key_is_409_in_progress),
+        cmocka_unit_test(test_strategies_say_which_rows_keep_keys),
+    };
+    return cmocka_run_group_tests_name("idempotency keys", tests, stockd_group_setup,
+                                       stockd_group_teardown)
+               ? 1
+               : 0;
+}
