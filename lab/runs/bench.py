@@ -27,6 +27,12 @@ with --sold-out-flag against nginx answering the same 409 from its config. A pai
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
 the host's mood, two minutes apart may not.
 
+And per store, orders held then paid (bench/order.lua, two requests an order) against
+the plain sale of the same strategy, the first of the store that holds orders and
+claims safety with several instances, alternated the same way: x limit is orders per
+second over sales per second; after each order run the store must show every held
+unit paid and nothing held, returned, oversold or lost.
+
 Then the stores made durable while they run (lab/stack/durability.py): the disk's own
 fdatasync rate, the raw limits and the flash sale's strategies in each --durable mode,
 and the hot row (--hot-strategies on one product at each --hot-conns, each
@@ -801,15 +807,6 @@ class Bench:
                          f"{scraper.scrapes} scrapes" if scraper else "no scrape", seen)
 
     # ---------------------------------------------------------------- orders
-    def order_subjects(self, selected):
-        """The hold-then-pay rows' strategies: per store, the first selected one that
-        holds orders and claims safety with several instances."""
-        picked = {}
-        for s in selected:
-            if s.orders and s.safe_for(max(2, self.instances)) and s.store not in picked:
-                picked[s.store] = s
-        return list(picked.values())
-
     def order_pairs(self, selected):
         """Per store, orders held then paid (bench/order.lua: two requests an order)
         paired with the same strategy's plain sale at headline_conc(), --pairs
@@ -818,7 +815,7 @@ class Bench:
         store must show every held unit paid (order_problem)."""
         a = self.args
         conc = headline_conc(a.conns)
-        for s in self.order_subjects(selected):
+        for s in order_subjects(selected):
             problems, p99s = [], []
             self.pair_row(f"{s.name}, hold then pay", s.store, "safe", s.name, s.name, conc,
                           self.paired_wrk(a.port, self.sale_path(s.name), conc, s.store),
@@ -1005,6 +1002,16 @@ class Scraper:
     def stop(self):
         self.done.set()
         self.thread.join()
+
+
+def order_subjects(selected):
+    """The hold-then-pay rows' strategies: per store, the first of `selected` that
+    holds orders and claims safety with several instances."""
+    picked = {}
+    for s in selected:
+        if s.orders and s.safe_for(2) and s.store not in picked:
+            picked[s.store] = s
+    return list(picked.values())
 
 
 def order_problem(paid_orders, acct):
