@@ -25,19 +25,8 @@
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local report = dofile(here .. "report.lua")
-local ffi = require("ffi")
-ffi.cdef [[
-typedef struct { long tv_sec; long tv_nsec; } lab_timespec;
-int clock_gettime(int clock, lab_timespec *tp);
-]]
-local CLOCK_MONOTONIC = 1
+local now_us = dofile(here .. "clock.lua")
 local IDLE_MS = 20
-local ts = ffi.new("lab_timespec")
-
-local function now_us()
-   ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
-   return tonumber(ts.tv_sec) * 1000000 + math.floor(tonumber(ts.tv_nsec) / 1000)
-end
 
 local all = {}
 -- globals: done() reads them with thread:get
