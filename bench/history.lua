@@ -12,25 +12,14 @@
 -- (flushed when wrk exits):
 --   INVOKE COMPLETE STATUS REMAINING WORD   an answer ("-": no remaining, no word)
 --   INVOKE - 0 - -                          a request that never got its answer
--- Times are CLOCK_MONOTONIC microseconds (LuaJIT's ffi: wrk's own clock is not
+-- Times are CLOCK_MONOTONIC microseconds (clock.lua: wrk's own clock is not
 -- Lua's to read). done() writes PREFIX.end: the requests still in flight when wrk
 -- stopped (as above), and "cut T" for a thread that reached its bound at T (its
 -- later requests are not in the history: the history is then a window).
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(here .. "count.lua")
-local ffi = require("ffi")
-ffi.cdef [[
-typedef struct { long tv_sec; long tv_nsec; } lab_timespec;
-int clock_gettime(int clock, lab_timespec *tp);
-]]
-local CLOCK_MONOTONIC = 1
-local ts = ffi.new("lab_timespec")
-
-local function now_us()
-   ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
-   return tonumber(ts.tv_sec) * 1000000 + math.floor(tonumber(ts.tv_nsec) / 1000)
-end
+local now_us = dofile(here .. "clock.lua")
 
 local count_setup, count_response, count_done = setup, response, done
 local all, file, left, req, checking = {}, nil, 0, nil, false

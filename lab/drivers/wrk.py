@@ -2,7 +2,8 @@
 connections, with bench/count.lua counting every answer by status and error word, or
 (counting=False, for the bench's pairs) bench/rate.lua, which leaves wrk its own
 counts and its full speed; run_history: bench/history.lua, which also writes every
-request's history (a thread per connection: lab.judges.history.from_wrk reads it)."""
+request's history (a thread per connection: lab.judges.history.from_wrk reads it);
+run(..., script=ORDER_SCRIPT): bench/order.lua, the bench's hold-then-pay orders."""
 
 import json
 import os
@@ -15,6 +16,7 @@ from ..client.outcomes import Outcomes
 SCRIPT = os.path.join(REPO, "bench", "count.lua")
 RATE_SCRIPT = os.path.join(REPO, "bench", "rate.lua")
 HISTORY_SCRIPT = os.path.join(REPO, "bench", "history.lua")
+ORDER_SCRIPT = os.path.join(REPO, "bench", "order.lua")
 MARK = "LAB-RESULT "
 
 
@@ -37,12 +39,13 @@ def binary():
     return path
 
 
-def command(url, conns, seconds, timeout_s, counting=True, threads=None, script_args=()):
+def command(url, conns, seconds, timeout_s, counting=True, threads=None, script_args=(),
+            script=None):
     """wrk's command line: at most 2 threads (this is a 2-core machine's load
     generator), never more threads than connections; `threads` and `script_args`:
-    the history pass's."""
+    the history pass's; `script` (with its `script_args`): another script."""
     threads = threads or max(1, min(2, conns, os.cpu_count() or 1))
-    script = HISTORY_SCRIPT if script_args else SCRIPT if counting else RATE_SCRIPT
+    script = script or (HISTORY_SCRIPT if script_args else SCRIPT if counting else RATE_SCRIPT)
     return [binary(), f"-t{threads}", f"-c{conns}", f"-d{seconds}s", f"--timeout={timeout_s}s",
             "-s", script, url] + (["--"] + list(script_args) if script_args else [])
 
@@ -75,12 +78,14 @@ def parse(output):
     return res
 
 
-def run(url, conns, seconds, log_path, counting=True, history=None):
+def run(url, conns, seconds, log_path, counting=True, history=None, script=None,
+        script_args=()):
     """Drive `url` for `seconds` with `conns` keep-alive connections; the console
     goes to log_path. SetupError when wrk gives no result. history: (prefix, most
     ops): record every request with bench/history.lua, a thread per connection, at
-    most that many ops in all (lab.judges.history.from_wrk reads PREFIX.*)."""
-    extra = {}
+    most that many ops in all (lab.judges.history.from_wrk reads PREFIX.*). script,
+    script_args: another script than count.lua, and its arguments."""
+    extra = {"script": script, "script_args": script_args}
     if history:
         prefix, most = history
         extra = {"threads": conns, "script_args": (prefix, str(max(1, most // conns)))}

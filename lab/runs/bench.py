@@ -27,6 +27,12 @@ with --sold-out-flag against nginx answering the same 409 from its config. A pai
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
 the host's mood, two minutes apart may not.
 
+And per store, orders held then paid (bench/order.lua, two requests an order) against
+the plain sale of the same strategy, the first of the store that holds orders and
+claims safety with several instances, alternated the same way: x limit is orders per
+second over sales per second; after each order run the store must show every held
+unit paid and nothing held, returned, oversold or lost.
+
 Then the stores made durable while they run (lab/stack/durability.py): the disk's own
 fdatasync rate, the raw limits and the flash sale's strategies in each --durable mode,
 and the hot row (--hot-strategies on one product at each --hot-conns, each
@@ -103,6 +109,11 @@ PEER_SALES = {sources.LUA_FILE: ("peer lua", "redis", "redis"),
 # The OpenResty-style peer's rows (bench/openresty/, lab/drivers/openresty.py), the same way.
 OPENRESTY_HTTP = ("/strategies", "openresty GET /strategies", None, "http")
 OPENRESTY_SALES = {sources.LUA_FILE: ("openresty lua", "redis", "redis")}
+# The hold-then-pay rows (bench/order.lua): a deadline far beyond any row, so that every
+# hold is paid before it and none is returned; and wrk's time past the row's window for
+# the payments of the last holds.
+ORDER_TTL_MS = 60000
+ORDER_SETTLE_S = 1
 
 
 def options(o):
@@ -795,6 +806,47 @@ class Bench:
                          "scraped" if scraped else "unscraped", None, "pass",
                          f"{scraper.scrapes} scrapes" if scraper else "no scrape", seen)
 
+    # ---------------------------------------------------------------- orders
+    def order_pairs(self, selected):
+        """Per store, orders held then paid (bench/order.lua: two requests an order)
+        paired with the same strategy's plain sale at headline_conc(), --pairs
+        alternating measures: x limit is orders per second over sales per second, p99
+        the median of the order runs' (over their requests). After each order run the
+        store must show every held unit paid (order_problem)."""
+        a = self.args
+        conc = headline_conc(a.conns)
+        for s in order_subjects(selected):
+            problems, p99s = [], []
+            self.pair_row(f"{s.name}, hold then pay", s.store, "safe", s.name, s.name, conc,
+                          self.paired_wrk(a.port, self.sale_path(s.name), conc, s.store),
+                          self.order_run(s, conc, problems, p99s))
+            row = self.rows[-1]
+            row["p99_ms"] = median(p99s) if None not in p99s else None
+            if problems:
+                row["verdict"], row["reason"] = "fail", "; ".join(problems)
+
+    def order_run(self, s, conc, problems, p99s):
+        """One side of an order pair: a function that resets the product, holds and
+        pays orders of strategy `s` for --duration seconds at `conc`, waits until they
+        settled, adds the store's disagreement (if any) to `problems` and the run's p99
+        to `p99s`, and returns wrk's result (its rate: orders paid per second)."""
+        a = self.args
+        url = self.url(a.port, f"/orders/{s.name}?product={a.product}&qty=1"
+                               f"&ttl_ms={ORDER_TTL_MS}")
+
+        def run():
+            self.reset()
+            load = wrk.run(url, conc, a.duration + ORDER_SETTLE_S, self.log("wrk-orders"),
+                           script=wrk.ORDER_SCRIPT,
+                           script_args=(str(1000 * a.duration), "/strategies"))
+            self.api.wait_idle(SETTLE_S)
+            problem = order_problem(load.outcomes["sold"], self.api.account(a.product, s.store))
+            if problem:
+                problems.append(problem)
+            p99s.append(load.p99_ms)
+            return load
+        return run
+
     # ------------------------------------------------------------ durability
     def note_flushes(self, row, flushes, mode):
         """A durable or hot row's flush fields: its mode, the store's flushes during
@@ -899,6 +951,8 @@ class Bench:
                                self.args.warmup)
             if self.args.pairs:
                 self.pairs(selected)
+        if self.args.pairs:
+            self.order_pairs(selected)
         if not self.args.quick:
             self.scrape_cost()
         if self.args.durable:
@@ -948,6 +1002,29 @@ class Scraper:
     def stop(self):
         self.done.set()
         self.thread.join()
+
+
+def order_subjects(selected):
+    """The hold-then-pay rows' strategies: per store, the first of `selected` that
+    holds orders and claims safety with several instances."""
+    picked = {}
+    for s in selected:
+        if s.orders and s.safe_for(2) and s.store not in picked:
+            picked[s.store] = s
+    return list(picked.values())
+
+
+def order_problem(paid_orders, acct):
+    """Why a store's accounting after a hold-then-pay run is wrong, or None: each
+    unit held (qty 1) paid once (`paid` the run's paid orders), none still held or
+    returned, nothing oversold or lost."""
+    if acct is None:
+        return "the store's accounting could not be read"
+    wrong = [] if acct.get("paid") == paid_orders else \
+        [f"store paid {acct.get('paid')} != {paid_orders} orders paid"]
+    wrong += [f"{k} {acct[k]}" for k in ("held", "returned", "oversold", "lost_updates")
+              if acct.get(k)]
+    return "; ".join(wrong) or None
 
 
 def claim_instances(api):

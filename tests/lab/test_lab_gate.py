@@ -10,7 +10,7 @@ from lab.client.outcomes import Outcomes, classify, ledger_problem
 from lab.drivers import jmeter
 from lab.judges import gate, plan
 from lab.runs import compare
-from lab.runs.bench import mean_batch
+from lab.runs.bench import mean_batch, order_problem, order_subjects
 
 SETTINGS = {"lock_wait_ms": 5000}
 
@@ -235,6 +235,21 @@ class MeanBatchTest(unittest.TestCase):
         self.assertEqual(mean_batch((100.0, 10.0), (1100.0, 50.0)), 25.0)
         self.assertIsNone(mean_batch((100.0, 10.0), (100.0, 10.0)))  # no batch meanwhile
         self.assertIsNone(mean_batch(None, (5.0, 1.0)))  # the strategy does not batch
+
+    def test_order_subjects_hold_and_claim_safety_with_several_instances(self):
+        rows = [dict(strategy("a"), orders=False),
+                dict(strategy("b", safe_multi=False), orders=True),
+                dict(strategy("c"), orders=True), dict(strategy("d"), orders=True),
+                dict(strategy("e", store="redis"), orders=True)]
+        chosen = order_subjects(facts.parse(document(rows)).strategies)
+        self.assertEqual([s.name for s in chosen], ["c", "e"])
+
+    def test_order_problem(self):
+        settled = {"paid": 500, "held": 0, "returned": 0, "oversold": 0, "lost_updates": 0}
+        self.assertIsNone(order_problem(500, settled))
+        self.assertEqual(order_problem(490, dict(settled, held=10)),
+                         "store paid 500 != 490 orders paid; held 10")
+        self.assertIn("could not be read", order_problem(500, None))
 
 
 if __name__ == "__main__":

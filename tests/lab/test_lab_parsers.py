@@ -102,6 +102,9 @@ class ToolOutputTest(unittest.TestCase):
         self.assertIn("-d2s", cmd)
         self.assertIn(wrk.SCRIPT, cmd)
         self.assertIn(wrk.RATE_SCRIPT, wrk.command("http://x/", 64, 2, 5, counting=False))
+        order = wrk.command("http://x/", 64, 3, 9, script=wrk.ORDER_SCRIPT,
+                            script_args=("2000", "/strategies"))
+        self.assertEqual(order[-5:], [wrk.ORDER_SCRIPT, "http://x/", "--", "2000", "/strategies"])
 
     def test_redis_benchmark_csv(self):
         m = raw.parse_redis_csv(REDIS_CSV)
