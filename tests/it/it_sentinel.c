@@ -98,6 +98,17 @@ static void expect_answer(const struct answer *a, long status, const char *word,
         assert_non_null(strstr(a->message, says));
 }
 
+/* A sale sent while there is no primary: a 503 at once, backend_unavailable
+ * (nothing sent) or outcome_unknown (sent on a connection whose server had
+ * died, its reply lost). */
+static void expect_refused_at_once(const struct answer *a)
+{
+    if (strcmp(a->word, "outcome_unknown") != 0)
+        expect_answer(a, 503, "backend_unavailable", NULL);
+    assert_int_equal(a->status, 503);
+    assert_true(a->took_ms < REQUEST_TIMEOUT_MS);
+}
+
 /* ------------------------------------------- the rows that wait for a replica */
 
 static int replica_port(void)
@@ -413,13 +424,14 @@ static void test_follows_a_crash_of_the_primary(void **state)
     assert_int_equal(stack_kill_one(name), 0);
     long long killed = now_ms(), deadline = killed + FAILOVER_BOUND_MS;
 
-    /* No primary: 503 at once, never a wait past the deadline. */
+    /* No primary: 503 at once, never a wait past the deadline. The killed
+     * server's close may reach stockd after the next sale was written on its
+     * connection (a loaded kernel delivers loopback packets late): that sale
+     * is outcome_unknown, as it should be - sent, its reply lost. */
     a = sell("lua", PRODUCT_CRASH);
-    expect_answer(&a, 503, "backend_unavailable", NULL);
-    assert_true(a.took_ms < REQUEST_TIMEOUT_MS);
+    expect_refused_at_once(&a);
     a = sell("watch", PRODUCT_CRASH);
-    expect_answer(&a, 503, "backend_unavailable", NULL);
-    assert_true(a.took_ms < REQUEST_TIMEOUT_MS);
+    expect_refused_at_once(&a);
 
     while (named_primary() == old) {
         if (now_ms() > deadline)
