@@ -24,7 +24,9 @@ GROUPS_ALL="build stack zk cluster partition jmeter nginx chromium compose conta
 group_packages() {
     case "$1" in
         build)    echo "gcc make pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libmariadb-dev libcmocka-dev libcurl4-openssl-dev libzookeeper-mt-dev" ;;
-        stack)    echo "mariadb-server mariadb-client redis-server redis-sentinel" ;;
+        # the private stack, and python3: every target that drives it is a lab
+        # run (python3 -m lab), and a new Debian 12 root may have no Python.
+        stack)    echo "mariadb-server mariadb-client redis-server redis-sentinel python3" ;;
         # zookeeper: the server's jars and a JRE; stack.sh runs it as a private
         # process, so zookeeperd (the system service wrapper) is not wanted.
         zk)       echo "zookeeper libzookeeper-mt-dev" ;;
