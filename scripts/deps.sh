@@ -51,9 +51,9 @@ group_packages() {
         prometheus) echo "prometheus" ;;
         # lint: the formatter, and xmllint (libxml2-utils), which validates the
         # junit.xml that compare, bench and chaos write against tests/junit.xsd;
-        # Node.js and npm for the OpenAPI linter (group_npm_dir below). Debian's
-        # npm brings nodejs; NodeSource's nodejs carries npm itself.
-        lint)     echo "clang-format libxml2-utils npm|nodejs" ;;
+        # Node.js for the OpenAPI linter (group_npm_dir below) and python3,
+        # which fetches npm itself where no npm comes with Node.js (find_npm).
+        lint)     echo "clang-format libxml2-utils nodejs python3" ;;
         # make bench: the HTTP load generator, the MariaDB and Redis raw limits,
         # and the private nginx that serves the HTTP-path limit.
         bench)    echo "wrk sysbench redis-tools nginx-light|nginx python3" ;;
@@ -83,6 +83,38 @@ group_npm_dir() {
     esac
 }
 
+# find_npm ROOT: sets npm_cmd to the npm that `npm ci` runs. NodeSource's
+# nodejs carries its npm; Debian's does not, and Debian 12's npm package brings
+# some three hundred node-* packages (minutes of dpkg on a new machine) for the
+# one `npm ci` the lint group makes. Without an npm on PATH, npm's own release
+# tarball is fetched from the registry once, checked against the sha512 the
+# registry publishes for it (pinned below), and unpacked under build/.
+NPM_VERSION=10.9.2
+NPM_SHA512="iriPEPIkoMYUy3F6f3wwSZAU93E0Eg6cHwIR6jzzOXWSy+SD/rOODEs74cVONHKSx2obXtuUoyidVEhISrisgQ=="
+find_npm() {
+    local root="$1" dir
+    npm_cmd=(npm)
+    command -v npm >/dev/null && return
+    npm_cmd=()
+    dir="$root/build/npm-$NPM_VERSION"
+    if [[ ! -e "$dir/package/bin/npm-cli.js" ]]; then
+        say "fetching npm $NPM_VERSION from the registry into ${dir#"$root"/}"
+        python3 - "https://registry.npmjs.org/npm/-/npm-$NPM_VERSION.tgz" "$NPM_SHA512" \
+            "$dir" <<'PY' || return 1
+import base64, hashlib, io, os, shutil, sys, tarfile, urllib.request
+url, sha512, dest = sys.argv[1:]
+data = urllib.request.urlopen(url, timeout=120).read()
+if base64.b64encode(hashlib.sha512(data).digest()).decode() != sha512:
+    sys.exit(f"{url}: not the sha512 the registry published for it")
+safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+shutil.rmtree(dest + ".tmp", ignore_errors=True)  # an earlier fetch cut short
+tarfile.open(fileobj=io.BytesIO(data)).extractall(dest + ".tmp", **safe)
+os.rename(dest + ".tmp", dest)
+PY
+    fi
+    npm_cmd=(node "$dir/package/bin/npm-cli.js")
+}
+
 # npm_installs GROUP...: `npm ci` in each group's directory whose
 # node_modules does not hold its lockfile's install yet (npm writes
 # node_modules/.package-lock.json, newer than the lockfile, when it has).
@@ -100,7 +132,8 @@ npm_installs() {
         [[ -e "$dir/node_modules/.package-lock.json" &&
             ! "$dir/node_modules/.package-lock.json" -ot "$dir/package-lock.json" ]] && continue
         say "npm ci in ${dir#"$root"/}"
-        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+        find_npm "$root" || true
+        (( ${#npm_cmd[@]} )) && (cd "$dir" && "${npm_cmd[@]}" ci --no-audit --no-fund --loglevel=error) ||
             say "npm ci in ${dir#"$root"/} failed: the npm registry could not be reached"
     done
 }
