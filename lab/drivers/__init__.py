@@ -1,6 +1,7 @@
 """The load drivers: what sends the sales and keeps the answers, never a verdict.
 
-    jmeter        the JMeter driver (jmeter/deduct.jmx) and its JTL results
+    jmeter        the JMeter driver (jmeter/deduct.jmx, or a plan of many rows made from it)
+                  and its JTL results, split by row
     wrk           the wrk driver (bench/count.lua, bench/history.lua) and its results
     load          a driver that keeps every answer's timing (closed loop or paced)
     buyers        keep-alive buyers bound to instances, every answer kept with its instance

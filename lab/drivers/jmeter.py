@@ -1,7 +1,14 @@
 """The JMeter driver: jmeter/deduct.jmx run non-GUI with jmeter/deduct.properties (or
-another plan and its properties: the audit's, lab.drivers.audit_plan), one CSV JTL per row,
-and what a JTL says (outcomes, latencies, throughput, the instances that answered)."""
+another plan and its properties: the audit's, lab.drivers.audit_plan), and what a CSV JTL
+says (outcomes, latencies, throughput, the instances that answered).
 
+A comparison runs all its rows in one JMeter process: write_plan makes, from deduct.jmx,
+one plan with a ThreadGroup per row (the row's knobs written in, its sampler labelled
+with the row's name), run one after another; split_jtl cuts the one JTL into each row's.
+A JVM's start costs more than a short row's work, and a row per process paid it every
+row."""
+
+import copy
 import csv
 import os
 import re
@@ -9,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 from ..base.common import REPO, percentile
 from ..client.outcomes import Outcomes
@@ -80,6 +88,7 @@ class Results:
         self.instances = set()        # X-Stockd-Instance names ("none": no header)
         self.fastest_busy_ms = None   # the quickest busy answer
         self.reply_bytes = None       # JMeter's bytes received per reply, head and body (mean)
+        self.first_s = self.last_s = None  # the first request's start, the last answer (epoch s)
 
     @property
     def requests(self):
@@ -121,11 +130,100 @@ def read_jtl(path):
         res.p50_ms, res.p95_ms = percentile(elapsed, 50), percentile(elapsed, 95)
         res.p99_ms, res.max_ms = percentile(elapsed, 99), elapsed[-1]
         span = max(1, last - first) / 1000.0
+        res.first_s, res.last_s = first / 1000.0, last / 1000.0
         res.duration_s = round(span, 3)
         res.throughput_rps = round(res.requests / span, 1)
     if received:
         res.reply_bytes = round(sum(received) / len(received))
     return res
+
+
+# A knob of deduct.jmx: ${__P(name,default)}, innermost first (path's default holds
+# strategy's). The admin token stays a property: a plan is left in the results.
+KNOB = re.compile(r"\$\{__P\((\w+),([^(){}$]*)\)\}")
+SECRET_KNOBS = ("admin_token",)
+
+
+def resolve(text, props):
+    """`text` with every knob but the secret ones replaced by its value in `props`,
+    else by the plan's default."""
+    def value(m):
+        name, default = m.group(1), m.group(2)
+        if name in SECRET_KNOBS:
+            return m.group(0)
+        return str(props.get(name, default))
+
+    while True:
+        done = KNOB.sub(value, text)
+        if done == text:
+            return done
+        text = done
+
+
+def write_plan(path, rows, gap_ms=0, plan=PLAN):
+    """Writes to `path` the plan that runs `rows` ([(label, props)]) one after another:
+    for each, a copy of `plan`'s ThreadGroup with its knobs resolved by the row's props
+    and its sampler labelled `label` (the JTL's label column); between two rows, with
+    `gap_ms`, a one-thread group that only waits that long."""
+    tree = ET.parse(plan)
+    top = tree.getroot().find("hashTree")
+    top.find("TestPlan/boolProp[@name='TestPlan.serialize_threadgroups']").text = "true"
+    groups = top.find("hashTree")
+    group, body = list(groups)
+    assert group.tag == "ThreadGroup" and body.tag == "hashTree", "one ThreadGroup in the plan"
+    groups.clear()
+    for i, (label, props) in enumerate(rows):
+        if i and gap_ms:
+            groups.extend(gap_group(group, gap_ms))
+        g, b = copy.deepcopy(group), copy.deepcopy(body)
+        for el in list(g.iter()) + list(b.iter()):
+            if el.text:
+                el.text = resolve(el.text, props)
+        g.set("testname", label)
+        b.find("HTTPSamplerProxy").set("testname", label)
+        groups.extend((g, b))
+    tree.write(path, encoding="UTF-8", xml_declaration=True)
+
+
+def gap_group(group, gap_ms):
+    """A one-thread, one-loop group whose only sampler pauses `gap_ms` (a Test Action:
+    it records no sample)."""
+    g = copy.deepcopy(group)
+    for el in g.iter():
+        if el.text:
+            el.text = resolve(el.text, {"threads": 1, "loops": 1, "rampup": 0})
+    g.set("testname", "gap")
+    pause = ET.Element("TestAction", guiclass="TestActionGui", testclass="TestAction",
+                       testname="gap", enabled="true")
+    for kind, name, text in (("intProp", "ActionProcessor.action", "1"),
+                             ("intProp", "ActionProcessor.target", "0"),
+                             ("stringProp", "ActionProcessor.duration", str(gap_ms))):
+        ET.SubElement(pause, kind, name=name).text = text
+    b = ET.Element("hashTree")
+    b.extend((pause, ET.Element("hashTree")))
+    return g, b
+
+
+def split_jtl(jtl, paths):
+    """Writes each label's lines of `jtl` (the header first) to paths[label]; every
+    path is written, with the header only when its label has no line (or no JTL was
+    written: then nothing). Lines of other labels are left out."""
+    if not os.path.exists(jtl):
+        return
+    with open(jtl, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        lines = {label: [] for label in paths}
+        at = header.index("label") if header and "label" in header else None
+        for rec in reader if at is not None else ():
+            if len(rec) > at and rec[at] in lines:
+                lines[rec[at]].append(rec)
+    for label, path in paths.items():
+        with open(path, "w", newline="", encoding="utf-8") as out:
+            if header:
+                w = csv.writer(out, lineterminator="\n")
+                w.writerow(header)
+                w.writerows(lines[label])
 
 
 def version(out_dir):

@@ -46,6 +46,7 @@ class Row:
         self.label, self.strategy, self.kind = label, strategy, kind
         self.params, self.expected_safe = params, expected_safe
         self.loops, self.stock, self.note = loops, stock, note
+        self.product = None  # the comparison gives each row a product of its own
 
     def __repr__(self):
         return f"Row({self.label!r}, {self.kind}, {self.params}, safe={self.expected_safe})"

@@ -2,8 +2,12 @@
 
 First a calibration row: the same plan against GET /ping, which touches no backend
 and answers a few dozen bytes as a sale does; it runs again after the last strategy,
-and the better of the two is the driver's ceiling for this run. Then for each strategy (default: every one GET /strategies lists): reset the
-product -> run jmeter/deduct.jmx -> read GET /stock/{product} -> one row. What runs
+and the better of the two is the driver's ceiling for this run. Then for each strategy
+(default: every one GET /strategies lists) its rows, each on a product of its own
+(--product + the row's place in the plan, the calibration's first: no reset between
+rows): every product reset, then one JMeter process runs every row one after another
+(lab.drivers.jmeter.write_plan: a ThreadGroup per row, made from jmeter/deduct.jmx), its
+JTL is split by row, then each row's GET /stock/{product} is read. What runs
 and what each row must show comes from the strategies' facts in GET /strategies
 (lab.judges.plan): strategies that do not claim safety for this number of instances get an
 "exposed" row with the request parameters their exposed_by names; strategies with a
@@ -13,7 +17,8 @@ Writes results/<timestamp>/ and points results/latest at it:
     results.json   array of rows        results.csv   the same rows
     params.json    the run's parameters report.html   table, charts, race timelines
     junit.xml      one test case per row, for CI
-    <row>.jtl      JMeter's CSV results of each row (<row>.log, <row>.out: its log, console)
+    <row>.jtl      JMeter's CSV results of each row, split out of the one run's
+    jmeter-plan.jmx  the plan that run ran (jmeter-plan.log, jmeter-plan.out: its log, console)
     history-<row>.jsonl  the row's clients' history, one op per line (lab.judges.history)
     races.json     the race driver's answers behind the timelines (lab.drivers.race_runs)
 and prints the table on stdout; progress goes to stderr.
@@ -44,6 +49,7 @@ an empty value means the default."""
 
 import os
 import sys
+import threading
 import time
 
 from ..base.common import REPO, SetupError, comma_list, now_iso, slug, tail, write_text
@@ -56,6 +62,15 @@ from ..judges.gate import (ceiling_text, compare_verdict, mark_driver_bound, rac
 from ..judges.settlement import settled_account
 from ..reports import compare_report, junit, tables
 from ..scaffold.runner import Runner
+
+
+# Between two rows of the one JMeter run, a wait of one Prometheus scrape: a row
+# shorter than a scrape would otherwise see, in the scrape after its end, the next
+# row's load (its in-flight peak) or lock waits (its p99).
+ROW_GAP_S = SCRAPE_S
+# stockd's memory is read this often during the run: several times in a row of a
+# second, one request to each instance's /metrics a time.
+MEMORY_PERIOD_S = 0.25
 
 
 def options(o):
@@ -77,10 +92,11 @@ def options(o):
           "at most this many requests (rounded to whole loops) in an exposed row", 1)
     o.add("--instances", ["INSTANCES"], 1, int,
           "stockd instances behind host:port (>1 judges safe_multi)", 1)
-    o.add("--product", ["PRODUCT"], 1001, int, "product id used for the runs", 1)
+    o.add("--product", ["PRODUCT"], 1001, int,
+          "the first row's product id; each row has its own, this + its place in the plan", 1)
     o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str, "the jmeter command")
     o.add("--jmeter-timeout", ["JMETER_TIMEOUT"], 900, int,
-          "seconds before a JMeter run is stopped", 1)
+          "seconds a row may take before the JMeter run is stopped (that many per row)", 1)
     o.flag("--keep-stockd", "leave the stockd (or instances) this run started running at the "
            "end, for the live page (make demo); make stack-down stops them")
 
@@ -109,56 +125,72 @@ class Comparison:
     def jmeter_props(self, row):
         a = self.args
         props = {"host": a.host, "port": a.port, "strategy": row.strategy or "none",
-                 "product": a.product, "qty": a.qty, "threads": a.threads,
+                 "product": row.product, "qty": a.qty, "threads": a.threads,
                  "loops": row.loops, "rampup": a.rampup}
         if row.kind == "calibration":
             props["path"] = plan_mod.CALIBRATION_PATH
         props.update(row.params)
         return props
 
-    def run_row(self, row):
-        a, strategy = self.args, self.facts.by_name.get(row.strategy)
+    def reset(self, row):
+        """Resets the row's own product to its stock: None when it worked (or the row
+        sells nothing), else why not."""
+        if row.kind == "calibration":
+            return None
         extra = "".join(f", {k}={v}" for k, v in row.params.items() if v)
-        self.say(f"{row.label}: " + ("" if row.kind == "calibration" else
-                                     f"reset product {a.product} to {row.stock}; ")
-                 + f"{a.threads} threads x {row.loops} loops{extra}")
-        reset_error = None if row.kind == "calibration" else self.api.reset(a.product, row.stock)
-        started = time.time()
-        if reset_error:
-            # No run on stock in an unknown state; the row fails, the others still run.
-            run = jmeter.Run(os.path.join(self.out_dir, slug(row.label) + ".jtl"), 0, 0.0)
-        else:
-            run = jmeter.run(a.jmeter, self.out_dir, slug(row.label), self.jmeter_props(row),
-                             a.jmeter_timeout, self.api.token)
-        res = jmeter.read_jtl(run.jtl)
-        window = (started, time.time())
-        acct = self.api.account(a.product, strategy.store) if strategy else None
+        self.say(f"{row.label}: reset product {row.product} to {row.stock}; "
+                 f"{self.args.threads} threads x {row.loops} loops{extra}")
+        return self.api.reset(row.product, row.stock)
+
+    def run_plan(self, rows):
+        """One JMeter run of `rows`, one after another, a scrape interval apart (each
+        row's window then ends with a scrape of its own, not of the next row's load);
+        each row's JTL split out of the run's. Returns the run (its rc, log, console)."""
+        a, name = self.args, "jmeter-plan"
+        path = os.path.join(self.out_dir, name + ".jmx")
+        jmeter.write_plan(path, [(row.label, self.jmeter_props(row)) for row in rows],
+                          gap_ms=int(ROW_GAP_S * 1000))
+        self.say(f"one JMeter run of {len(rows)} rows: {os.path.basename(path)}")
+        with MemorySampler(self.service) as memory:
+            run = jmeter.run(a.jmeter, self.out_dir, name, {}, a.jmeter_timeout * len(rows),
+                             self.api.token, plan=path)
+        jmeter.split_jtl(run.jtl, {row.label: self.row_jtl(row) for row in rows})
+        if os.path.exists(run.jtl):
+            os.unlink(run.jtl)  # every line is in its row's JTL now
+        self.memory = memory
+        return run
+
+    def row_jtl(self, row):
+        return os.path.join(self.out_dir, slug(row.label) + ".jtl")
+
+    def run_row(self, row, reset_error, run):
+        a, strategy = self.args, self.facts.by_name.get(row.strategy)
+        jtl = self.row_jtl(row)
+        res = jmeter.read_jtl(jtl) if not reset_error else jmeter.Results()
+        acct = self.api.account(row.product, strategy.store) if strategy else None
         settled_problem = None
         if strategy and strategy.settles and acct:
-            acct, settled_problem = settled_account(self.api, a.product, acct)
+            acct, settled_problem = settled_account(self.api, row.product, acct)
         verdict, reason = compare_verdict(row, strategy, res, acct, a.qty, self.facts.settings)
         if settled_problem:
             verdict, reason = "fail", settled_problem
         elif strategy and strategy.settles:
             reason += "; judged by MySQL after the stream drained"
-        hist = self.history(row, run, res, acct, reset_error)
+        hist = self.history(row, jtl, res, acct, reset_error)
         verdict, reason = with_witnesses(verdict, reason, acct, hist)
         if reset_error:
             verdict, reason = "fail", f"not run: {reset_error}"
-        elif run.rc == "timeout":
-            verdict, reason = "fail", f"JMeter timed out after {a.jmeter_timeout}s; {reason}"
-        elif run.rc != 0 and res.requests == 0:
-            last = [ln.strip() for ln in tail(run.out, 5).splitlines() if ln.strip()]
-            reason += (f" (jmeter exit status {run.rc}: {last[-1][:160] if last else 'no output'}"
-                       f"; see {os.path.basename(run.out)})")
+        else:
+            verdict, reason = with_jmeter(verdict, reason, run, res, a.jmeter_timeout)
         self.say(f"{row.label}: {verdict.upper()} - {reason} "
-                 f"({res.requests} requests in {run.seconds:.1f}s)")
-        r = self.result(row, strategy, res, acct or {}, verdict, reason, run)
+                 f"({res.requests} requests in {res.duration_s or 0:.1f}s)")
+        window = (res.first_s, res.last_s) if res.first_s is not None else None
+        r = self.result(row, strategy, res, acct or {}, verdict, reason, jtl, window)
         r.update(hist)
         r["window"] = window
         return r
 
-    def history(self, row, run, res, acct, reset_error):
+    def history(self, row, jtl, res, acct, reset_error):
         """The row's second witness: its JTL as a history (streamed to
         history-<row>.jsonl) with the store's counter read after it, checked."""
         if row.kind == "calibration":
@@ -166,7 +198,7 @@ class Comparison:
         if reset_error or res.requests == 0:
             return history.not_judged("no requests")
         path = os.path.join(self.out_dir, "history-" + slug(row.label) + ".jsonl")
-        ops = history.from_jtl(run.jtl, path, self.args.qty)
+        ops = history.from_jtl(jtl, path, self.args.qty)
         facts = self.facts.by_name.get(row.strategy)
         ops = history.for_undersells(ops, facts and facts.undersells, self.args.qty)
         hist = history.judge_final(row.stock, ops, (acct or {}).get("remaining"), path)
@@ -179,15 +211,19 @@ class Comparison:
         flight, and the lock wait p99 of a lock strategy's row."""
         time.sleep(1.5 * SCRAPE_S)  # the last row's final scrape
         for r in rows:
-            t0, t1 = r.pop("window")
+            window = r.pop("window")
+            if window is None:  # no request answered: nothing of its own to see
+                r["peak_in_flight"] = r["lock_wait_p99_ms"] = None
+                continue
+            t0, t1 = window
             strategy = self.facts.by_name.get(r["strategy"])
             r["peak_in_flight"] = self.prom.peak_in_flight(t0, t1) if self.prom else None
             r["lock_wait_p99_ms"] = (self.prom.lock_wait_p99_ms(strategy.name, t0, t1)
                                      if self.prom and strategy and strategy.lock else None)
 
-    def result(self, row, strategy, res, acct, verdict, reason, run):
+    def result(self, row, strategy, res, acct, verdict, reason, jtl, window):
         a = self.args
-        rss, by_instance = self.service.memory()
+        rss, by_instance = self.memory.after(window) if window else self.service.memory()
         r = {"label": row.label, "strategy": row.strategy, "kind": row.kind,
              "store": strategy.store if strategy else None, "instances": a.instances,
              "threads": a.threads, "loops": row.loops, "requests": res.requests, "qty": a.qty,
@@ -201,15 +237,71 @@ class Comparison:
              "stockd_rss_kib": rss, "stockd_rss_by_instance": by_instance,
              "instances_seen": sorted(res.instances - {"none"}),
              "expected_safe": row.expected_safe, "verdict": verdict, "reason": reason,
-             "jtl": os.path.basename(run.jtl)}
+             "jtl": os.path.basename(jtl)}
         r.update(res.outcomes.fields())
         r["reply_bytes"] = res.reply_bytes
         return r
 
     def run(self):
-        rows = [self.run_row(row) for row in plan_mod.plan(self.args, self.selected)]
+        """Every row's product reset, then one JMeter run of the rows whose reset
+        worked, then each row read and judged."""
+        planned = plan_mod.plan(self.args, self.selected)
+        for i, row in enumerate(planned):
+            row.product = self.args.product + i  # its own: no reset between rows
+        resets = [self.reset(row) for row in planned]
+        run = self.run_plan([row for row, e in zip(planned, resets) if not e])
+        rows = [self.run_row(row, e, run) for row, e in zip(planned, resets)]
         self.inside_figures(rows)
         return rows, judge_ceiling(rows)
+
+
+def with_jmeter(verdict, reason, run, res, timeout):
+    """A row's verdict and reason with what the JMeter run did wrong: stopped after
+    `timeout` s a row (the row fails), or exited non-zero leaving the row no request
+    (its status and last console line named in the reason)."""
+    if run.rc == "timeout":
+        return "fail", f"JMeter timed out after {timeout}s a row; {reason}"
+    if run.rc != 0 and res.requests == 0:
+        last = [ln.strip() for ln in tail(run.out, 5).splitlines() if ln.strip()]
+        reason += (f" (jmeter exit status {run.rc}: {last[-1][:160] if last else 'no output'}"
+                   f"; see {os.path.basename(run.out)})")
+    return verdict, reason
+
+
+class MemorySampler:
+    """stockd's resident memory sampled in the background while JMeter runs, the rows
+    following each other too closely to be read between them: after(window) is what
+    a row left, as it was read once the row was over."""
+
+    def __init__(self, service):
+        self.service, self.samples = service, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def sample(self):
+        while True:
+            rss, by_instance = self.service.memory()
+            self.samples.append((time.time(), rss, by_instance))
+            if self.stop.wait(MEMORY_PERIOD_S):
+                return
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def after(self, window):
+        """(KiB, {instance: KiB}) of the first sample after the window's end (in the
+        gap before the next row), else of the last one before it; (None, {}) when
+        none was read."""
+        end = window[1]
+        later = [s for s in self.samples if s[0] > end]
+        earlier = [s for s in self.samples if s[0] <= end]
+        sample = later[0] if later else (earlier[-1] if earlier else (0, None, {}))
+        return sample[1], sample[2]
 
 
 def judge_ceiling(rows):
