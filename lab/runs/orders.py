@@ -50,7 +50,8 @@ points results/orders-latest at it. Exit status 1 when a row breaks a check, 2 w
 the run cannot be made or a fault did not take.
 
 --quick (the test gate): each mechanism that promises a lag with two sweepers (the
-first one also alone), and each that states a stranding fault, stopped."""
+first one also alone), and each that states a stranding fault, stopped; 3 s of buyers
+a row."""
 
 import json
 import os
@@ -78,6 +79,10 @@ CLOCK_JUMP_MS = 60_000  # far past any hold's TTL: a release by stockd's clock w
 TWO = ("two-sweepers", "sweeper-off", "deadline-burst", "sentinel-failover")
 SETTLE_MARGIN_MS = 500
 DOWN_MARGIN_S = 1.0  # a stopped instance stays down this long past a TTL
+# The gate's rows: twice the default TTL, so that the holds of the first half expire
+# while buyers still pay and hold (both sweepers racing them, or the stopped row's one
+# instance killed a third of the way in and down past a TTL), and the rest after.
+QUICK_SECONDS = 3.0
 
 
 def options(o):
@@ -92,7 +97,13 @@ def options(o):
     o.add("--cancel-p", ["ORDERS_CANCEL_P"], 0.1, float, "... that a buyer cancels")
     o.add("--stock", ["ORDERS_STOCK"], 5000, int, "each row's product's stock", 1)
     o.add("--product", ["ORDERS_PRODUCT"], 4601, int, "first product id (one per row)", 1)
-    o.flag("--quick", "the test gate's version: two sweepers, one alone, the stranding row")
+    o.flag("--quick", "the test gate's version: two sweepers, one alone, the stranding row; "
+           f"{QUICK_SECONDS:g} s a row")
+
+
+def after_parse(ns, error):
+    if ns.quick:
+        ns.seconds = QUICK_SECONDS
 
 
 def quick_faults(mechanism, first):
@@ -335,7 +346,8 @@ def report(run, done):
                             orders_report.name_of)
 
 
-RUNNER = Runner("orders", __doc__, options=options, work=work, report=report,
+RUNNER = Runner("orders", __doc__, options=options, after_parse=after_parse, work=work,
+                report=report,
                 port="instance A's port; B listens on the next (nothing may answer there)",
                 results="orders-")
 main, parse_args = RUNNER.main, RUNNER.parse
