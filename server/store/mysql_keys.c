@@ -64,16 +64,14 @@ st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq,
 {
     int kept;
     st_result r = keep(w, rq, ST_OK, left, "", &kept);
-    if (r == ST_OK && !kept)
-        return worker_fail(w, ST_IN_PROGRESS,
-                           "another request with this Idempotency-Key sold first; retry for its "
-                           "answer");
-    return r;
+    return r == ST_OK && !kept ? key_taken(w) : r;
 }
 
 st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
                                  st_result refused, struct deduct_reply *out)
 {
+    if (refused == ST_IN_PROGRESS) /* key_taken(): its row waited for, then found */
+        return refused;
     char message[sizeof w->error];
     snprintf(message, sizeof message, "%s", w->error);
     int kept, found;
@@ -86,6 +84,9 @@ st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *
         return worker_fail(w, refused, "%s", message);
     return r;
 }
+
+const struct key_store mysql_key_store = {.find = mysql_key_find,
+                                          .after_refusal = mysql_key_keep_refusal};
 
 st_result mysql_keys_expire(struct worker *w)
 {

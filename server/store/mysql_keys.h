@@ -32,9 +32,14 @@ st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq,
 
 /* After refusal `refused` (ST_SOLD_OUT or ST_BUSY, its message in w and
  * what it saw in *out): rq->key's row with that answer. When another
- * request recorded the key meanwhile, its answer instead. */
+ * request recorded the key meanwhile, its answer instead. ST_IN_PROGRESS
+ * (key_taken()) is answered as it is: the store has the other request's
+ * row, for the retry. */
 st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
                                  st_result refused, struct deduct_reply *out);
+
+/* The two above, as store_mysql offers them (store.h). */
+extern const struct key_store mysql_key_store;
 
 /* Deletes a batch of keys kept longer than --idempotency-ttl-s: the
  * mysql sweeper's work beside its orders (a key past its time is a new
