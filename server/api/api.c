@@ -494,6 +494,8 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
         return 0; /* the worker answers the error, and counts it */
     if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
         return 0; /* the sale itself waits: not on this thread */
+    if (rq.key[0] && s->keeps_key != KEEPS_KEY_IN_SCRIPT)
+        return 0; /* its store looks the key up first: not on this thread */
     if (rq.key[0] && keys_running_begin(w, rq.key) != ST_OK)
         return 0; /* the worker answers in_progress */
     /* Admission is lock-free (admission.c), so it runs here too: a refusal

@@ -122,10 +122,17 @@ static st_result sell_keyed(const struct strategy *s, struct worker *w,
                             const struct deduct_request *rq, struct deduct_reply *out)
 {
     int found;
+    const int answers_later = rq->later != NULL; /* rq is gone once it is answered */
     st_result r = s->store->keys->find(w, rq, out, &found);
+    if ((r != ST_OK || found) && answers_later) { /* a row that answers later, answered now */
+        rq->later->answer(rq->later, r, r == ST_OK ? NULL : w->error);
+        return ST_OK;
+    }
     if (r != ST_OK || found)
         return r;
     r = sell(s, w, rq, out);
+    if (answers_later) /* its refusals are kept where it answers them (sql-batch) */
+        return r;
     return r == ST_SOLD_OUT || r == ST_BUSY || r == ST_IN_PROGRESS
                ? s->store->keys->after_refusal(w, rq, r, out)
                : r;

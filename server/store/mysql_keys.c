@@ -48,9 +48,8 @@ st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
     return r == ST_OK && *found ? answer_kept(w, text, out) : r;
 }
 
-/* Inserts rq->key's row; *kept 0 when the key was there already. */
-static st_result keep(struct worker *w, const struct deduct_request *rq, st_result answer,
-                      long long remaining, const char *message, int *kept)
+st_result mysql_key_keep(struct worker *w, const struct deduct_request *rq, st_result answer,
+                         long long remaining, const char *message, int *kept)
 {
     char fingerprint[KEY_FINGERPRINT_MAX];
     key_fingerprint(fingerprint, rq);
@@ -63,7 +62,7 @@ static st_result keep(struct worker *w, const struct deduct_request *rq, st_resu
 st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq, long long left)
 {
     int kept;
-    st_result r = keep(w, rq, ST_OK, left, "", &kept);
+    st_result r = mysql_key_keep(w, rq, ST_OK, left, "", &kept);
     return r == ST_OK && !kept ? key_taken(w) : r;
 }
 
@@ -75,7 +74,7 @@ st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *
     char message[sizeof w->error];
     snprintf(message, sizeof message, "%s", w->error);
     int kept, found;
-    st_result r = keep(w, rq, refused, out->remaining, message, &kept);
+    st_result r = mysql_key_keep(w, rq, refused, out->remaining, message, &kept);
     if (r == ST_OK && kept)
         return worker_fail(w, refused, "%s", message);
     if (r == ST_OK)

@@ -26,6 +26,13 @@ struct worker;
 st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
                          struct deduct_reply *out, int *found);
 
+/* Inserts rq->key's row with `answer` (ST_OK, ST_SOLD_OUT or ST_BUSY),
+ * the `remaining` it showed and its `message`; *kept 0 when the key was
+ * there already. In an open transaction, it is kept with what the
+ * transaction does (sql-batch keeps every sale's of a batch so). */
+st_result mysql_key_keep(struct worker *w, const struct deduct_request *rq, st_result answer,
+                         long long remaining, const char *message, int *kept);
+
 /* Inside the sale's open transaction: rq->key's row, a 200 that left
  * `left`. ST_IN_PROGRESS when another request recorded the key first. */
 st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq, long long left);
