@@ -62,7 +62,9 @@ static st_result expiry_asked(struct worker *w, const struct strategy *s,
     return ST_OK;
 }
 
-/* POST /orders/{strategy}: the strategy's sale, the order written with it. */
+/* POST /orders/{strategy}: the strategy's sale, the order written with it
+ * - and its Idempotency-Key, kept with both as a sale's is (a replay:
+ * the first hold's order, its deadline read again). */
 static st_result hold(struct worker *w, const char *name, const struct http_request *req,
                       json_t *reply)
 {
@@ -94,6 +96,11 @@ static st_result hold(struct worker *w, const char *name, const struct http_requ
         .hold = {.ttl_ms = (int)v[HOLD_TTL], .expiry = e->name},
     };
     order_id_make(rq.hold.order, s->store, rq.product);
+    r = params_key(w, req, rq.key);
+    if (r != ST_OK)
+        return r;
+    if (strategy_idempotent_why(s))
+        rq.key[0] = '\0'; /* the row keeps no key: it holds as if none came */
     if (rq.trace)
         trace_begin(rq.trace, req->arrived_us);
     if (w->deadline_ms) /* the knob's wait is the experiment, not slowness */
@@ -105,7 +112,8 @@ static st_result hold(struct worker *w, const char *name, const struct http_requ
     if (r != ST_OK)
         return r;
     struct order_ref o = {.store = s->store, .product = rq.product};
-    memcpy(o.id, rq.hold.order, sizeof o.id);
+    /* A replay's order is the one its key's first hold made. */
+    memcpy(o.id, out.replayed && out.order[0] ? out.order : rq.hold.order, sizeof o.id);
     long long deadline_ms;
     r = s->store->orders->deadline(w, &o, &deadline_ms);
     json_object_set_new(reply, "order", json_string(o.id));

@@ -23,17 +23,21 @@ static st_result answer_kept(struct worker *w, const char *text, struct deduct_r
     json_t *message = json_object_get(row, "message");
     json_t *result = json_object_get(row, "result");
     json_t *same = json_object_get(row, "same"); /* a boolean or 1/0, as the server renders it */
+    json_t *order = json_object_get(row, "order");
     st_result r;
     if (!json_is_integer(result) || !json_is_string(message))
         r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: an idempotency row reads oddly: %.200s",
                         text);
     else if (!json_is_true(same) && !(json_is_integer(same) && json_integer_value(same)))
         r = key_reused(w);
-    else
+    else {
+        snprintf(out->order, sizeof out->order, "%s",
+                 json_is_string(order) ? json_string_value(order) : "");
         r = key_replay(w, (st_result)json_integer_value(result),
                        json_is_integer(remaining) ? json_integer_value(remaining)
                                                   : REMAINING_UNKNOWN,
                        json_string_value(message), out);
+    }
     json_decref(row);
     return r;
 }
@@ -55,7 +59,8 @@ st_result mysql_key_keep(struct worker *w, const struct deduct_request *rq, st_r
     key_fingerprint(fingerprint, rq);
     return sql_insert_unique(w, SQL_KEY_INSERT,
                              SQL_ARGS(SQL_S(rq->key), SQL_S(fingerprint), SQL_I(answer),
-                                      SQL_I(remaining), SQL_S(message)),
+                                      SQL_I(remaining), SQL_S(message),
+                                      SQL_S(answer == ST_OK ? rq->hold.order : "")),
                              kept);
 }
 

@@ -164,24 +164,42 @@ struct redis_script redis_hold_sale_script = {
     .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
 };
 
+/* What the keyed scripts share: keep(sold, count) keeps the answer with
+ * key `idem` (for fingerprint `fp`, `ttl` ms; a sale's order `order`), and
+ * the sale, whose refusal is kept. */
+#define KEYED_SALE_BODY(idem, fp, ttl, order)                                                      \
+    "local function keep(sold, count)\n"                                                           \
+    "  redis.call('HSET', " idem ", 'fingerprint', " fp ", 'sold', sold, 'count', count)\n"        \
+    "  if sold == 1 and " order " ~= '' then redis.call('HSET', " idem ", 'order', " order         \
+    ") end\n"                                                                                      \
+    "  redis.call('PEXPIRE', " idem ", " ttl ")\n"                                                 \
+    "  return {sold, count}\n"                                                                     \
+    "end\n"                                                                                        \
+    "local count = tonumber(redis.call('GET', KEYS[1]))\n"                                         \
+    "if not count then return {-1, 0} end\n"                                                       \
+    "local qty = tonumber(ARGV[1])\n"                                                              \
+    "if count < qty then return keep(0, count) end\n"                                              \
+    "local left = redis.call('DECRBY', KEYS[1], qty)\n"                                            \
+    "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
+    "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+
 struct redis_script redis_keyed_sale_script = {
-    .source = REDIS_KEY_LOOKUP("KEYS[3]",
-                               "ARGV[2]") "local function keep(sold, count)\n"
-                                          "  redis.call('HSET', KEYS[3], 'fingerprint', ARGV[2], "
-                                          "'sold', sold, 'count', count)\n"
-                                          "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-                                          "  return {sold, count}\n"
-                                          "end\n"
-                                          "local count = tonumber(redis.call('GET', KEYS[1]))\n"
-                                          "if not count then return {-1, 0} end\n"
-                                          "local qty = tonumber(ARGV[1])\n"
-                                          "if count < qty then return keep(0, count) end\n"
-                                          "local left = redis.call('DECRBY', KEYS[1], qty)\n"
-                                          "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
-                                          "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
-                                          "return keep(1, left)\n",
+    .source = REDIS_KEY_LOOKUP("KEYS[3]", "ARGV[2]")
+        KEYED_SALE_BODY("KEYS[3]", "ARGV[2]", "ARGV[3]", "''") "return keep(1, left)\n",
     .steps = "the keyed sale script: HMGET the key (its answer again if kept), GET, compare with "
              "qty, DECRBY, HINCRBY the ledger, HSET the key's answer",
+};
+
+struct redis_script redis_keyed_hold_sale_script = {
+    .source = REDIS_HOLD_FUNCTION REDIS_KEY_LOOKUP("KEYS[8]", "ARGV[6]")
+        KEYED_SALE_BODY("KEYS[8]", "ARGV[6]", "ARGV[7]",
+                        "ARGV[2]") "hold(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], "
+                                   "qty, ARGV[2], tonumber(ARGV[3]),"
+                                   " ARGV[4], ARGV[5])\n"
+                                   "return keep(1, left)\n",
+    .steps = "the keyed hold script: HMGET the key (its answer again if kept), GET, compare with "
+             "qty, DECRBY, HINCRBY the ledger, HSET the held order, ZADD its deadline, HSET the "
+             "key's answer",
 };
 
 /* The sale script a row runs: a row that settles later streams its orders;
@@ -189,32 +207,46 @@ struct redis_script redis_keyed_sale_script = {
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
     if (rq->hold.order[0])
-        return &redis_hold_sale_script;
+        return rq->key[0] ? &redis_keyed_hold_sale_script : &redis_hold_sale_script;
     if (rq->key[0])
         return &redis_keyed_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
 }
 
-/* A hold's arguments, after the sale's: its order's keys, then its id, ttl,
- * seller and expiry mechanism. */
+/* A hold's arguments, after the sale's: its order's keys (and a keyed
+ * hold's key), then its id, ttl, seller and expiry mechanism (and the
+ * key's fingerprint and ttl in ms). */
 static void hold_args_of(struct redis_script_args *a, const struct deduct_request *rq)
 {
     redis_hold_of(&a->hold, rq);
-    const char *held[] = {a->stock,       a->ledger,   a->hold.order,    a->hold.deadlines,
-                          a->hold.holds,  a->hold.ids, a->hold.hold_key, a->qty,
-                          rq->hold.order, a->hold.ttl, rq->seller,       rq->hold.expiry};
-    _Static_assert(sizeof held / sizeof held[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
-    memcpy(a->argv, held, sizeof held);
-    a->nkeys = 7, a->argc = 12;
+    const char *keys[] = {a->stock,      a->ledger,   a->hold.order,    a->hold.deadlines,
+                          a->hold.holds, a->hold.ids, a->hold.hold_key, a->idem};
+    const char *args[] = {a->qty,          rq->hold.order, a->hold.ttl, rq->seller,
+                          rq->hold.expiry, a->fingerprint, a->key_ttl};
+    const int keyed = rq->key[0] != '\0';
+    a->nkeys = keyed ? 8 : 7;
+    const int nargs = keyed ? 7 : 5;
+    _Static_assert(sizeof keys / sizeof keys[0] + sizeof args / sizeof args[0] <=
+                       sizeof a->argv / sizeof a->argv[0],
+                   "argv");
+    memcpy(a->argv, keys, sizeof keys[0] * (size_t)a->nkeys);
+    memcpy(a->argv + a->nkeys, args, sizeof args[0] * (size_t)nargs);
+    a->argc = a->nkeys + nargs;
 }
 
-/* A keyed sale's arguments, after the sale's: its key's, then the
- * fingerprint and the key's ttl. */
-static void keyed_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+/* A keyed sale's key and what it keeps there: idem:{P}:<key>, the
+ * fingerprint and the key's ttl in ms. */
+static void key_args_of(struct redis_script_args *a, const struct deduct_request *rq)
 {
     redis_idem_key(a->idem, rq);
     key_fingerprint(a->fingerprint, rq);
     snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
+}
+
+/* A keyed sale's arguments, after the sale's: its key's, then the
+ * fingerprint and the key's ttl. */
+static void keyed_args_of(struct redis_script_args *a)
+{
     const char *keyed[] = {a->stock, a->ledger, a->idem, a->qty, a->fingerprint, a->key_ttl};
     memcpy(a->argv, keyed, sizeof keyed);
     a->nkeys = 3, a->argc = 6;
@@ -250,10 +282,12 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[1] = a->ledger;
     a->argv[2] = a->qty;
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
-    if (a->script == &redis_hold_sale_script)
+    if (rq->key[0])
+        key_args_of(a, rq);
+    if (rq->hold.order[0])
         hold_args_of(a, rq);
-    if (a->script == &redis_keyed_sale_script)
-        keyed_args_of(a, rq);
+    else if (rq->key[0])
+        keyed_args_of(a);
     if (a->script != &redis_stream_sale_script)
         return;
     memcpy(a->epoch, last.epoch, sizeof a->epoch);

@@ -36,6 +36,7 @@
 #define PRODUCT_BAD 470041
 #define PRODUCT_RUNNING 470051
 #define PRODUCT_NO_KEY 470061
+#define PRODUCT_HOLD 470071
 
 /* A row that keeps no key: its ledger write is its own. */
 #define ROW_KEEPING_NONE "lua-stream"
@@ -58,14 +59,10 @@ static void fresh_key(char *key, size_t size, const char *what)
              what);
 }
 
-/* POST /stock/deduct/{strategy}?product=P&qty=N[&extra] with `key` (no
- * header when NULL). */
-static void keyed(const char *strategy, int product, int qty, const char *extra, const char *key,
-                  struct http_reply *out)
+/* POST `path` with `key` (no header when NULL). */
+static void post_keyed(const char *path, const char *key, struct http_reply *out)
 {
-    char path[192], header[64 + 512];
-    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
-             extra ? extra : "");
+    char header[64 + 512];
     /* curl drops a header written "Name:" with no value; "Name;" sends it empty. */
     if (key && !*key)
         snprintf(header, sizeof header, "Idempotency-Key;");
@@ -73,6 +70,17 @@ static void keyed(const char *strategy, int product, int qty, const char *extra,
         snprintf(header, sizeof header, "Idempotency-Key: %s", key ? key : "");
     const char *const headers[] = {key ? header : NULL, NULL};
     http_call_with("POST", path, NULL, headers, out);
+}
+
+/* POST /stock/deduct/{strategy}?product=P&qty=N[&extra] with `key` (no
+ * header when NULL). */
+static void keyed(const char *strategy, int product, int qty, const char *extra, const char *key,
+                  struct http_reply *out)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
+             extra ? extra : "");
+    post_keyed(path, key, out);
 }
 
 /* Asserts a keyed deduct's status and error word ("" for a 200), and
@@ -307,6 +315,58 @@ static void test_strategies_say_which_rows_keep_keys(void **state)
     assert_int_equal(account_store(&a, json_str_member(none, "store"))->sold, 2);
 }
 
+/* POST /orders/{strategy}?product=P&qty=N&ttl_ms=60000 with `key`:
+ * asserts its status, error word and whether it says it is a replay. */
+static struct http_reply expect_hold(const char *strategy, int product, int qty, const char *key,
+                                     long status, const char *word, int replayed)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=60000", strategy, product,
+             qty);
+    struct http_reply r;
+    post_keyed(path, key, &r);
+    if (r.status != status || strcmp(reply_word(&r), word) != 0 ||
+        (strcmp(r.replayed, "true") == 0) != replayed)
+        fail_msg("hold on %s of %d qty %d: %ld %s (replayed '%s'), wanted %ld %s%s: %s", strategy,
+                 product, qty, r.status, reply_word(&r), r.replayed, status, word,
+                 replayed ? " replayed" : "", r.text ? r.text : r.failure);
+    assert_non_null(r.json);
+    return r;
+}
+
+/* A hold's key on a row of each way of keeping it: the replay is the first
+ * hold - its order id and deadline - and holds nothing more; the key with
+ * another qty is 422, a malformed key 400, and neither holds anything. */
+static void test_a_hold_keeps_its_key(void **state)
+{
+    (void)state;
+    static const char *const holding[] = {"sql", "lua", "watch"};
+    for (int i = 0; i < (int)(sizeof holding / sizeof holding[0]); i++) {
+        int product = PRODUCT_HOLD + i;
+        const char *store = json_str_member(find_strategy(holding[i]), "store");
+        char key[96];
+        fresh_key(key, sizeof key, "hold");
+        reset(product, 10);
+        struct http_reply first = expect_hold(holding[i], product, 2, key, 201, "", 0);
+        struct account held = account(product);
+        assert_int_equal(account_store(&held, store)->sold, 2);
+        for (int again = 0; again < 2; again++) {
+            struct http_reply r = expect_hold(holding[i], product, 2, key, 201, "", 1);
+            expect_same_body(&first, &r);
+            http_reply_free(&r);
+        }
+        struct http_reply r = expect_hold(holding[i], product, 3, key, 422, "key_reused", 0);
+        http_reply_free(&r);
+        r = expect_hold(holding[i], product, 1, "a\001b", 400, "bad_request", 0);
+        if (!strstr(json_str_member(r.json, "message"), "Idempotency-Key"))
+            fail_msg("the 400 does not name the header: %s", r.text);
+        http_reply_free(&r);
+        struct account after = account(product);
+        expect_same_account(&held, &after);
+        http_reply_free(&first);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_a_malformed_key_is_400_and_changes_nothing),
         cmocka_unit_test(test_a_running_key_is_409_in_progress),
         cmocka_unit_test(test_strategies_say_which_rows_keep_keys),
+        cmocka_unit_test(test_a_hold_keeps_its_key),
     };
     return cmocka_run_group_tests_name("idempotency keys", tests, stockd_group_setup,
                                        stockd_group_teardown)
