@@ -89,8 +89,50 @@ st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *
     return r;
 }
 
+/* A request that is no sale keeps its answer in the same row: its result,
+ * `duplicate` where a sale keeps `remaining`, its message, no order. */
+static st_result find_answer(struct worker *w, int product, const char *key,
+                             const char *fingerprint, struct kept_answer *out, int *found)
+{
+    (void)product; /* one table of keys for every product */
+    char text[KEPT_TEXT_MAX];
+    st_result r = sql_exec_text(w, SQL_KEY_READ, SQL_ARGS(SQL_S(fingerprint), SQL_S(key)), text,
+                                sizeof text, found);
+    if (r != ST_OK || !*found)
+        return r;
+    json_t *row = json_loads(text, 0, NULL);
+    json_t *same = json_object_get(row, "same");
+    json_t *result = json_object_get(row, "result");
+    json_t *message = json_object_get(row, "message");
+    if (!json_is_integer(result) || !json_is_string(message))
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: an idempotency row reads oddly: %.200s",
+                        text);
+    *out = (struct kept_answer){
+        .result = json_is_true(same) || (json_is_integer(same) && json_integer_value(same))
+                      ? (st_result)json_integer_value(result)
+                      : ST_KEY_REUSED,
+        .duplicate = json_integer_value(json_object_get(row, "remaining")) != 0,
+    };
+    snprintf(out->message, sizeof out->message, "%s",
+             json_is_string(message) ? json_string_value(message) : "");
+    json_decref(row);
+    return r;
+}
+
+static st_result keep_answer(struct worker *w, int product, const char *key,
+                             const char *fingerprint, const struct kept_answer *a, int *kept)
+{
+    (void)product;
+    return sql_insert_unique(w, SQL_KEY_INSERT,
+                             SQL_ARGS(SQL_S(key), SQL_S(fingerprint), SQL_I(a->result),
+                                      SQL_I(a->duplicate), SQL_S(a->message), SQL_S("")),
+                             kept);
+}
+
 const struct key_store mysql_key_store = {.find = mysql_key_find,
-                                          .after_refusal = mysql_key_keep_refusal};
+                                          .after_refusal = mysql_key_keep_refusal,
+                                          .find_answer = find_answer,
+                                          .keep_answer = keep_answer};
 
 st_result mysql_keys_expire(struct worker *w)
 {

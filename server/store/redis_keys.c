@@ -11,9 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* idem:{P}:<key> */
+static void idem_key_of(char out[REDIS_IDEM_KEY_MAX], int product, const char *key)
+{
+    snprintf(out, REDIS_IDEM_KEY_MAX, "idem:{%d}:%s", product, key);
+}
+
 void redis_idem_key(char out[REDIS_IDEM_KEY_MAX], const struct deduct_request *rq)
 {
-    snprintf(out, REDIS_IDEM_KEY_MAX, "idem:{%d}:%s", rq->product, rq->key);
+    idem_key_of(out, rq->product, rq->key);
 }
 
 st_result redis_key_replay(struct worker *w, const struct deduct_request *rq, long long sold,
@@ -32,23 +38,33 @@ static const char *text_of(const redisReply *r)
     return r->type == REDIS_REPLY_STRING ? r->str : NULL;
 }
 
+/* HMGET of `idem`'s fingerprint and three fields `of`: an array of four in
+ * *out, freed by the caller, or a failure. */
+static st_result read_kept(struct worker *w, const char *idem, const char *const of[3],
+                           redisReply **out)
+{
+    const char *hmget[] = {"HMGET", idem, "fingerprint", of[0], of[1], of[2]};
+    const char *const *argvs[] = {hmget};
+    const int argcs[] = {6};
+    st_result r = redis_pipeline(w, 1, argcs, argvs, out);
+    if (r != ST_OK || ((*out)->type == REDIS_REPLY_ARRAY && (*out)->elements == 4))
+        return r;
+    redis_free_replies(out, 1);
+    return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply to HMGET %s", idem);
+}
+
 st_result redis_key_find(struct worker *w, const struct deduct_request *rq,
                          struct deduct_reply *out, int *found)
 {
     char idem[REDIS_IDEM_KEY_MAX], fingerprint[KEY_FINGERPRINT_MAX];
     redis_idem_key(idem, rq);
     key_fingerprint(fingerprint, rq);
-    const char *hmget[] = {"HMGET", idem, "fingerprint", "sold", "count", "order"};
-    const char *const *argvs[] = {hmget};
-    const int argcs[] = {6};
     redisReply *reply;
-    st_result r = redis_pipeline(w, 1, argcs, argvs, &reply);
+    st_result r = read_kept(w, idem, (const char *const[]){"sold", "count", "order"}, &reply);
     if (r != ST_OK)
         return r;
     *found = 0;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply to HMGET %s", idem);
-    else if (text_of(reply->element[0])) {
+    if (text_of(reply->element[0])) {
         *found = 1;
         const char *sold = text_of(reply->element[1]), *count = text_of(reply->element[2]);
         if (strcmp(text_of(reply->element[0]), fingerprint) != 0)
@@ -127,5 +143,70 @@ st_result redis_key_after_refusal(struct worker *w, const struct deduct_request 
     return r;
 }
 
+/* A request that is no sale keeps its answer in the same hash: its
+ * result, `duplicate` and message beside its fingerprint. */
+static st_result find_answer(struct worker *w, int product, const char *key,
+                             const char *fingerprint, struct kept_answer *out, int *found)
+{
+    char idem[REDIS_IDEM_KEY_MAX];
+    idem_key_of(idem, product, key);
+    redisReply *reply;
+    st_result r =
+        read_kept(w, idem, (const char *const[]){"result", "duplicate", "message"}, &reply);
+    if (r != ST_OK)
+        return r;
+    *found = 0;
+    if (text_of(reply->element[0])) {
+        const char *result = text_of(reply->element[1]), *message = text_of(reply->element[3]);
+        const char *duplicate = text_of(reply->element[2]);
+        *found = 1;
+        *out = (struct kept_answer){
+            .result = strcmp(text_of(reply->element[0]), fingerprint) == 0 && result
+                          ? (st_result)atoi(result)
+                          : ST_KEY_REUSED,
+            .duplicate = duplicate && atoi(duplicate) != 0,
+        };
+        snprintf(out->message, sizeof out->message, "%s", message ? message : "");
+    }
+    redis_free_replies(&reply, 1);
+    return r;
+}
+
+/* Keeps an answer where the key has none: 1, else 0. */
+static struct redis_script keep_answer_script = {
+    .source = "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+              "redis.call('HSET', KEYS[1], 'fingerprint', ARGV[1], 'result', ARGV[2],"
+              " 'duplicate', ARGV[3], 'message', ARGV[4])\n"
+              "redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
+              "return 1\n",
+};
+
+static st_result keep_answer(struct worker *w, int product, const char *key,
+                             const char *fingerprint, const struct kept_answer *a, int *kept)
+{
+    char idem[REDIS_IDEM_KEY_MAX], result[16], duplicate[4], ttl[24];
+    idem_key_of(idem, product, key);
+    snprintf(result, sizeof result, "%d", (int)a->result);
+    snprintf(duplicate, sizeof duplicate, "%d", a->duplicate != 0);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
+    const char *argv[] = {idem, fingerprint, result, duplicate, a->message, ttl};
+    const char *const *argvs[] = {argv};
+    redisReply *reply = NULL;
+    st_result r = redis_eval_sales(w, &keep_answer_script, 1, 1, 6, argvs, &reply);
+    if (!reply)
+        return r;
+    long long done;
+    if (redis_reply_int(reply, &done) != 0)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: unexpected reply keeping %s", idem);
+    else {
+        *kept = done == 1;
+        r = ST_OK;
+    }
+    freeReplyObject(reply);
+    return r;
+}
+
 const struct key_store redis_key_store = {.find = redis_key_find,
-                                          .after_refusal = redis_key_after_refusal};
+                                          .after_refusal = redis_key_after_refusal,
+                                          .find_answer = find_answer,
+                                          .keep_answer = keep_answer};

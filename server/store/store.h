@@ -118,6 +118,16 @@ st_result key_reused(struct worker *w);
  * (its retry gets that request's answer). */
 st_result key_taken(struct worker *w);
 
+/* The answer kept with the Idempotency-Key of a request that is no sale -
+ * an order's pay or cancel (api/orders.c), safe to repeat by itself (its
+ * transition is conditional on the order's state), whose key makes a
+ * repeat the first answer again. */
+struct kept_answer {
+    st_result result;  /* ST_OK, a refusal, or ST_KEY_REUSED when found */
+    int duplicate;     /* the answer said "duplicate": true            */
+    char message[256]; /* a refusal's                                  */
+};
+
 /* What a store keeps Idempotency-Keys with, for the rows whose sale keeps
  * its key in the store's shared atomic step (the MySQL commit the ledger
  * row rides, the Redis MULTI): the key looked up before the sale, and
@@ -133,6 +143,14 @@ struct key_store {
      * the key got first, or the refusal as it was. */
     st_result (*after_refusal)(struct worker *w, const struct deduct_request *rq, st_result refused,
                                struct deduct_reply *out);
+    /* A request that is no sale, on `product`: *found 1 and the answer
+     * kept with `key` (ST_KEY_REUSED when kept for another fingerprint),
+     * or *found 0. */
+    st_result (*find_answer)(struct worker *w, int product, const char *key,
+                             const char *fingerprint, struct kept_answer *out, int *found);
+    /* Keeps `a` with `key`, unless an answer is kept already (*kept 0). */
+    st_result (*keep_answer)(struct worker *w, int product, const char *key,
+                             const char *fingerprint, const struct kept_answer *a, int *kept);
 };
 
 /* What a read saw, for the write that follows it. */

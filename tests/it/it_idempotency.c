@@ -37,6 +37,7 @@
 #define PRODUCT_RUNNING 470051
 #define PRODUCT_NO_KEY 470061
 #define PRODUCT_HOLD 470071
+#define PRODUCT_PAY 470081
 
 /* A row that keeps no key: its ledger write is its own. */
 #define ROW_KEEPING_NONE "lua-stream"
@@ -367,6 +368,75 @@ static void test_a_hold_keeps_its_key(void **state)
     }
 }
 
+/* POST /orders/{order}/{verb}[?payment=P] with `key`: asserts its status,
+ * error word and whether it says it is a replay. */
+static struct http_reply expect_transition(const char *order, const char *verb, const char *payment,
+                                           const char *key, long status, const char *word,
+                                           int replayed)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s/%s%s%s", order, verb, payment ? "?payment=" : "",
+             payment ? payment : "");
+    struct http_reply r;
+    post_keyed(path, key, &r);
+    if (r.status != status || strcmp(reply_word(&r), word) != 0 ||
+        (strcmp(r.replayed, "true") == 0) != replayed)
+        fail_msg("%s of %s: %ld %s (replayed '%s'), wanted %ld %s%s: %s", verb, order, r.status,
+                 reply_word(&r), r.replayed, status, word, replayed ? " replayed" : "",
+                 r.text ? r.text : r.failure);
+    assert_non_null(r.json);
+    return r;
+}
+
+/* Pay and cancel with a key, on an order of each store: the replay is the
+ * first answer (no `duplicate`, which a repeat without the key says); the
+ * key with another payment is 422 and records no refund; a refusal (a
+ * cancel of a paid order) replays too; a malformed key is a 400. */
+static void test_pay_and_cancel_keep_their_keys(void **state)
+{
+    (void)state;
+    static const char *const holding[] = {"sql", "lua"};
+    for (int i = 0; i < (int)(sizeof holding / sizeof holding[0]); i++) {
+        int product = PRODUCT_PAY + i;
+        char pay_key[96], cancel_key[96], order[64];
+        fresh_key(pay_key, sizeof pay_key, "pay");
+        fresh_key(cancel_key, sizeof cancel_key, "cancel");
+        reset(product, 10);
+        struct http_reply held = expect_hold(holding[i], product, 1, NULL, 201, "", 0);
+        snprintf(order, sizeof order, "%s", json_str_member(held.json, "order"));
+        http_reply_free(&held);
+        struct http_reply first = expect_transition(order, "pay", "p-1", pay_key, 200, "", 0);
+        assert_null(json_object_get(first.json, "duplicate"));
+        struct http_reply r = expect_transition(order, "pay", "p-1", pay_key, 200, "", 1);
+        expect_same_body(&first, &r);
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-1", NULL, 200, "", 0);
+        assert_true(json_bool_member(r.json, "duplicate")); /* the order's own answer */
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-2", pay_key, 422, "key_reused", 0);
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-3", "a\001b", 400, "bad_request", 0);
+        if (!strstr(json_str_member(r.json, "message"), "Idempotency-Key"))
+            fail_msg("the 400 does not name the header: %s", r.text);
+        http_reply_free(&r);
+        struct http_reply refused =
+            expect_transition(order, "cancel", NULL, cancel_key, 409, "paid", 0);
+        r = expect_transition(order, "cancel", NULL, cancel_key, 409, "paid", 1);
+        expect_same_body(&refused, &r);
+        http_reply_free(&r);
+        http_reply_free(&refused);
+        http_reply_free(&first);
+        char path[96];
+        snprintf(path, sizeof path, "/orders/%s", order);
+        struct http_reply got;
+        http_call_with("GET", path, NULL, NULL, &got);
+        assert_int_equal(got.status, 200);
+        assert_string_equal(json_str_member(got.json, "state"), "paid");
+        assert_int_equal(json_integer_value(json_object_get(got.json, "refunds_due")), 0);
+        http_reply_free(&got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_a_running_key_is_409_in_progress),
         cmocka_unit_test(test_strategies_say_which_rows_keep_keys),
         cmocka_unit_test(test_a_hold_keeps_its_key),
+        cmocka_unit_test(test_pay_and_cancel_keep_their_keys),
     };
     return cmocka_run_group_tests_name("idempotency keys", tests, stockd_group_setup,
                                        stockd_group_teardown)
