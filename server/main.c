@@ -45,7 +45,8 @@
  *     store.c          the steps every store shares: the knobs' wait, the
  *                      count check, a key's fingerprint and replay
  *     mysql_keys.c     Idempotency-Keys in the mysql store, kept in the
- *                      sale's transaction (the Redis store's: its script)
+ *                      sale's transaction; redis_keys.c the redis store's,
+ *                      kept in the sale's MULTI (lua's: its script)
  *     order_stream.c   lua-stream's orders, settled from a Redis stream into
  *                      MySQL by consumer threads (or a --consume 1 process)
  *     orders.c         held orders: ids, payment ids, the transitions a

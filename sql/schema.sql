@@ -23,7 +23,8 @@
 --          request asked (its fingerprint) and the answer it was given. A sale's
 --          row is inserted in the sale's own transaction, so the key exists if
 --          and only if the sale does; a refusal's (sold_out, busy) on its own,
---          as it changed nothing. Kept --idempotency-ttl-s, then swept.
+--          as it changed nothing. A hold's keeps its order id. Kept
+--          --idempotency-ttl-s, then swept.
 
 CREATE TABLE IF NOT EXISTS stock (
     product_id INT NOT NULL PRIMARY KEY,
@@ -111,6 +112,17 @@ CREATE TABLE IF NOT EXISTS idempotency (
     result      INT NOT NULL,
     remaining   BIGINT NULL,
     message     VARCHAR(256) NOT NULL DEFAULT '',
+    order_id    VARCHAR(40) NOT NULL DEFAULT '',  -- a hold's order, '' for a sale
     created_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     KEY idempotency_by_age (created_at)
 ) ENGINE = InnoDB;
+
+-- A database made before holds kept keys gets order_id here (as epoch above).
+SET @add_key_order = (SELECT IF(COUNT(*) = 0,
+    'ALTER TABLE idempotency ADD COLUMN order_id VARCHAR(40) NOT NULL DEFAULT '''' AFTER message',
+    'DO 0')
+    FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'idempotency' AND column_name = 'order_id');
+PREPARE add_key_order FROM @add_key_order;
+EXECUTE add_key_order;
+DEALLOCATE PREPARE add_key_order;

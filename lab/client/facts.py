@@ -40,6 +40,8 @@ it plans and expects from these fields, never from a strategy's name:
                   every unit when qty > 1
     orders        true when it holds orders (POST /orders/{strategy}); false, with
                   `orders_why`, when its write cannot hold one yet; absent: false
+    idempotent    true when it keeps an Idempotency-Key in its sale's atomic step;
+                  false, with `idempotent_why`, the reason it cannot; absent: false
 
 A field that is missing is an error that says so (the run cannot be made): the lab
 never falls back to a guess."""
@@ -83,6 +85,9 @@ class Strategy:
         self.undersells = doc.get("undersells")
         self.orders = doc.get("orders") is True  # it holds orders (POST /orders/{name})
         self.orders_why = doc.get("orders_why")  # why not, when it does not
+        # it keeps an Idempotency-Key with its sale; else why it cannot
+        self.idempotent = doc.get("idempotent") is True
+        self.idempotent_why = doc.get("idempotent_why")
 
     def safe_for(self, instances):
         """The claim judged for this number of instances."""

@@ -3,7 +3,9 @@ connections, with bench/count.lua counting every answer by status and error word
 (counting=False, for the bench's pairs) bench/rate.lua, which leaves wrk its own
 counts and its full speed; run_history: bench/history.lua, which also writes every
 request's history (a thread per connection: lab.judges.history.from_wrk reads it);
-run(..., script=ORDER_SCRIPT): bench/order.lua, the bench's hold-then-pay orders."""
+run(..., script=ORDER_SCRIPT): bench/order.lua, the bench's hold-then-pay orders;
+run(..., script=KEYED_SCRIPT, script_args=("key",)): bench/keyed.lua, a fresh
+Idempotency-Key on each request ("none": the same requests without)."""
 
 import json
 import os
@@ -17,6 +19,7 @@ SCRIPT = os.path.join(REPO, "bench", "count.lua")
 RATE_SCRIPT = os.path.join(REPO, "bench", "rate.lua")
 HISTORY_SCRIPT = os.path.join(REPO, "bench", "history.lua")
 ORDER_SCRIPT = os.path.join(REPO, "bench", "order.lua")
+KEYED_SCRIPT = os.path.join(REPO, "bench", "keyed.lua")  # the key-cost pairs' requests
 MARK = "LAB-RESULT "
 
 

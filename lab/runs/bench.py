@@ -21,7 +21,9 @@ Then the headline ratios once more, at one concurrency (64, or the highest below
 it), each subject alternated with its limit --pairs times: stockd's GET /strategies
 with nginx, the `lua` strategy with EVALSHA unpipelined and pipelined, the `sql`
 strategy with the sale transaction, each of the three with the peer's, and `lua`
-with trace=1 on every sale against `lua` without (what a trace costs), each peer's
+with trace=1 on every sale against `lua` without (what a trace costs), `lua` and `sql`
+with a fresh Idempotency-Key on every sale against the same sales without (what a key
+costs; bench/keyed.lua on both sides), each peer's
 against stockd's, and a sold-out product's `lua` sale refused from memory by a stockd
 with --sold-out-flag against nginx answering the same 409 from its config. A pair
 row's x limit is the median of its pairs' ratios: two measures seconds apart share
@@ -643,6 +645,11 @@ class Bench:
                 self.pair_row(f"{s.name}, trace=1", s.store, claim, "untraced", s.name, conc,
                               wrk_rate(a.port, self.sale_path(s.name), s.store),
                               wrk_rate(a.port, self.sale_path(s.name, trace=True), s.store))
+            # what a key costs: the same sale with a fresh Idempotency-Key on each
+            self.reset()
+            self.pair_row(f"{s.name}, Idempotency-Key", s.store, claim, "unkeyed", s.name,
+                          conc, self.keyed_wrk(self.sale_path(s.name), conc, s.store, False),
+                          self.keyed_wrk(self.sale_path(s.name), conc, s.store, True))
         peers = [(peer, port, limit, found) for peer, port, limit, found in (
             (self.peer, a.peer_port, "peer", self.peer_subjects(selected)),
             (self.openresty, a.openresty_port, "openresty", self.openresty_subjects(selected)))
@@ -657,6 +664,19 @@ class Bench:
                 self.pair_row(subject, store, claim, limit, name, conc,
                               wrk_rate(port, path, store), wrk_rate(a.port, path, store))
         self.sold_out_pair(selected, conc)
+
+    def keyed_wrk(self, path, conc, store, keyed):
+        """One side of a key-cost pair: wrk on stockd's `path` with bench/keyed.lua, a
+        fresh Idempotency-Key on every request when `keyed`, then the sales settled."""
+        a = self.args
+
+        def run():
+            load = wrk.run(self.url(a.port, path), conc, a.duration, self.log("wrk"),
+                           script=wrk.KEYED_SCRIPT,
+                           script_args=("key" if keyed else "none",))
+            self.api.wait_idle(SETTLE_S)
+            return load
+        return run
 
     def paired_wrk(self, port, path, conc, store=None, counting=False):
         """One side of a pair: a function that runs wrk on `port` and `path` (with

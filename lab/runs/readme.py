@@ -80,17 +80,22 @@ def cluster(s):
     return CLUSTER[s.cluster] if s.cluster else ""
 
 
+def idempotent(s):
+    """Whether a retry with the same Idempotency-Key buys once, or why the row cannot."""
+    return "yes" if s.idempotent else f"no: {cell(s.idempotent_why)}"
+
+
 def table(f):
     """The markdown table of every strategy, in the server's order."""
     lines = ["| name | store | safe, 1 / N instances | contended | lease runs out: busy / "
              "frozen holder | a lock server's clock jumps / it restarts empty / a grant "
              "comes late | Redis primary fails over | MySQL cluster, a stockd per node "
-             "| what it is |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| what it is | keeps an Idempotency-Key |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in f.strategies:
         lines.append(f"| `{s.name}` | {store(s)} | {claim(s)} | {CONTENTION[s.contention]} "
                      f"| {lease(s)} | {partition(s)} | {failover(s)} | {cluster(s)} "
-                     f"| {cell(s.summary)} |")
+                     f"| {cell(s.summary)} | {idempotent(s)} |")
     return "\n".join(lines)
 
 

@@ -428,6 +428,21 @@ static st_result admitted(struct worker *w, const struct strategy *s,
     return r;
 }
 
+/* Its key marked running (keys_running.h), then admission: ST_OK, or the
+ * refusal of either, with its key running no more. */
+static st_result admitted_running(struct worker *w, const struct strategy *s,
+                                  const struct deduct_request *rq, json_t *reply,
+                                  struct admission_ticket *ticket)
+{
+    st_result r = rq->key[0] ? keys_running_begin(w, rq->key) : ST_OK;
+    if (r != ST_OK)
+        return r;
+    r = admitted(w, s, rq, reply, ticket);
+    if (r != ST_OK && rq->key[0])
+        keys_running_end(rq->key); /* refused before it ran: nothing to keep */
+    return r;
+}
+
 /* Sells on this worker, the sale admitted: answered and counted. */
 static st_result sell_now(struct worker *w, const struct deduct_request *rq,
                           const struct admission_ticket *ticket, const struct http_request *req,
@@ -451,13 +466,8 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
     struct sale_trace trace;
     struct admission_ticket ticket;
     st_result r = sale_asked(w, s, req, reply, &rq, &trace);
-    if (r == ST_OK && rq.key[0])
-        r = keys_running_begin(w, rq.key);
-    if (r == ST_OK) {
-        r = admitted(w, s, &rq, reply, &ticket);
-        if (r != ST_OK && rq.key[0])
-            keys_running_end(rq.key);
-    }
+    if (r == ST_OK)
+        r = admitted_running(w, s, &rq, reply, &ticket);
     if (r != ST_OK) {
         count_answer(s, r, req->arrived_us);
         return r;
@@ -473,7 +483,7 @@ st_result api_sell(struct worker *w, const struct deduct_request *rq,
     struct admission_ticket ticket;
     st_result r = needs_configured(w, rq->strategy);
     if (r == ST_OK)
-        r = admitted(w, rq->strategy, rq, reply, &ticket);
+        r = admitted_running(w, rq->strategy, rq, reply, &ticket);
     if (r != ST_OK) {
         count_answer(rq->strategy, r, req->arrived_us);
         return r;
@@ -494,6 +504,8 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
         return 0; /* the worker answers the error, and counts it */
     if ((rq.hold_ms || rq.pause_ms) && !s->hold_per_batch)
         return 0; /* the sale itself waits: not on this thread */
+    if (rq.key[0] && s->keeps_key != KEEPS_KEY_IN_SCRIPT)
+        return 0; /* its store looks the key up first: not on this thread */
     if (rq.key[0] && keys_running_begin(w, rq.key) != ST_OK)
         return 0; /* the worker answers in_progress */
     /* Admission is lock-free (admission.c), so it runs here too: a refusal

@@ -5,9 +5,11 @@
  */
 #include "api/orders.h"
 
+#include "api/keys_running.h"
 #include "api/products.h"
 #include "backend/backend.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "core/trace.h"
 #include "core/worker.h"
 #include "sale/strategy.h"
@@ -62,7 +64,9 @@ static st_result expiry_asked(struct worker *w, const struct strategy *s,
     return ST_OK;
 }
 
-/* POST /orders/{strategy}: the strategy's sale, the order written with it. */
+/* POST /orders/{strategy}: the strategy's sale, the order written with it
+ * - and its Idempotency-Key, kept with both as a sale's is (a replay:
+ * the first hold's order, its deadline read again). */
 static st_result hold(struct worker *w, const char *name, const struct http_request *req,
                       json_t *reply)
 {
@@ -94,6 +98,11 @@ static st_result hold(struct worker *w, const char *name, const struct http_requ
         .hold = {.ttl_ms = (int)v[HOLD_TTL], .expiry = e->name},
     };
     order_id_make(rq.hold.order, s->store, rq.product);
+    r = params_key(w, req, rq.key);
+    if (r != ST_OK)
+        return r;
+    if (strategy_idempotent_why(s))
+        rq.key[0] = '\0'; /* the row keeps no key: it holds as if none came */
     if (rq.trace)
         trace_begin(rq.trace, req->arrived_us);
     if (w->deadline_ms) /* the knob's wait is the experiment, not slowness */
@@ -105,7 +114,8 @@ static st_result hold(struct worker *w, const char *name, const struct http_requ
     if (r != ST_OK)
         return r;
     struct order_ref o = {.store = s->store, .product = rq.product};
-    memcpy(o.id, rq.hold.order, sizeof o.id);
+    /* A replay's order is the one its key's first hold made. */
+    memcpy(o.id, out.replayed && out.order[0] ? out.order : rq.hold.order, sizeof o.id);
     long long deadline_ms;
     r = s->store->orders->deadline(w, &o, &deadline_ms);
     json_object_set_new(reply, "order", json_string(o.id));
@@ -142,20 +152,92 @@ static st_result store_configured(struct worker *w, const struct order_ref *o)
                        o->id, o->store->name);
 }
 
+/* An order's transition: pay (with `payment`) or cancel. */
+typedef st_result (*transition_fn)(struct worker *w, const struct order_ref *o, const char *payment,
+                                   int *duplicate);
+
+static st_result pay_order(struct worker *w, const struct order_ref *o, const char *payment,
+                           int *duplicate)
+{
+    return o->store->orders->pay(w, o, payment, duplicate);
+}
+
+static st_result cancel_order(struct worker *w, const struct order_ref *o, const char *payment,
+                              int *duplicate)
+{
+    (void)payment;
+    return o->store->orders->cancel(w, o, duplicate);
+}
+
+/* The transition with Idempotency-Key `key`, running here: the answer its
+ * order's store kept with the key, replayed; else the transition, and its
+ * answer kept after it - a 5xx, which changed nothing or may have, is not:
+ * its retry runs the transition again, which the order's state makes safe. */
+static st_result keyed_transition(struct worker *w, const struct order_ref *o, const char *key,
+                                  const char *fingerprint, transition_fn t, const char *payment,
+                                  int *duplicate, json_t *reply)
+{
+    const struct key_store *keys = o->store->keys;
+    struct kept_answer a = {0};
+    int found, kept = 1;
+    st_result r = keys->find_answer(w, o->product, key, fingerprint, &a, &found);
+    if (r == ST_OK && !found) {
+        a.result = t(w, o, payment, &a.duplicate);
+        snprintf(a.message, sizeof a.message, "%s", a.result == ST_OK ? "" : w->error);
+        if (result_status(a.result) >= 500)
+            return a.result;
+        r = keys->keep_answer(w, o->product, key, fingerprint, &a, &kept);
+        if (r != ST_OK) /* the transition stands: its answer, not the key's failure */
+            log_error("order %s: its Idempotency-Key was not kept: %s", o->id, w->error);
+        if (r == ST_OK && !kept) /* another request with the key answered first */
+            r = keys->find_answer(w, o->product, key, fingerprint, &a, &found);
+        else
+            found = 0, r = ST_OK;
+    }
+    if (r != ST_OK)
+        return r;
+    if (found && a.result != ST_KEY_REUSED) /* the HTTP layer makes it Idempotent-Replayed */
+        json_object_set_new(reply, "replayed", json_true());
+    *duplicate = a.duplicate;
+    if (a.result == ST_KEY_REUSED)
+        return worker_fail(w, ST_KEY_REUSED,
+                           "this Idempotency-Key was sent before with another request; a new "
+                           "payment or cancel needs a new key");
+    return a.result == ST_OK ? ST_OK : worker_fail(w, a.result, "%s", a.message);
+}
+
+/* The transition, with the request's Idempotency-Key when it has one. */
+static st_result transition(struct worker *w, const struct order_ref *o,
+                            const struct http_request *req, const char *fingerprint,
+                            transition_fn t, const char *payment, int *duplicate, json_t *reply)
+{
+    char key[IDEMPOTENCY_KEY_MAX + 1];
+    st_result r = params_key(w, req, key);
+    if (r == ST_OK)
+        r = store_configured(w, o);
+    if (r != ST_OK || !key[0])
+        return r == ST_OK ? t(w, o, payment, duplicate) : r;
+    r = keys_running_begin(w, key);
+    if (r != ST_OK)
+        return r;
+    r = keyed_transition(w, o, key, fingerprint, t, payment, duplicate, reply);
+    keys_running_end(key);
+    return r;
+}
+
 static st_result pay(struct worker *w, const struct order_ref *o, const struct http_request *req,
                      json_t *reply)
 {
     long long given;
-    char payment[PARAM_TEXT_MAX + 1];
+    char payment[PARAM_TEXT_MAX + 1], fingerprint[KEY_FINGERPRINT_MAX];
     st_result r = params_parse(w, req, pay_params, COUNT_OF(pay_params), &given);
     if (r != ST_OK)
         return r;
     params_text(req, &pay_params[0], payment);
     json_object_set_new(reply, "payment", json_string(payment));
+    snprintf(fingerprint, sizeof fingerprint, "pay %s %s", o->id, payment);
     int duplicate = 0;
-    r = store_configured(w, o);
-    if (r == ST_OK)
-        r = o->store->orders->pay(w, o, payment, &duplicate);
+    r = transition(w, o, req, fingerprint, pay_order, payment, &duplicate, reply);
     if (r == ST_OK)
         json_object_set_new(reply, "state", json_string("paid"));
     if (duplicate)
@@ -166,13 +248,13 @@ static st_result pay(struct worker *w, const struct order_ref *o, const struct h
 static st_result cancel(struct worker *w, const struct order_ref *o, const struct http_request *req,
                         json_t *reply)
 {
+    char fingerprint[KEY_FINGERPRINT_MAX];
     st_result r = params_parse(w, req, NULL, 0, NULL);
-    if (r == ST_OK)
-        r = store_configured(w, o);
     if (r != ST_OK)
         return r;
+    snprintf(fingerprint, sizeof fingerprint, "cancel %s", o->id);
     int duplicate = 0;
-    r = o->store->orders->cancel(w, o, &duplicate);
+    r = transition(w, o, req, fingerprint, cancel_order, NULL, &duplicate, reply);
     if (r == ST_OK)
         json_object_set_new(reply, "state", json_string("cancelled"));
     if (duplicate)

@@ -95,10 +95,11 @@ static const char *const texts[SQL_COUNT] = {
         " FROM orders o WHERE o.product_id = ?",
     [SQL_RESET_RETURNS] = "DELETE FROM order_returns WHERE product_id = ?",
     [SQL_RESET_PAYMENTS] = "DELETE FROM payments WHERE product_id = ?",
-    [SQL_KEY_INSERT] = "INSERT INTO idempotency (k, fingerprint, result, remaining, message)"
-                       " VALUES (?, ?, ?, NULLIF(?, -9223372036854775808), ?)",
+    [SQL_KEY_INSERT] = "INSERT INTO idempotency (k, fingerprint, result, remaining, message,"
+                       " order_id) VALUES (?, ?, ?, NULLIF(?, -9223372036854775808), ?, ?)",
     [SQL_KEY_READ] = "SELECT JSON_OBJECT('same', fingerprint = ?, 'result', result,"
-                     " 'remaining', remaining, 'message', message) FROM idempotency WHERE k = ?",
+                     " 'remaining', remaining, 'message', message, 'order', order_id)"
+                     " FROM idempotency WHERE k = ?",
     [SQL_KEY_EXPIRE] = "DELETE FROM idempotency WHERE created_at < NOW(6) - INTERVAL ? SECOND"
                        " LIMIT 1000",
 };

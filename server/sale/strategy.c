@@ -115,26 +115,35 @@ static st_result sell(const struct strategy *s, struct worker *w, const struct d
     return s->lock ? deduct_under_lock(s->lock, s->store, w, rq, out) : s->deduct(w, rq, out);
 }
 
-/* A keyed sale on the mysql store: the key's kept answer when it has one;
- * else the sale, whose commit keeps the key (mysql_keys.h), and a refusal
- * kept after it. */
-static st_result sell_keyed_mysql(const struct strategy *s, struct worker *w,
-                                  const struct deduct_request *rq, struct deduct_reply *out)
+/* A keyed sale whose store finds its key: the key's kept answer when it
+ * has one; else the sale, whose atomic step keeps the key (store.h's
+ * key_store), and what follows a refusal. */
+static st_result sell_keyed(const struct strategy *s, struct worker *w,
+                            const struct deduct_request *rq, struct deduct_reply *out)
 {
     int found;
-    st_result r = mysql_key_find(w, rq, out, &found);
+    const int answers_later = rq->later != NULL; /* rq is gone once it is answered */
+    st_result r = s->store->keys->find(w, rq, out, &found);
+    if ((r != ST_OK || found) && answers_later) { /* a row that answers later, answered now */
+        rq->later->answer(rq->later, r, r == ST_OK ? NULL : w->error);
+        return ST_OK;
+    }
     if (r != ST_OK || found)
         return r;
     r = sell(s, w, rq, out);
-    return r == ST_SOLD_OUT || r == ST_BUSY ? mysql_key_keep_refusal(w, rq, r, out) : r;
+    if (answers_later) /* its refusals are kept where it answers them (sql-batch) */
+        return r;
+    return r == ST_SOLD_OUT || r == ST_BUSY || r == ST_IN_PROGRESS
+               ? s->store->keys->after_refusal(w, rq, r, out)
+               : r;
 }
 
 st_result strategy_run(const struct strategy *s, struct worker *w, const struct deduct_request *rq,
                        struct deduct_reply *out)
 {
     assert(!rq->key[0] || !strategy_idempotent_why(s)); /* api.c drops a key a row cannot keep */
-    if (rq->key[0] && s->store == &store_mysql)
-        return sell_keyed_mysql(s, w, rq, out);
+    if (rq->key[0] && s->keeps_key != KEEPS_KEY_IN_SCRIPT)
+        return sell_keyed(s, w, rq, out);
     return sell(s, w, rq, out);
 }
 
@@ -195,13 +204,16 @@ const char *strategy_orders_why(const struct strategy *s)
 
 const char *strategy_idempotent_why(const struct strategy *s)
 {
-    if (s->store == &store_mysql)
-        return strategy_orders_why(s) ? "its ledger write is its own, not the mysql store's "
-                                        "shared commit, where a key is kept with the sale"
-                                      : NULL;
-    return s->keeps_key ? NULL
-                        : "not yet: outside MySQL a key is kept by the keyed sale script "
-                          "(lua), and this row's sale is another script or a MULTI";
+    if (s->keeps_key != KEEPS_KEY_IN_STORE)
+        return NULL;
+    if (!s->store->keys)
+        return "its store splits a product over shards and a sale's segment is chosen round "
+               "robin: a key kept with the sale on one shard is not where its retry's script "
+               "runs, and no script or MULTI spans two shards";
+    return strategy_orders_why(s) ? "its ledger write is its own, not its store's shared atomic "
+                                    "step (the MySQL commit, the Redis MULTI) where a key is kept "
+                                    "with the sale"
+                                  : NULL;
 }
 
 backend_set strategy_resets(const struct strategy *s)

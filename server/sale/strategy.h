@@ -109,6 +109,16 @@ enum cluster_outcome {
     CLUSTER_LOSES_UPDATES,       /* nothing guards its read-then-write          */
 };
 
+/* Where a row keeps an Idempotency-Key with its sale. */
+enum keeps_key {
+    KEEPS_KEY_IN_STORE,  /* the store's shared atomic step that its ledger record
+                            rides keeps it, when that write is the store's (the
+                            MySQL commit, the Redis MULTI): no field in a row  */
+    KEEPS_KEY_IN_SCRIPT, /* its sale script finds it and keeps it (lua)       */
+    KEEPS_KEY_IN_BODY,   /* its own body keeps it in its transaction; the store
+                            finds it before and keeps its refusals            */
+};
+
 /* Request parameters that make an unsafe strategy's race show every run. */
 enum {
     EXPOSED_BY_HOLD = 1 << 0, /* a long stay between the read and the write */
@@ -139,8 +149,7 @@ struct strategy {
     const char *orders_why;         /* why it cannot hold orders (store/orders.h):
                                        its ledger write is its own, not its store's
                                        shared one; NULL: it holds them              */
-    int keeps_key;                  /* a row outside MySQL whose sale script keeps an
-                                       Idempotency-Key with the sale               */
+    enum keeps_key keeps_key;       /* where an Idempotency-Key is kept with the sale */
     deduct_fn deduct;               /* the strategy's own body, or...                */
     const struct lock_kind *lock;   /* ...a lock around the shared read-then-write   */
 };
@@ -181,11 +190,12 @@ enum cluster_outcome strategy_cluster(const struct strategy *s);
 const char *strategy_orders_why(const struct strategy *s);
 
 /* Why `s` cannot keep an Idempotency-Key in its sale's atomic step, or
- * NULL when it keeps one: a row of the mysql store keeps it in the shared
- * commit its ledger row rides (store/mysql_keys.h), unless that ledger
- * write is its own (the rows that hold no orders, strategy_orders_why());
- * a row elsewhere keeps it only in a sale script that does (keeps_key). A
- * key sent to a row that keeps none is checked, then ignored. */
+ * NULL when it keeps one: a row keeps it in its own script or transaction
+ * (keeps_key), or else in the store's shared atomic step its ledger record
+ * rides (store.h's key_store: the MySQL commit, store/mysql_keys.h; the
+ * Redis MULTI, store/redis_keys.h) - unless that ledger write is its own
+ * (the rows that hold no orders, strategy_orders_why()) or its store keeps
+ * no keys. A key sent to a row that keeps none is checked, then ignored. */
 const char *strategy_idempotent_why(const struct strategy *s);
 
 /* The backends whose per-product state a reset clears for `s`. */

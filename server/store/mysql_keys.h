@@ -26,15 +26,27 @@ struct worker;
 st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
                          struct deduct_reply *out, int *found);
 
+/* Inserts rq->key's row with `answer` (ST_OK, ST_SOLD_OUT or ST_BUSY),
+ * the `remaining` it showed and its `message`; *kept 0 when the key was
+ * there already. In an open transaction, it is kept with what the
+ * transaction does (sql-batch keeps every sale's of a batch so). */
+st_result mysql_key_keep(struct worker *w, const struct deduct_request *rq, st_result answer,
+                         long long remaining, const char *message, int *kept);
+
 /* Inside the sale's open transaction: rq->key's row, a 200 that left
  * `left`. ST_IN_PROGRESS when another request recorded the key first. */
 st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq, long long left);
 
 /* After refusal `refused` (ST_SOLD_OUT or ST_BUSY, its message in w and
  * what it saw in *out): rq->key's row with that answer. When another
- * request recorded the key meanwhile, its answer instead. */
+ * request recorded the key meanwhile, its answer instead. ST_IN_PROGRESS
+ * (key_taken()) is answered as it is: the store has the other request's
+ * row, for the retry. */
 st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
                                  st_result refused, struct deduct_reply *out);
+
+/* The two above, as store_mysql offers them (store.h). */
+extern const struct key_store mysql_key_store;
 
 /* Deletes a batch of keys kept longer than --idempotency-ttl-s: the
  * mysql sweeper's work beside its orders (a key past its time is a new

@@ -152,4 +152,5 @@ const struct store store_mysql = {
     .account = account,
     .reset = reset,
     .orders = &mysql_order_store,
+    .keys = &mysql_key_store,
 };

@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "core/worker.h"
 #include "store/order_stream.h"
+#include "store/redis_keys.h"
 #include "store/store.h"
 
 #include <stdio.h>
@@ -41,20 +42,33 @@ static st_result count_reply(struct worker *w, const struct deduct_request *rq,
     return count_covers(w, rq, count, out);
 }
 
+/* With a key: the key is WATCHed too, and asked for. A key that is there
+ * already was kept by a request with the same key that sold since this
+ * one found it absent (redis_keys.h): ST_IN_PROGRESS, for the caller to
+ * answer that request's answer. */
 st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq,
                                const struct redis_stock *k, const char *watched,
                                struct deduct_reply *out)
 {
-    const char *watch[] = {"WATCH", watched};
+    char idem[REDIS_IDEM_KEY_MAX];
+    redis_idem_key(idem, rq);
+    const char *watch[] = {"WATCH", watched, idem};
     const char *get[] = {"GET", k->stock};
-    const char *const *argvs[] = {watch, get};
-    const int argcs[] = {2, 2};
-    redisReply *replies[2];
-    st_result r = redis_pipeline(w, 2, argcs, argvs, replies);
+    const char *exists[] = {"EXISTS", idem};
+    const char *const *argvs[] = {watch, get, exists};
+    const int keyed = rq->key[0] != '\0';
+    const int argcs[] = {keyed ? 3 : 2, 2, 2};
+    const int count = keyed ? 3 : 2;
+    redisReply *replies[3];
+    st_result r = redis_pipeline(w, count, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
-    r = count_reply(w, rq, k, replies[1], out);
-    redis_free_replies(replies, 2);
+    long long taken = 0;
+    if (keyed && redis_reply_int(replies[2], &taken) == 0 && taken)
+        r = key_taken(w);
+    else
+        r = count_reply(w, rq, k, replies[1], out);
+    redis_free_replies(replies, count);
     if (r != ST_OK)
         redis_undo(w, 1, (const char *[]){"UNWATCH"});
     return r;
@@ -84,19 +98,25 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     const char *exec[] = {"EXEC"};
     const char *held[REDIS_HOLD_ARGC];
     struct redis_hold h;
-    const char *const *argvs[] = {multi, set, sold, orders, held, exec};
-    int argcs[] = {1, 3, 4, 4, 0, 1};
-    int count = 5; /* a hold: its order's EVAL before the EXEC */
-    if (rq->hold.order[0]) {
+    struct redis_key_keep key;
+    const char *const *argvs[8] = {multi, set, sold, orders};
+    int argcs[8] = {1, 3, 4, 4};
+    int count = 4;
+    if (rq->hold.order[0]) { /* its order's EVAL */
         st_result indexed = redis_hold_indexed(w, rq);
         if (indexed != ST_OK)
             return indexed;
         redis_hold_of(&h, rq);
-        argcs[4] = redis_hold_command(held, &h, rq, k->ledger, qty_text);
-        count = 6;
-    } else
-        argvs[4] = exec, argcs[4] = 1;
-    redisReply *replies[6];
+        argcs[count] = redis_hold_command(held, &h, rq, k->ledger, qty_text);
+        argvs[count++] = held;
+    }
+    if (rq->key[0]) { /* its key, with the answer the sale gets */
+        redis_key_keep_of(&key, rq, left);
+        argcs[count] = key.hset_argc, argvs[count++] = key.hset;
+        argcs[count] = 3, argvs[count++] = key.pexpire;
+    }
+    argcs[count] = 1, argvs[count++] = exec;
+    redisReply *replies[8];
     trace_mark(rq->trace, TRACE_WRITE);
     st_result r = redis_pipeline_sale(w, count, argcs, argvs, replies);
     if (r != ST_OK)
@@ -144,28 +164,42 @@ struct redis_script redis_hold_sale_script = {
     .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
 };
 
+/* What the keyed scripts share: keep(sold, count) keeps the answer with
+ * key `idem` (for fingerprint `fp`, `ttl` ms; a sale's order `order`), and
+ * the sale, whose refusal is kept. */
+#define KEYED_SALE_BODY(idem, fp, ttl, order)                                                      \
+    "local function keep(sold, count)\n"                                                           \
+    "  redis.call('HSET', " idem ", 'fingerprint', " fp ", 'sold', sold, 'count', count)\n"        \
+    "  if sold == 1 and " order " ~= '' then redis.call('HSET', " idem ", 'order', " order         \
+    ") end\n"                                                                                      \
+    "  redis.call('PEXPIRE', " idem ", " ttl ")\n"                                                 \
+    "  return {sold, count}\n"                                                                     \
+    "end\n"                                                                                        \
+    "local count = tonumber(redis.call('GET', KEYS[1]))\n"                                         \
+    "if not count then return {-1, 0} end\n"                                                       \
+    "local qty = tonumber(ARGV[1])\n"                                                              \
+    "if count < qty then return keep(0, count) end\n"                                              \
+    "local left = redis.call('DECRBY', KEYS[1], qty)\n"                                            \
+    "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
+    "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+
 struct redis_script redis_keyed_sale_script = {
-    .source =
-        "local kept = redis.call('HMGET', KEYS[3], 'fingerprint', 'sold', 'count')\n"
-        "if kept[1] then\n"
-        "  if kept[1] ~= ARGV[2] then return {-2, 0} end\n"
-        "  return {tonumber(kept[2]), tonumber(kept[3]), 1}\n"
-        "end\n"
-        "local function keep(sold, count)\n"
-        "  redis.call('HSET', KEYS[3], 'fingerprint', ARGV[2], 'sold', sold, 'count', count)\n"
-        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-        "  return {sold, count}\n"
-        "end\n"
-        "local count = tonumber(redis.call('GET', KEYS[1]))\n"
-        "if not count then return {-1, 0} end\n"
-        "local qty = tonumber(ARGV[1])\n"
-        "if count < qty then return keep(0, count) end\n"
-        "local left = redis.call('DECRBY', KEYS[1], qty)\n"
-        "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
-        "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
-        "return keep(1, left)\n",
+    .source = REDIS_KEY_LOOKUP("KEYS[3]", "ARGV[2]")
+        KEYED_SALE_BODY("KEYS[3]", "ARGV[2]", "ARGV[3]", "''") "return keep(1, left)\n",
     .steps = "the keyed sale script: HMGET the key (its answer again if kept), GET, compare with "
              "qty, DECRBY, HINCRBY the ledger, HSET the key's answer",
+};
+
+struct redis_script redis_keyed_hold_sale_script = {
+    .source = REDIS_HOLD_FUNCTION REDIS_KEY_LOOKUP("KEYS[8]", "ARGV[6]")
+        KEYED_SALE_BODY("KEYS[8]", "ARGV[6]", "ARGV[7]",
+                        "ARGV[2]") "hold(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], "
+                                   "qty, ARGV[2], tonumber(ARGV[3]),"
+                                   " ARGV[4], ARGV[5])\n"
+                                   "return keep(1, left)\n",
+    .steps = "the keyed hold script: HMGET the key (its answer again if kept), GET, compare with "
+             "qty, DECRBY, HINCRBY the ledger, HSET the held order, ZADD its deadline, HSET the "
+             "key's answer",
 };
 
 /* The sale script a row runs: a row that settles later streams its orders;
@@ -173,34 +207,46 @@ struct redis_script redis_keyed_sale_script = {
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
     if (rq->hold.order[0])
-        return &redis_hold_sale_script;
+        return rq->key[0] ? &redis_keyed_hold_sale_script : &redis_hold_sale_script;
     if (rq->key[0])
         return &redis_keyed_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
 }
 
-/* A hold's arguments, after the sale's: its order's keys, then its id, ttl,
- * seller and expiry mechanism. */
+/* A hold's arguments, after the sale's: its order's keys (and a keyed
+ * hold's key), then its id, ttl, seller and expiry mechanism (and the
+ * key's fingerprint and ttl in ms). */
 static void hold_args_of(struct redis_script_args *a, const struct deduct_request *rq)
 {
     redis_hold_of(&a->hold, rq);
-    const char *held[] = {a->stock,       a->ledger,   a->hold.order,    a->hold.deadlines,
-                          a->hold.holds,  a->hold.ids, a->hold.hold_key, a->qty,
-                          rq->hold.order, a->hold.ttl, rq->seller,       rq->hold.expiry};
-    _Static_assert(sizeof held / sizeof held[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
-    memcpy(a->argv, held, sizeof held);
-    a->nkeys = 7, a->argc = 12;
+    const char *keys[] = {a->stock,      a->ledger,   a->hold.order,    a->hold.deadlines,
+                          a->hold.holds, a->hold.ids, a->hold.hold_key, a->idem};
+    const char *args[] = {a->qty,          rq->hold.order, a->hold.ttl, rq->seller,
+                          rq->hold.expiry, a->fingerprint, a->key_ttl};
+    const int keyed = rq->key[0] != '\0';
+    a->nkeys = keyed ? 8 : 7;
+    const int nargs = keyed ? 7 : 5;
+    _Static_assert(sizeof keys / sizeof keys[0] + sizeof args / sizeof args[0] <=
+                       sizeof a->argv / sizeof a->argv[0],
+                   "argv");
+    memcpy(a->argv, keys, sizeof keys[0] * (size_t)a->nkeys);
+    memcpy(a->argv + a->nkeys, args, sizeof args[0] * (size_t)nargs);
+    a->argc = a->nkeys + nargs;
+}
+
+/* A keyed sale's key and what it keeps there: idem:{P}:<key>, the
+ * fingerprint and the key's ttl in ms. */
+static void key_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    redis_idem_key(a->idem, rq);
+    key_fingerprint(a->fingerprint, rq);
+    snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
 }
 
 /* A keyed sale's arguments, after the sale's: its key's, then the
  * fingerprint and the key's ttl. */
-static void keyed_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+static void keyed_args_of(struct redis_script_args *a)
 {
-    char suffix[IDEMPOTENCY_KEY_MAX + 2];
-    snprintf(suffix, sizeof suffix, ":%s", rq->key);
-    snprintf(a->idem, sizeof a->idem, "idem:{%d}%s", rq->product, suffix);
-    key_fingerprint(a->fingerprint, rq);
-    snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
     const char *keyed[] = {a->stock, a->ledger, a->idem, a->qty, a->fingerprint, a->key_ttl};
     memcpy(a->argv, keyed, sizeof keyed);
     a->nkeys = 3, a->argc = 6;
@@ -236,10 +282,12 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->argv[1] = a->ledger;
     a->argv[2] = a->qty;
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
-    if (a->script == &redis_hold_sale_script)
+    if (rq->key[0])
+        key_args_of(a, rq);
+    if (rq->hold.order[0])
         hold_args_of(a, rq);
-    if (a->script == &redis_keyed_sale_script)
-        keyed_args_of(a, rq);
+    else if (rq->key[0])
+        keyed_args_of(a);
     if (a->script != &redis_stream_sale_script)
         return;
     memcpy(a->epoch, last.epoch, sizeof a->epoch);
@@ -268,16 +316,6 @@ static void trace_script(const struct deduct_request *rq, long long sold, long l
         t->read = count;
 }
 
-/* A keyed sale's kept answer, again: what the script says of it is what
- * script_outcome() would have said the first time. */
-static st_result kept_answer(struct worker *w, const struct deduct_request *rq, long long sold,
-                             long long count, struct deduct_reply *out)
-{
-    char message[64];
-    snprintf(message, sizeof message, "%lld left, %d asked", count, rq->qty);
-    return key_replay(w, sold ? ST_OK : ST_SOLD_OUT, count, message, out);
-}
-
 /* What the script answered, before the order id is kept or dropped. */
 static st_result script_outcome(struct worker *w, const struct deduct_request *rq,
                                 const redisReply *reply, int batch, struct deduct_reply *out)
@@ -287,7 +325,7 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
     out->batch = batch;
     if (reply->type == REDIS_REPLY_ERROR)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 4 ||
         redis_reply_int(reply->element[0], &sold) != 0 ||
         redis_reply_int(reply->element[1], &count) != 0)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
@@ -296,8 +334,13 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
         return key_reused(w);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
-    if (reply->elements == 3) /* the key's kept answer */
-        return kept_answer(w, rq, sold, count, out);
+    if (reply->elements >= 3) /* the key's kept answer */
+        return redis_key_replay(w, rq, sold, count,
+                                reply->elements == 4 &&
+                                        reply->element[3]->type == REDIS_REPLY_STRING
+                                    ? reply->element[3]->str
+                                    : NULL,
+                                out);
     out->remaining = count;
     trace_script(rq, sold, count);
     if (sold == 0)
@@ -421,4 +464,5 @@ const struct store store_redis = {
     .account = account,
     .reset = reset,
     .orders = &redis_order_store,
+    .keys = &redis_key_store,
 };

@@ -61,6 +61,10 @@ extern struct redis_script redis_hold_sale_script;
  * sale - or its refusal - does. */
 extern struct redis_script redis_keyed_sale_script;
 
+/* The same hold with an Idempotency-Key: the keyed sale script's key,
+ * kept with the hold's order id. */
+extern struct redis_script redis_keyed_hold_sale_script;
+
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
  * epoch key and the stream too, then a new order id and the product; for a
@@ -73,7 +77,7 @@ struct redis_script_args {
     struct redis_hold hold;                             /* a hold's keys and ttl */
     char idem[REDIS_KEY_MAX + IDEMPOTENCY_KEY_MAX];     /* a keyed sale's idem:{P}:<key> */
     char fingerprint[KEY_FINGERPRINT_MAX], key_ttl[24]; /* and what it keeps there      */
-    const char *argv[12];
+    const char *argv[16];
 };
 
 /* The arguments of rq's sale; a sale that settles later gets its order id

@@ -45,7 +45,11 @@ st_result count_covers(struct worker *w, const struct deduct_request *rq, long l
 
 void key_fingerprint(char out[KEY_FINGERPRINT_MAX], const struct deduct_request *rq)
 {
-    snprintf(out, KEY_FINGERPRINT_MAX, "deduct %s %d %d", rq->seller, rq->product, rq->qty);
+    if (rq->hold.order[0]) /* a hold asks for its deadline and mechanism too */
+        snprintf(out, KEY_FINGERPRINT_MAX, "hold %s %d %d %d %s", rq->seller, rq->product, rq->qty,
+                 rq->hold.ttl_ms, rq->hold.expiry);
+    else
+        snprintf(out, KEY_FINGERPRINT_MAX, "deduct %s %d %d", rq->seller, rq->product, rq->qty);
 }
 
 st_result key_replay(struct worker *w, st_result kept, long long remaining, const char *message,
@@ -63,4 +67,11 @@ st_result key_reused(struct worker *w)
     return worker_fail(w, ST_KEY_REUSED,
                        "this Idempotency-Key was sent before with another strategy, product or "
                        "qty; a new purchase needs a new key");
+}
+
+st_result key_taken(struct worker *w)
+{
+    return worker_fail(w, ST_IN_PROGRESS,
+                       "another request with this Idempotency-Key sold first; retry for its "
+                       "answer");
 }

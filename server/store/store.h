@@ -113,6 +113,46 @@ st_result key_replay(struct worker *w, st_result kept, long long remaining, cons
 /* The answer to a key sent before with another fingerprint. */
 st_result key_reused(struct worker *w);
 
+/* The answer to a sale that found its key kept, as it was about to keep
+ * it, by another request with the same key that sold first: ST_IN_PROGRESS
+ * (its retry gets that request's answer). */
+st_result key_taken(struct worker *w);
+
+/* The answer kept with the Idempotency-Key of a request that is no sale -
+ * an order's pay or cancel (api/orders.c), safe to repeat by itself (its
+ * transition is conditional on the order's state), whose key makes a
+ * repeat the first answer again. */
+struct kept_answer {
+    st_result result;  /* ST_OK, a refusal, or ST_KEY_REUSED when found */
+    int duplicate;     /* the answer said "duplicate": true            */
+    char message[256]; /* a refusal's                                  */
+};
+
+/* What a store keeps Idempotency-Keys with, for the rows whose sale keeps
+ * its key in the store's shared atomic step (the MySQL commit the ledger
+ * row rides, the Redis MULTI): the key looked up before the sale, and
+ * what follows a sale that did not sell. */
+struct key_store {
+    /* *found 0: no answer for rq->key; else *found 1 and the kept answer
+     * again (key_replay()), or ST_KEY_REUSED. */
+    st_result (*find)(struct worker *w, const struct deduct_request *rq, struct deduct_reply *out,
+                      int *found);
+    /* After `refused` (ST_SOLD_OUT, ST_BUSY, or key_taken()'s
+     * ST_IN_PROGRESS; its message in w): the refusal kept as the key's
+     * answer where the store keeps it, or the answer another request with
+     * the key got first, or the refusal as it was. */
+    st_result (*after_refusal)(struct worker *w, const struct deduct_request *rq, st_result refused,
+                               struct deduct_reply *out);
+    /* A request that is no sale, on `product`: *found 1 and the answer
+     * kept with `key` (ST_KEY_REUSED when kept for another fingerprint),
+     * or *found 0. */
+    st_result (*find_answer)(struct worker *w, int product, const char *key,
+                             const char *fingerprint, struct kept_answer *out, int *found);
+    /* Keeps `a` with `key`, unless an answer is kept already (*kept 0). */
+    st_result (*keep_answer)(struct worker *w, int product, const char *key,
+                             const char *fingerprint, const struct kept_answer *a, int *kept);
+};
+
 /* What a read saw, for the write that follows it. */
 struct stock_seen {
     long long count;
@@ -161,6 +201,8 @@ struct store {
     st_result (*reset)(struct worker *w, int product, long long count, long long *epoch);
     /* Its orders' transitions (store/orders.h); NULL when it holds none. */
     const struct order_store *orders;
+    /* Its Idempotency-Keys; NULL when it keeps none. */
+    const struct key_store *keys;
 };
 
 extern const struct store store_mysql;

@@ -1,7 +1,8 @@
 /*
  * it_idempotency.c - Idempotency-Key on POST /stock/deduct/{strategy},
  * against the real stack, for a row of each store that keeps keys (sql on
- * MySQL, lua on Redis) and a row that keeps none (watch).
+ * MySQL, lua on Redis, and each other way a row keeps one) and a row that
+ * keeps none.
  *
  * Proves:
  *   - a key sent again gets the first answer again - status and body,
@@ -35,12 +36,21 @@
 #define PRODUCT_BAD 470041
 #define PRODUCT_RUNNING 470051
 #define PRODUCT_NO_KEY 470061
+#define PRODUCT_HOLD 470071
+#define PRODUCT_PAY 470081
+
+/* A row that keeps no key: its ledger write is its own. */
+#define ROW_KEEPING_NONE "lua-stream"
 
 /* The longest key the contract allows. */
 #define IDEMPOTENCY_TEST_MAX 255
 
-/* The rows that keep keys, one per store. */
-static const char *const rows[] = {"sql", "lua"};
+/* Rows that keep keys: one per store and way of keeping it - a MySQL
+ * commit, lua's script, the Redis MULTI of an optimistic row and of the
+ * race itself, lua's script then WAIT, a transaction of a row's own and a
+ * batch's transaction. */
+static const char *const rows[] = {"sql",      "lua",      "watch",    "redis-nolock",
+                                   "lua-wait", "mutex-tx", "sql-batch"};
 
 /* A key no earlier run sent: the stores keep keys for a day, across runs. */
 static void fresh_key(char *key, size_t size, const char *what)
@@ -50,14 +60,10 @@ static void fresh_key(char *key, size_t size, const char *what)
              what);
 }
 
-/* POST /stock/deduct/{strategy}?product=P&qty=N[&extra] with `key` (no
- * header when NULL). */
-static void keyed(const char *strategy, int product, int qty, const char *extra, const char *key,
-                  struct http_reply *out)
+/* POST `path` with `key` (no header when NULL). */
+static void post_keyed(const char *path, const char *key, struct http_reply *out)
 {
-    char path[192], header[64 + 512];
-    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
-             extra ? extra : "");
+    char header[64 + 512];
     /* curl drops a header written "Name:" with no value; "Name;" sends it empty. */
     if (key && !*key)
         snprintf(header, sizeof header, "Idempotency-Key;");
@@ -65,6 +71,17 @@ static void keyed(const char *strategy, int product, int qty, const char *extra,
         snprintf(header, sizeof header, "Idempotency-Key: %s", key ? key : "");
     const char *const headers[] = {key ? header : NULL, NULL};
     http_call_with("POST", path, NULL, headers, out);
+}
+
+/* POST /stock/deduct/{strategy}?product=P&qty=N[&extra] with `key` (no
+ * header when NULL). */
+static void keyed(const char *strategy, int product, int qty, const char *extra, const char *key,
+                  struct http_reply *out)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d&qty=%d%s", strategy, product, qty,
+             extra ? extra : "");
+    post_keyed(path, key, out);
 }
 
 /* Asserts a keyed deduct's status and error word ("" for a 200), and
@@ -84,9 +101,17 @@ static struct http_reply expect_keyed(const char *strategy, int product, int qty
     return r;
 }
 
+/* The same body, but for `batch`: how many sales shared the trip that
+ * carried the answer, which a replay's trip is not. */
 static void expect_same_body(const struct http_reply *first, const struct http_reply *again)
 {
-    if (!json_equal(first->json, again->json))
+    json_t *a = json_deep_copy(first->json), *b = json_deep_copy(again->json);
+    json_object_del(a, "batch");
+    json_object_del(b, "batch");
+    int same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    if (!same)
         fail_msg("the replay's body differs:\n  first: %s\n  again: %s", first->text, again->text);
 }
 
@@ -255,6 +280,17 @@ static void test_a_running_key_is_409_in_progress(void **state)
     }
 }
 
+/* A row keeps keys, or says the reason it cannot: never "not yet". */
+static void says_yes_or_why_not(const json_t *strategy, int index)
+{
+    (void)index;
+    if (json_bool_member(strategy, "idempotent"))
+        return;
+    const char *why = json_str_member(strategy, "idempotent_why");
+    if (strlen(why) == 0 || strncmp(why, "not yet", 7) == 0)
+        fail_msg("%s keeps no key and says why not: '%s'", json_str_member(strategy, "name"), why);
+}
+
 static void test_strategies_say_which_rows_keep_keys(void **state)
 {
     (void)state;
@@ -263,20 +299,142 @@ static void test_strategies_say_which_rows_keep_keys(void **state)
         assert_null(json_object_get(find_strategy(rows[i]), "idempotent_why"));
     }
     assert_true(json_bool_member(find_strategy("for-update"), "idempotent"));
-    const json_t *watch = find_strategy("watch");
-    assert_false(json_bool_member(watch, "idempotent"));
-    assert_true(strlen(json_str_member(watch, "idempotent_why")) > 0);
-    assert_false(json_bool_member(find_strategy("sql-batch"), "idempotent"));
+    const json_t *none = find_strategy(ROW_KEEPING_NONE);
+    assert_false(json_bool_member(none, "idempotent"));
+    assert_true(strlen(json_str_member(none, "idempotent_why")) > 0);
+    for_each_strategy(says_yes_or_why_not);
     /* A row that keeps no key sells each time, and never says replayed. */
     char key[96];
     fresh_key(key, sizeof key, "ignored");
     reset(PRODUCT_NO_KEY, 10);
     for (int n = 0; n < 2; n++) {
-        struct http_reply r = expect_keyed("watch", PRODUCT_NO_KEY, 1, NULL, key, 200, "", 0);
+        struct http_reply r =
+            expect_keyed(ROW_KEEPING_NONE, PRODUCT_NO_KEY, 1, NULL, key, 200, "", 0);
         http_reply_free(&r);
     }
     struct account a = account(PRODUCT_NO_KEY);
-    assert_int_equal(a.redis.sold, 2);
+    assert_int_equal(account_store(&a, json_str_member(none, "store"))->sold, 2);
+}
+
+/* POST /orders/{strategy}?product=P&qty=N&ttl_ms=60000 with `key`:
+ * asserts its status, error word and whether it says it is a replay. */
+static struct http_reply expect_hold(const char *strategy, int product, int qty, const char *key,
+                                     long status, const char *word, int replayed)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s?product=%d&qty=%d&ttl_ms=60000", strategy, product,
+             qty);
+    struct http_reply r;
+    post_keyed(path, key, &r);
+    if (r.status != status || strcmp(reply_word(&r), word) != 0 ||
+        (strcmp(r.replayed, "true") == 0) != replayed)
+        fail_msg("hold on %s of %d qty %d: %ld %s (replayed '%s'), wanted %ld %s%s: %s", strategy,
+                 product, qty, r.status, reply_word(&r), r.replayed, status, word,
+                 replayed ? " replayed" : "", r.text ? r.text : r.failure);
+    assert_non_null(r.json);
+    return r;
+}
+
+/* A hold's key on a row of each way of keeping it: the replay is the first
+ * hold - its order id and deadline - and holds nothing more; the key with
+ * another qty is 422, a malformed key 400, and neither holds anything. */
+static void test_a_hold_keeps_its_key(void **state)
+{
+    (void)state;
+    static const char *const holding[] = {"sql", "lua", "watch"};
+    for (int i = 0; i < (int)(sizeof holding / sizeof holding[0]); i++) {
+        int product = PRODUCT_HOLD + i;
+        const char *store = json_str_member(find_strategy(holding[i]), "store");
+        char key[96];
+        fresh_key(key, sizeof key, "hold");
+        reset(product, 10);
+        struct http_reply first = expect_hold(holding[i], product, 2, key, 201, "", 0);
+        struct account held = account(product);
+        assert_int_equal(account_store(&held, store)->sold, 2);
+        for (int again = 0; again < 2; again++) {
+            struct http_reply r = expect_hold(holding[i], product, 2, key, 201, "", 1);
+            expect_same_body(&first, &r);
+            http_reply_free(&r);
+        }
+        struct http_reply r = expect_hold(holding[i], product, 3, key, 422, "key_reused", 0);
+        http_reply_free(&r);
+        r = expect_hold(holding[i], product, 1, "a\001b", 400, "bad_request", 0);
+        if (!strstr(json_str_member(r.json, "message"), "Idempotency-Key"))
+            fail_msg("the 400 does not name the header: %s", r.text);
+        http_reply_free(&r);
+        struct account after = account(product);
+        expect_same_account(&held, &after);
+        http_reply_free(&first);
+    }
+}
+
+/* POST /orders/{order}/{verb}[?payment=P] with `key`: asserts its status,
+ * error word and whether it says it is a replay. */
+static struct http_reply expect_transition(const char *order, const char *verb, const char *payment,
+                                           const char *key, long status, const char *word,
+                                           int replayed)
+{
+    char path[192];
+    snprintf(path, sizeof path, "/orders/%s/%s%s%s", order, verb, payment ? "?payment=" : "",
+             payment ? payment : "");
+    struct http_reply r;
+    post_keyed(path, key, &r);
+    if (r.status != status || strcmp(reply_word(&r), word) != 0 ||
+        (strcmp(r.replayed, "true") == 0) != replayed)
+        fail_msg("%s of %s: %ld %s (replayed '%s'), wanted %ld %s%s: %s", verb, order, r.status,
+                 reply_word(&r), r.replayed, status, word, replayed ? " replayed" : "",
+                 r.text ? r.text : r.failure);
+    assert_non_null(r.json);
+    return r;
+}
+
+/* Pay and cancel with a key, on an order of each store: the replay is the
+ * first answer (no `duplicate`, which a repeat without the key says); the
+ * key with another payment is 422 and records no refund; a refusal (a
+ * cancel of a paid order) replays too; a malformed key is a 400. */
+static void test_pay_and_cancel_keep_their_keys(void **state)
+{
+    (void)state;
+    static const char *const holding[] = {"sql", "lua"};
+    for (int i = 0; i < (int)(sizeof holding / sizeof holding[0]); i++) {
+        int product = PRODUCT_PAY + i;
+        char pay_key[96], cancel_key[96], order[64];
+        fresh_key(pay_key, sizeof pay_key, "pay");
+        fresh_key(cancel_key, sizeof cancel_key, "cancel");
+        reset(product, 10);
+        struct http_reply held = expect_hold(holding[i], product, 1, NULL, 201, "", 0);
+        snprintf(order, sizeof order, "%s", json_str_member(held.json, "order"));
+        http_reply_free(&held);
+        struct http_reply first = expect_transition(order, "pay", "p-1", pay_key, 200, "", 0);
+        assert_null(json_object_get(first.json, "duplicate"));
+        struct http_reply r = expect_transition(order, "pay", "p-1", pay_key, 200, "", 1);
+        expect_same_body(&first, &r);
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-1", NULL, 200, "", 0);
+        assert_true(json_bool_member(r.json, "duplicate")); /* the order's own answer */
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-2", pay_key, 422, "key_reused", 0);
+        http_reply_free(&r);
+        r = expect_transition(order, "pay", "p-3", "a\001b", 400, "bad_request", 0);
+        if (!strstr(json_str_member(r.json, "message"), "Idempotency-Key"))
+            fail_msg("the 400 does not name the header: %s", r.text);
+        http_reply_free(&r);
+        struct http_reply refused =
+            expect_transition(order, "cancel", NULL, cancel_key, 409, "paid", 0);
+        r = expect_transition(order, "cancel", NULL, cancel_key, 409, "paid", 1);
+        expect_same_body(&refused, &r);
+        http_reply_free(&r);
+        http_reply_free(&refused);
+        http_reply_free(&first);
+        char path[96];
+        snprintf(path, sizeof path, "/orders/%s", order);
+        struct http_reply got;
+        http_call_with("GET", path, NULL, NULL, &got);
+        assert_int_equal(got.status, 200);
+        assert_string_equal(json_str_member(got.json, "state"), "paid");
+        assert_int_equal(json_integer_value(json_object_get(got.json, "refunds_due")), 0);
+        http_reply_free(&got);
+    }
 }
 
 int main(void)
@@ -288,6 +446,8 @@ int main(void)
         cmocka_unit_test(test_a_malformed_key_is_400_and_changes_nothing),
         cmocka_unit_test(test_a_running_key_is_409_in_progress),
         cmocka_unit_test(test_strategies_say_which_rows_keep_keys),
+        cmocka_unit_test(test_a_hold_keeps_its_key),
+        cmocka_unit_test(test_pay_and_cancel_keep_their_keys),
     };
     return cmocka_run_group_tests_name("idempotency keys", tests, stockd_group_setup,
                                        stockd_group_teardown)

@@ -47,6 +47,15 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("|  | two holders: oversells | beta summary |", rows[1])
         self.assertIn("|  |  |  | gamma summary |", rows[2])
 
+    def test_whether_a_row_keeps_keys_or_why_not(self):
+        keeping = strategy("alpha")
+        keeping["idempotent"] = True
+        none = strategy("beta")
+        none.update(idempotent=False, idempotent_why="its write | is its own")
+        rows = table_of(keeping, none).splitlines()[2:]
+        self.assertTrue(rows[0].endswith("| alpha summary | yes |"))
+        self.assertTrue(rows[1].endswith("| beta summary | no: its write \\| is its own |"))
+
     def test_a_row_that_settles_later_says_where(self):
         streamed = strategy("epsilon", store="redis", failover="loses_sales")
         streamed["settles"] = "async"

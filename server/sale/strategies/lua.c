@@ -41,6 +41,6 @@ const struct strategy strategy_lua = {
     .summary = "one Lua script checks, decrements and records the sale inside Redis",
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
     .answers_later = 1,
-    .keeps_key = 1, /* the keyed sale script (redis_stock.h) */
+    .keeps_key = KEEPS_KEY_IN_SCRIPT, /* the keyed sale script (redis_stock.h) */
     .deduct = deduct,
 };

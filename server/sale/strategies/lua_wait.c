@@ -15,6 +15,10 @@
  * replica, the one Sentinel promotes, a 200 is a sale that survives the
  * failover.
  *
+ * With an Idempotency-Key it runs lua's keyed sale script (redis_stock.h):
+ * the key is kept in the script with the sale, and WAITed for with it, so
+ * a key a 200 answered survives the failover its sale survives.
+ *
  * The price: a WAIT round trip, and the replica's lag, on every sale (so it
  * runs on a worker, never on a loop's pipe: WAIT holds its connection).
  * When too few replicas acknowledge within --redis-wait-timeout-ms, the
@@ -38,7 +42,7 @@ static st_result deduct(struct worker *w, const struct deduct_request *rq, struc
     redis_script_args_of(&args, rq, out);
     const char *const *argvs[] = {args.argv};
     redisReply *reply;
-    st_result r = redis_eval_sales(w, &redis_sale_script, 1, 2, 3, argvs, &reply);
+    st_result r = redis_eval_sales(w, args.script, 1, args.nkeys, args.argc, argvs, &reply);
     if (r != ST_OK)
         return r;
     r = redis_script_result(w, rq, reply, 0, out);
@@ -59,5 +63,6 @@ const struct strategy strategy_lua_wait = {
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
     .failover = FAILOVER_SAFE,
     .orders_why = "its script is its own (the sale, then WAIT), not the store's sale script",
+    .keeps_key = KEEPS_KEY_IN_SCRIPT, /* lua's keyed sale script, then WAIT */
     .deduct = deduct,
 };

@@ -26,11 +26,16 @@
  *
  * The price: mutex's - every sale of the process in single file - and
  * still wrong.
+ *
+ * An Idempotency-Key is kept right all the same: its row is inserted in
+ * the same transaction as the sale, so it commits with it or not at all.
+ * The mutex's race is on the count, never on the key.
  */
 #include "core/worker.h"
 #include "sale/lock.h"
 #include "sale/sale.h"
 #include "sale/strategy.h"
+#include "store/mysql_keys.h"
 #include "store/mysql_stock.h"
 #include "store/store.h"
 
@@ -38,7 +43,8 @@
 
 static pthread_mutex_t sale_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-/* The "method" the mutex guards: read, write, ledger - no COMMIT. */
+/* The "method" the mutex guards: read, write, ledger (and a key's row,
+ * mysql_keys.h) - no COMMIT. */
 static st_result locked_body(struct worker *w, const struct deduct_request *rq,
                              struct deduct_reply *out)
 {
@@ -55,6 +61,8 @@ static st_result locked_body(struct worker *w, const struct deduct_request *rq,
     if (r == ST_OK)
         r = sql_exec(w, SQL_INSERT_ORDER,
                      SQL_ARGS(SQL_I(rq->product), SQL_S(rq->seller), SQL_I(rq->qty)), NULL);
+    if (r == ST_OK && rq->key[0])
+        r = mysql_key_keep_sale(w, rq, out->remaining);
     return r;
 }
 
@@ -89,5 +97,6 @@ const struct strategy strategy_mutex_tx = {
     .cluster = CLUSTER_TWO_HOLDERS,
     .orders_why = "its body writes its ledger row itself, between the mutex and the COMMIT, not "
                   "through the store's shared write",
+    .keeps_key = KEEPS_KEY_IN_BODY, /* in its transaction, with its ledger row */
     .deduct = deduct,
 };

@@ -18,6 +18,11 @@
  * at all; safe across instances, because every instance's batches still
  * take the row lock in turn.
  *
+ * Each sale's Idempotency-Key row is inserted in its batch's transaction,
+ * with the answer the batch gives it (a refusal's too): the key commits
+ * with the sale or not at all. A key another request kept first takes its
+ * sale out of the batch (in_progress), and the batch runs again without it.
+ *
  * The price: a sale waits for its whole batch's transaction; one failure
  * fails the whole batch (every sale in it gets the same 503, or
  * outcome_unknown when the COMMIT's reply was lost); and hold_ms / pause_ms
@@ -29,6 +34,7 @@
 #include "sale/combine.h"
 #include "sale/sale.h"
 #include "sale/strategy.h"
+#include "store/mysql_keys.h"
 #include "store/mysql_stock.h"
 #include "store/store.h"
 
@@ -66,13 +72,38 @@ static void trace_written(struct combined_sale *batch, long long count)
         }
 }
 
-/* Serves the batch from `count` in arrival order, writes what was sold and
- * its ledger rows, and commits (the row is locked, the transaction open). */
+/* Keeps each keyed sale's answer in the batch's open transaction
+ * (mysql_keys.h); *taken the first whose key another request kept first. */
+static st_result keep_keys(struct worker *w, struct combined_sale *batch,
+                           struct combined_sale **taken)
+{
+    for (struct combined_sale *s = batch; s; s = s->next) {
+        if (!s->rq->key[0] || s->result == ST_IN_PROGRESS)
+            continue;
+        int kept;
+        st_result r = mysql_key_keep(w, s->rq, s->result, s->out->remaining,
+                                     s->result == ST_OK ? "" : s->message, &kept);
+        if (r != ST_OK || !kept) {
+            *taken = r == ST_OK ? s : NULL;
+            return r;
+        }
+    }
+    return ST_OK;
+}
+
+/* Serves the batch from `count` in arrival order, writes what was sold, its
+ * ledger rows and its keys' rows, and commits (the row is locked, the
+ * transaction open). A sale whose key another request kept first is
+ * *taken: the transaction is rolled back, for the batch to run without it. */
 static st_result serve(struct worker *w, int product, struct combined_sale *batch, int n,
-                       long long count, long long epoch)
+                       long long count, long long epoch, struct combined_sale **taken)
 {
     json_t *sold = json_array();
+    int keyed = 0;
     for (struct combined_sale *s = batch; s; s = s->next) {
+        if (s->result == ST_IN_PROGRESS) /* out of the batch: its key is another's */
+            continue;
+        keyed |= s->rq->key[0] != '\0';
         *s->out = (struct deduct_reply){.attempts = 1, .batch = n};
         s->result = count_covers(w, s->rq, count, s->out);
         if (s->result == ST_OK) {
@@ -85,23 +116,27 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
     }
     char *qtys = json_array_size(sold) ? json_dumps(sold, JSON_COMPACT) : NULL;
     json_decref(sold);
-    if (!qtys) { /* nothing fits: nothing to write */
+    if (!qtys && !keyed) { /* nothing fits, nothing to keep: nothing to write */
         sql_rollback(w);
         return ST_OK;
     }
-    struct sql_outcome done;
-    const char *name = batch->rq->seller;
+    st_result r = ST_OK;
     trace_batch(batch, TRACE_WRITE);
-    st_result r =
-        sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(count), SQL_I(product), SQL_I(epoch)), &done);
-    if (r == ST_OK && done.matched != 1)
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "the locked row of product %d vanished",
-                        product);
-    if (r == ST_OK)
-        r = sql_exec(w, SQL_INSERT_ORDERS, SQL_ARGS(SQL_I(product), SQL_S(name), SQL_S(qtys)),
-                     NULL);
-    free(qtys);
-    if (r != ST_OK) {
+    if (qtys) {
+        struct sql_outcome done;
+        r = sql_exec(w, SQL_WRITE_COUNT, SQL_ARGS(SQL_I(count), SQL_I(product), SQL_I(epoch)),
+                     &done);
+        if (r == ST_OK && done.matched != 1)
+            r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "the locked row of product %d vanished",
+                            product);
+        if (r == ST_OK)
+            r = sql_exec(w, SQL_INSERT_ORDERS,
+                         SQL_ARGS(SQL_I(product), SQL_S(batch->rq->seller), SQL_S(qtys)), NULL);
+        free(qtys);
+    }
+    if (r == ST_OK && keyed)
+        r = keep_keys(w, batch, taken);
+    if (r != ST_OK || *taken) {
         sql_rollback(w);
         return r;
     }
@@ -113,10 +148,9 @@ static st_result serve(struct worker *w, int product, struct combined_sale *batc
     return r;
 }
 
-/* One transaction for the whole batch. On failure every sale in it gets
- * the same answer: nothing of the batch was applied (or, with
- * ST_OUTCOME_UNKNOWN, all of it may have been). */
-static void run_batch(struct worker *w, int product, struct combined_sale *batch, int n)
+/* One transaction for the batch; *taken as serve() says. */
+static st_result transaction(struct worker *w, int product, struct combined_sale *batch, int n,
+                             struct combined_sale **taken)
 {
     struct deduct_request wait = batch_wait(batch);
     struct sql_outcome row;
@@ -125,13 +159,32 @@ static void run_batch(struct worker *w, int product, struct combined_sale *batch
         r = sql_exec(w, SQL_READ_STOCK_FOR_UPDATE, SQL_ARGS(SQL_I(product)), &row);
     if (r == ST_OK && !row.found)
         r = worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in mysql", product);
-    if (r == ST_OK) {
-        trace_batch(batch, TRACE_LOCK_ACQUIRED); /* the row lock */
-        critical_section_wait(&wait, NULL);
-        r = serve(w, product, batch, n, row.col[0], row.col[3]);
-    } else {
+    if (r != ST_OK) {
         sql_rollback(w);
+        return r;
     }
+    trace_batch(batch, TRACE_LOCK_ACQUIRED); /* the row lock */
+    critical_section_wait(&wait, NULL);
+    return serve(w, product, batch, n, row.col[0], row.col[3], taken);
+}
+
+/* One transaction for the whole batch - again without a sale whose key
+ * another request kept first, answered in_progress (its retry gets that
+ * request's answer). On failure every sale in it gets the same answer:
+ * nothing of the batch was applied (or, with ST_OUTCOME_UNKNOWN, all of it
+ * may have been). */
+static void run_batch(struct worker *w, int product, struct combined_sale *batch, int n)
+{
+    struct combined_sale *taken;
+    st_result r;
+    do {
+        taken = NULL;
+        r = transaction(w, product, batch, n, &taken);
+        if (taken) {
+            taken->result = key_taken(w);
+            snprintf(taken->message, sizeof taken->message, "%s", w->error);
+        }
+    } while (r == ST_OK && taken);
     metrics_batch(strategy_index(batch->rq->strategy), n);
     if (r != ST_OK)
         combined_fail_all(w, batch, r);
@@ -156,5 +209,6 @@ const struct strategy strategy_sql_batch = {
     .cluster = CLUSTER_CONFLICTS_AT_COMMIT,
     .orders_why =
         "its sales share one ledger insert per batch (JSON_TABLE), which carries no order",
+    .keeps_key = KEEPS_KEY_IN_BODY, /* each sale's key row, in its batch's transaction */
     .deduct = deduct,
 };
