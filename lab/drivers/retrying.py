@@ -9,7 +9,14 @@ answers, and a key's `409 in_progress`, only (any other 200 or 4xx is final: sol
 out, busy, refused), at most
 `attempts` times, waiting `backoff_s` doubled after each try up to `backoff_cap_s`,
 every try on a fresh connection (a timed-out one is unusable). Every try is kept
-(lab.drivers.load's Answer), so a purchase's history is its tries in order."""
+(lab.drivers.load's Answer), so a purchase's history is its tries in order.
+
+A keyed purchase may be asked to `confirm`: once it has its answer, it sends the same
+key once more. That try can sell nothing on a service that keeps keys (it is a
+replay), and its answer must be the one the buyer acted on: how a run sees that a
+key's retries were answered alike, and that an `outcome_unknown` followed by a
+replayed answer resolved to that answer. Without a key it is not sent: it would be a
+second purchase."""
 
 import http.client
 import threading
@@ -34,12 +41,25 @@ class Purchase:
     def __init__(self, key):
         self.key = key
         self.tries = []
+        self.check = None  # the confirming try's Answer, when one was sent
 
     def final(self):
         """The answer the buyer acted on: its last try when that was not retried, else
         None (it gave up)."""
         last = self.tries[-1] if self.tries else None
         return last if last is not None and not retried(last) else None
+
+    def answers(self):
+        """Every answer of this key's tries that was not retried, the confirming one
+        included: what the service said the purchase came to."""
+        tries = self.tries + ([self.check] if self.check else [])
+        return [t for t in tries if not retried(t)]
+
+    def agrees(self):
+        """Whether those answers are one answer: the same status, word and `remaining`
+        (a replay gives the first answer again, body and all)."""
+        said = {(a.status, a.word, a.remaining) for a in self.answers()}
+        return len(said) <= 1
 
 
 def one_try(host, port, path, key, timeout_s):
@@ -67,9 +87,10 @@ class RetryingBuyers:
     once; with_keys: each purchase sends its own key on every try."""
 
     def __init__(self, host, port, path, count, *, with_keys, timeout_s, attempts=8,
-                 backoff_s=0.05, backoff_cap_s=0.4):
+                 backoff_s=0.05, backoff_cap_s=0.4, confirm=False):
         self.host, self.port, self.path = host, port, path
         self.timeout_s, self.attempts = timeout_s, attempts
+        self.confirm = confirm and with_keys
         self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
         self.purchases = [Purchase(str(uuid.uuid4()) if with_keys else None)
                           for _ in range(count)]
@@ -82,6 +103,9 @@ class RetryingBuyers:
             answer = one_try(self.host, self.port, self.path, purchase.key, self.timeout_s)
             purchase.tries.append(answer)
             if not retried(answer):
+                if self.confirm:
+                    purchase.check = one_try(self.host, self.port, self.path, purchase.key,
+                                             self.timeout_s)
                 return
             time.sleep(pause)
             pause = min(pause * 2, self.backoff_cap_s)
