@@ -35,6 +35,7 @@ from .redis_group import Group, sentinel_env
 STORE_PROCESS = {"mysql": "mysql", "redis": "redis"}  # store -> scripts/stack.sh NAME
 FIRST_TRIES_S = 0.3  # how long the buyers get to send their first tries into a frozen store
 PROMOTION_S = 20
+FIRST_LINK_S = 60
 FAILOVER_ATTEMPTS = 16
 
 
@@ -110,9 +111,14 @@ class Drop(RetryFault):
         return Served("127.0.0.1", port, run_api)
 
     def around(self, s, buyers, args):
+        """The hold starts with the buyers' first connection (a JVM's buyers take
+        seconds to send theirs)."""
         self.proxy.delay_ms = args.timeout_ms * 2
+        self.proxy.linked.clear()
         try:
             buyers.start()
+            if not self.proxy.linked.wait(FIRST_LINK_S):
+                raise SetupError(f"no buyer reached the delay proxy within {FIRST_LINK_S} s")
             time.sleep(args.hold)
         finally:
             self.proxy.delay_ms = 0

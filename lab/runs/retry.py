@@ -29,10 +29,10 @@ import sys
 import uuid
 
 from ..base.common import ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso
-from ..base.common import write_text
+from ..base.common import REPO, write_text
 from ..client import facts as facts_mod
 from ..client.sales import deduct_path
-from ..drivers.retrying import RetryingBuyers, one_try
+from ..drivers.retrying import JmeterBuyers, RetryingBuyers, one_try
 from ..judges import history, retries
 from ..nemesis import retry_faults
 from ..reports import tables
@@ -44,12 +44,17 @@ HEALTHY_S = 60
 # own, which may have sold, so any ledger of at most one unit per try explains it.
 KEYLESS = "without keys, every try is a purchase of its own"
 WARM_SALES = 8  # over every HTTP loop (stockd hands out connections in even shares)
+LAB, JMETER = "lab", "jmeter"  # the buyers: lab.drivers.retrying's, or jmeter/retry.jmx's
+# The faults the plan's buyers run under: a JVM starts its threads seconds after it
+# is launched, and only the held replies' hold waits for the buyers' first connection.
+JMETER_FAULTS = ("drop",)
 
-ROW_FIELDS = ["fault", "strategy", "store", "keys", "claims", "buyers", "qty", "attempts", "tries",
+ROW_FIELDS = ["fault", "client", "strategy", "store", "keys", "claims", "buyers", "qty", "attempts", "tries",
               "retried", "first_tries_lost", "lost_as", "ok", "refused", "gave_up", "sold",
               "extra", "disagree", "history", "history_linearizable", "verdict", "reason"]
 TABLE = [
-    ("fault", "fault", "<"), ("strategy", "strategy", "<"), ("store", "store", "<"),
+    ("fault", "fault", "<"), ("client", "client", "<"), ("strategy", "strategy", "<"),
+    ("store", "store", "<"),
     ("keys", lambda r: "yes" if r["keys"] else "no", "<"),
     ("claims keys", lambda r: "yes" if r["claims"] else "no", "<"),
     ("buyers", "buyers", ">"), ("tries", "tries", ">"), ("lost 1st", "first_tries_lost", ">"),
@@ -66,6 +71,11 @@ def options(o):
           "comma list of strategies; empty: a safe one-step row of each store")
     o.add("--faults", ["RETRY_FAULTS"], ",".join(retry_faults.NAMES), comma_list,
           f"comma list of faults ({', '.join(retry_faults.NAMES)})")
+    o.add("--clients", ["RETRY_CLIENTS"], f"{LAB},{JMETER}", comma_list,
+          f"the buyers: {LAB} (the lab's own) and {JMETER} (jmeter/retry.jmx, under "
+          f"{', '.join(JMETER_FAULTS)} only)")
+    o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str,
+          "the jmeter command")
     o.add("--buyers", ["RETRY_BUYERS"], 40, int, "purchases, all started at once", 1)
     o.add("--timeout-ms", ["RETRY_TIMEOUT_MS"], 300, int, "each try's client timeout", 10)
     o.add("--hold", ["RETRY_HOLD_S"], 1.5, float, "seconds the fault lasts", 0.1)
@@ -101,15 +111,26 @@ class Retry:
         self.args, self.say, self.out_dir = run.args, run.say, out_dir
         self.claims = claims  # strategy name -> its row says it keeps keys
 
-    def row(self, fault, served, s, keys, product):
+    def buyers(self, client, fault, served, s, keys, product):
+        """The row's buyers: the lab's own, or jmeter/retry.jmx's threads."""
+        a = self.args
+        if client == JMETER:
+            name = f"jmeter-{fault.name}-{s.name}-{'keys' if keys else 'nokeys'}"
+            return JmeterBuyers(a.jmeter, self.out_dir, name, served.host, served.port,
+                                s.name, product, a.buyers, with_keys=keys,
+                                timeout_s=a.timeout_ms / 1000, attempts=fault.attempts(a),
+                                token=served.api.token)
+        return RetryingBuyers(served.host, served.port, deduct_path(s.name, product),
+                              a.buyers, with_keys=keys, timeout_s=a.timeout_ms / 1000,
+                              attempts=fault.attempts(a), confirm=True)
+
+    def row(self, fault, served, s, keys, product, client=LAB):
         a = self.args
         wait_healthy(served.api, HEALTHY_S)
         served.api.must_reset(product, ENDLESS_STOCK)
         self.warm(served, s, product)
         before = self.account(served.api, product, s.store)
-        buyers = RetryingBuyers(served.host, served.port, deduct_path(s.name, product),
-                                a.buyers, with_keys=keys, timeout_s=a.timeout_ms / 1000,
-                                attempts=fault.attempts(a), confirm=True)
+        buyers = self.buyers(client, fault, served, s, keys, product)
         fault.around(s, buyers, a)
         if not buyers.join(SETTLE_S + buyers.attempts * 2):
             raise SetupError(f"{s.name}: buyers still trying {SETTLE_S} s after {fault.name}")
@@ -117,20 +138,21 @@ class Retry:
         served.api.wait_idle(SETTLE_S)
         after = self.account(served.api, product, s.store)
         sold = after["sold"] - before["sold"]
-        row = {"fault": fault.name, "strategy": s.name, "store": s.store, "keys": keys,
+        row = {"fault": fault.name, "client": client, "strategy": s.name, "store": s.store,
+               "keys": keys,
                "claims": bool(self.claims.get(s.name)), "buyers": a.buyers, "qty": 1,
                "attempts": buyers.attempts,
                "sold": sold, **retries.tally(buyers.purchases)}
         row["extra"] = retries.extra_units(sold, a.buyers, 1)
         row["lost_as"] = retries.lost_as(buyers.purchases)
-        path = os.path.join(self.out_dir, f"history-{fault.name}-{s.name}-"
+        path = os.path.join(self.out_dir, f"history-{fault.name}-{client}-{s.name}-"
                             f"{'keys' if keys else 'nokeys'}.jsonl")
         ops = history.from_purchases(buyers.purchases, path, 1)
         row.update(history.judge_final(before["remaining"], ops, after["remaining"], path)
                    if keys else history.not_judged(KEYLESS))
         row["verdict"], row["reason"] = retries.verdict(row)
-        self.say(f"{fault.name}, {s.name} {'with' if keys else 'without'} keys: {row['ok']} "
-                 f"answered 200, {sold} units sold for {a.buyers} purchases")
+        self.say(f"{fault.name}, {client}, {s.name} {'with' if keys else 'without'} keys: "
+                 f"{row['ok']} answered 200, {sold} units sold for {a.buyers} purchases")
         return row
 
     @staticmethod
@@ -153,9 +175,12 @@ class Retry:
     def fault_rows(self, fault, strategies, run_api, product):
         """The rows of one fault, keyless then keyed for each of its strategies, on
         products from `product` on."""
+        clients = [c for c in self.args.clients if c == LAB or fault.name in JMETER_FAULTS]
         served = fault.serve(run_api, stockd_options(self.args), self.out_dir)
         try:
-            return [self.row(fault, served, s, keys, product + 2 * i + keys)
+            return [self.row(fault, served, s, keys, product + 2 * (i * len(clients) + c) + keys,
+                             client)
+                    for c, client in enumerate(clients)
                     for i, s in enumerate(strategies) for keys in (False, True)]
         finally:
             fault.close()
@@ -166,6 +191,9 @@ def work(run):
     doc = run.api.strategies().body
     facts = facts_mod.parse(doc)
     claims = {r["name"]: r.get("idempotent") for r in doc["strategies"]}
+    unknown = [c for c in args.clients if c not in (LAB, JMETER)]
+    if unknown:
+        raise SetupError(f"unknown clients: {', '.join(unknown)} (there are: {LAB}, {JMETER})")
     selected = choose(args, facts)
     out_dir = run.out_dir()
     retry = Retry(run, claims, out_dir)
@@ -178,11 +206,11 @@ def work(run):
                     "it can reach")
             continue
         rows += retry.fault_rows(fault, strategies, run.api, product)
-        product += 2 * len(strategies)
+        product += 2 * len(strategies) * len(args.clients)
     params = {"started": run.started, "finished": now_iso(), "buyers": args.buyers,
               "timeout_ms": args.timeout_ms, "hold_s": args.hold, "attempts": args.attempts,
               "request_timeout_ms": args.request_timeout_ms, "io_timeout_ms": args.io_timeout_ms,
-              "faults": args.faults, "skipped": skipped}
+              "faults": args.faults, "clients": args.clients, "skipped": skipped}
     write_text(os.path.join(out_dir, "retry.json"),
                tables.json_text({"params": params, "rows": rows}))
     write_text(os.path.join(out_dir, "retry.csv"), tables.csv_text(rows, ROW_FIELDS))

@@ -5,12 +5,16 @@ of the retry run's faults (lab.nemesis.retry_faults) takes."""
 
 import http.server
 import json
+import os
+import tempfile
 import threading
 import unittest
+import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 from lab.drivers.load import NO_ANSWER, Answer
-from lab.drivers.retrying import KEY_HEADER, Purchase, RetryingBuyers, retried
+from lab.drivers.retrying import (KEY_HEADER, PLAN, Purchase, RetryingBuyers, purchases_from_jtl,
+                                  retried)
 from lab.base.common import SetupError
 from lab.judges import history, retries
 from lab.nemesis import retry_faults
@@ -207,6 +211,46 @@ class HistoryOfPurchasesTest(unittest.TestCase):
         ops = history.from_purchases(ps, None, 1)
         self.assertTrue(history.judge_final(10, ops, 7)["history_linearizable"])
         self.assertFalse(history.judge_final(10, ops, 6)["history_linearizable"])
+
+
+JTL = """timeStamp,elapsed,label,responseCode,success,outcome,remaining,key
+1000,300,buy,Non HTTP response code: java.net.SocketTimeoutException,false,none,none,a
+1000,5,buy,200,true,none,41,b
+1400,7,buy,503,false,outcome_unknown,none,a
+1500,6,buy,200,true,none,40,a
+"""
+
+
+class JmeterPlanTest(unittest.TestCase):
+    """jmeter/retry.jmx as it is, and its JTL read back as purchases (the retry run
+    drives the plan against stockd itself: make retry's jmeter rows)."""
+
+    def test_the_plan_retries_one_key_per_purchase(self):
+        root = ET.parse(PLAN).getroot()
+        [sampler] = list(root.iter("HTTPSamplerProxy"))
+        props = {e.get("name"): e.text for e in sampler.iter("stringProp")}
+        self.assertEqual(props["HTTPSampler.method"], "POST")
+        self.assertEqual(props["HTTPSampler.response_timeout"], "${__P(timeout_ms,300)}")
+        values = [e.text for e in root.iter("stringProp")]
+        self.assertIn("${__UUID()}", values)
+        self.assertIn("${__P(key_header,Idempotency-Key)}", values)
+        self.assertIn("${__P(attempts,8)}", values)
+        self.assertEqual([e.find("stringProp[@name='IfController.condition']").text
+                          for e in root.iter("IfController")], ["${pending}"] * 2)
+
+    def test_a_jtl_is_one_purchase_per_key_its_tries_in_order(self):
+        fd, path = tempfile.mkstemp(suffix=".jtl")
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "w") as f:
+            f.write(JTL)
+        a, b = purchases_from_jtl(path, keyed=True)
+        self.assertEqual((a.key, b.key), ("a", "b"))
+        self.assertEqual([(t.status, t.word) for t in a.tries],
+                         [(NO_ANSWER, "client timeout"), (503, "outcome_unknown"), (200, None)])
+        self.assertEqual((a.final().remaining, b.final().remaining), (40, 41))
+        self.assertEqual(retries.tally([a, b])["first_tries_lost"], 1)
+        [c, _] = purchases_from_jtl(path, keyed=False)
+        self.assertIsNone(c.key)
 
 
 def facts_of(*strategies):
