@@ -108,15 +108,18 @@ class RetryingBuyers:
         self.threads = [threading.Thread(target=self.buy, args=(p,), daemon=True)
                         for p in self.purchases]
 
+    def one(self, purchase):
+        """One try of `purchase`: its Answer (a subclass sends another request)."""
+        return one_try(self.host, self.port, self.path, purchase.key, self.timeout_s)
+
     def buy(self, purchase):
         pause = self.backoff_s
         for _ in range(self.attempts):
-            answer = one_try(self.host, self.port, self.path, purchase.key, self.timeout_s)
+            answer = self.one(purchase)
             purchase.tries.append(answer)
             if not retried(answer):
                 if self.confirm:
-                    purchase.check = one_try(self.host, self.port, self.path, purchase.key,
-                                             self.timeout_s)
+                    purchase.check = self.one(purchase)
                 return
             time.sleep(pause)
             pause = min(pause * 2, self.backoff_cap_s)

@@ -49,8 +49,8 @@ LAB, JMETER = "lab", "jmeter"  # the buyers: lab.drivers.retrying's, or jmeter/r
 # is launched, and only the held replies' hold waits for the buyers' first connection.
 JMETER_FAULTS = ("drop",)
 
-ROW_FIELDS = ["fault", "client", "strategy", "store", "keys", "claims", "buyers", "qty", "attempts", "tries",
-              "retried", "first_tries_lost", "lost_as", "ok", "refused", "gave_up", "sold",
+ROW_FIELDS = ["fault", "client", "strategy", "store", "keys", "claims", "buyers", "qty",
+              "attempts", "tries", "retried", "first_tries_lost", "lost_as", "ok", "refused", "gave_up", "sold",
               "extra", "disagree", "history", "history_linearizable", "verdict", "reason"]
 TABLE = [
     ("fault", "fault", "<"), ("client", "client", "<"), ("strategy", "strategy", "<"),
