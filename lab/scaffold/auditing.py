@@ -219,8 +219,8 @@ def retry_check(target, k, say):
     via = ("127.0.0.1", free_port())
     proxy = DelayProxy(via, (host, port), source="127.0.0.1")
     proxy.start()
-    say(f"retries: {count} purchases with a {spec['header']} each, every reply held past "
-        f"their {spec['timeout_ms']} ms timeout for {spec['hold_s']:g} s")
+    say(f"retries: {count} purchases, each with its own {spec['header']}, every reply held "
+        f"past their {spec['timeout_ms']} ms timeout for {spec['hold_s']:g} s")
     buyers = TargetBuyers(target, via, product, qty, count)
     try:
         proxy.delay_ms = spec["timeout_ms"] * 2
