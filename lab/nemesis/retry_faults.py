@@ -53,15 +53,15 @@ class Served:
 
 
 class RetryFault:
-    """A fault of the retry run. `picks(default, facts)`: its strategies among the
-    run's (`default`) and the facts; `serve(run_api, args, out_dir)`: a Served;
-    `attempts(args)`: tries per purchase at most; `around(s, buyers, args)`: the buyers
-started and the fault applied and undone;
-    `close()`: what serve started, stopped."""
+    """A fault of the retry run. `picks(default)`: its strategies among the run's, by
+    their facts; `serve(run_api, options, out_dir)`: a Served (options: the run's
+    stockd options, for a stockd of the fault's own); `attempts(args)`: tries per
+    purchase at most; `around(s, buyers, args)`: the buyers started and the fault
+    applied and undone; `close()`: what serve started, stopped."""
 
     name = what = ""
 
-    def picks(self, default, facts):
+    def picks(self, default):
         return [s for s in default if frozen_store(s)]
 
     def attempts(self, args):
@@ -100,7 +100,7 @@ class Drop(RetryFault):
     def __init__(self):
         self.proxy = None
 
-    def picks(self, default, facts):
+    def picks(self, default):
         return list(default)
 
     def serve(self, run_api, options, out_dir):
@@ -183,7 +183,7 @@ class Failover(OwnStockd):
         super().__init__()
         self.group = None
 
-    def picks(self, default, facts):
+    def picks(self, default):
         return [s for s in default if s.store == "redis" and s.failover]
 
     def attempts(self, args):

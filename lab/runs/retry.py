@@ -199,12 +199,13 @@ def work(run):
     retry = Retry(run, claims, out_dir)
     rows, skipped, product = [], [], args.product
     for fault in retry_faults.named(args.faults):
-        strategies = fault.picks(selected, facts)
+        strategies = fault.picks(selected)
         if not strategies:
             skipped.append(fault.name)
             run.say(f"{fault.name}: none of {', '.join(s.name for s in selected)} is a row "
                     "it can reach")
             continue
+        run.say(f"{fault.name}: {fault.what}")
         rows += retry.fault_rows(fault, strategies, run.api, product)
         product += 2 * len(strategies) * len(args.clients)
     params = {"started": run.started, "finished": now_iso(), "buyers": args.buyers,

@@ -264,7 +264,7 @@ class RetryFaultsTest(unittest.TestCase):
 
     def picked(self, name):
         [fault] = retry_faults.named([name])
-        return [s.name for s in fault.picks(self.ROWS, None)]
+        return [s.name for s in fault.picks(self.ROWS)]
 
     def test_each_fault_takes_the_rows_it_can_reach(self):
         self.assertEqual(self.picked("freeze"), ["m", "r", "p"])
