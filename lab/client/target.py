@@ -433,12 +433,17 @@ class Target:
                 raise TargetError(f"{self.file}: load.{k} must be a positive integer")
         return dict(doc)
 
+    def optional_table(self, doc, name):
+        """An optional table `name` with known keys only; None when the file has none."""
+        if doc is not None and not isinstance(doc, dict):
+            raise TargetError(f"{self.file}: [{name}] must be a table")
+        if doc is not None:
+            self.only(doc, KEYS[name], f"[{name}]")
+        return doc
+
     def service_of(self, doc):
-        if doc is None:
+        if self.optional_table(doc, "service") is None:
             return None
-        if not isinstance(doc, dict):
-            raise TargetError(f"{self.file}: [service] must be a table")
-        self.only(doc, KEYS["service"], "[service]")
         cmd = doc.get("command")
         if not isinstance(cmd, list) or not cmd:
             raise TargetError(f"{self.file}: service.command must be a list of words")
@@ -452,11 +457,8 @@ class Target:
     def retry_of(self, doc):
         """The [retry] table with its defaults, or None: the service's idempotency
         header (a retry carrying the same value must not buy again)."""
-        if doc is None:
+        if self.optional_table(doc, "retry") is None:
             return None
-        if not isinstance(doc, dict):
-            raise TargetError(f"{self.file}: [retry] must be a table")
-        self.only(doc, KEYS["retry"], "[retry]")
         header = doc.get("header")
         if not isinstance(header, str) or not HEADER_NAME.fullmatch(header):
             raise TargetError(f"{self.file}: retry.header must name an HTTP header "
