@@ -337,11 +337,14 @@ soak: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab soak
 
-# make retry: buyers who retry every lost answer (no answer, a 5xx) while the
-# strategy's store is frozen 1.5 s, without and then with an Idempotency-Key per
-# purchase: the units bought twice, from the ledger (lab/runs/retry.py). Its own
-# stockd at PORT (nothing may answer there). Knobs: RETRY_STRATEGIES=lua,sql
-# RETRY_BUYERS=40 RETRY_TIMEOUT_MS=300 RETRY_HOLD_S=1.5
+# make retry: buyers who retry every lost answer (no answer, a 5xx) under each
+# fault where retries happen (the store frozen 1.5 s, every reply held past the
+# client's timeout, stockd killed -9 and restarted, the Redis group's primary
+# failed over), without and then with an Idempotency-Key per purchase: the double
+# buys, from the ledger (lab/runs/retry.py). Its own stockd at PORT and the next
+# port (nothing may answer there). Knobs: RETRY_STRATEGIES=lua,sql
+# RETRY_FAULTS=freeze,drop,stockd-kill,failover RETRY_BUYERS=40 RETRY_TIMEOUT_MS=300
+# RETRY_HOLD_S=1.5
 retry: build
 	@$(DEPS) stack
 	@python3 -B -m lab retry

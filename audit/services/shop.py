@@ -17,7 +17,10 @@ Two ways to sell (--sale):
                  that the race shows in every run.
     conditional  one UPDATE ... SET count = count - qty WHERE count >= qty
                  RETURNING count: the check and the write are one statement, so
-                 nothing is lost or oversold.
+                 nothing is lost or oversold. A purchase with an Idempotency-Key
+                 header keeps the key and its answer in the sale's own transaction:
+                 the same key again gets that answer and sells nothing, so a retry
+                 never buys twice (the audit's [retry] check).
 
 Two ways to answer (--answers):
 
@@ -40,6 +43,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS stock (product INTEGER PRIMARY KEY, count INTEGER NOT NULL)"
+KEYS = ("CREATE TABLE IF NOT EXISTS keys (key TEXT PRIMARY KEY, sold INTEGER, "
+        "remaining INTEGER)")
 
 
 class Shop:
@@ -47,6 +52,7 @@ class Shop:
         self.path, self.sale, self.hold_s = path, sale, hold_ms / 1000.0
         self.local = threading.local()
         self.db().execute(SCHEMA)
+        self.db().execute(KEYS)
 
     def db(self):
         """This thread's connection, in autocommit mode."""
@@ -63,6 +69,26 @@ class Shop:
     def reset(self, product, stock):
         self.db().execute("INSERT OR REPLACE INTO stock (product, count) VALUES (?, ?)",
                           (product, stock))
+
+    def buy_once(self, product, qty, key):
+        """buy(), or the answer the key's first purchase got: the key is written in the
+        sale's transaction (BEGIN IMMEDIATE: one writer at a time, so a retry that
+        comes while its first try runs waits for it and finds its key)."""
+        db = self.db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT sold, remaining FROM keys WHERE key = ?", (key,)).fetchone()
+            if row:
+                sold, left = (None if row[0] is None else bool(row[0])), row[1]
+            else:
+                sold, left = self.buy(product, qty)
+                db.execute("INSERT INTO keys (key, sold, remaining) VALUES (?, ?, ?)",
+                           (key, sold, left))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return sold, left
 
     def buy(self, product, qty):
         """(sold, units left or seen); sold None: no such product."""
@@ -128,7 +154,9 @@ class Handler(BaseHTTPRequestHandler):
         got = self.numbers(u.query, ("product", "qty"))
         if not got or got[1] < 1:
             return self.refuse(400, "product and qty (1 or more) must be integers")
-        sold, left = shop.buy(*got)
+        key = self.headers.get("Idempotency-Key")
+        sold, left = (shop.buy_once(*got, key) if key and shop.sale == "conditional"
+                      else shop.buy(*got))
         if sold is None:
             return self.refuse(404, f"no product {got[0]}")
         if sold:

@@ -24,7 +24,12 @@ status (an int or a list), pointer (RFC 6901, into a JSON body) with equals (the
 value there; without equals, the pointer must lead to a value that is not null or
 false), regex (searched in the body). The first of sold, sold_out, refused with a
 rule that holds wins. remaining (a pointer, or a regex whose first group is the
-number) is the stock the service says a sale left, or a sold out saw."""
+number) is the stock the service says a sale left, or a sold out saw.
+
+An optional [retry] table names the service's idempotency header (header =
+"Idempotency-Key"): the audit then also buys through retrying clients, one key per
+purchase, while every reply is held past their timeout, and counts the purchases the
+service sold twice (lab.scaffold.auditing)."""
 
 import http.client
 import json
@@ -47,14 +52,20 @@ FIELDS = {"buy": ("product", "qty", "buyer"), "reset": ("product", "stock"),
           "stock": ("product",)}
 BUILTIN = ("here", "out")
 KEYS = {
-    "": {"name", "base_url", "vars", "load", "service", "reset", "buy", "answers", "stock"},
+    "": {"name", "base_url", "vars", "load", "service", "reset", "buy", "answers", "stock",
+         "retry"},
     "load": {"threads", "loops", "rampup", "stock", "product", "qty"},
     "service": {"command", "wait_s"},
     "http": {"method", "url", "body", "headers", "ok"},
     "database": {"dsn", "statement", "password_file"},
     "rule": {"status", "pointer", "equals", "regex"},
     "remaining": {"pointer", "regex"},
+    "retry": {"header", "attempts", "timeout_ms", "hold_s"},
 }
+# A [retry] table's defaults: tries per purchase, each try's timeout, the seconds the
+# audit holds every reply past that timeout.
+RETRY = {"attempts": 8, "timeout_ms": 300, "hold_s": 1.5}
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 TIMEOUT_S = 10
 
@@ -121,13 +132,15 @@ class HttpCall:
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         return u.scheme, u.hostname, port, path
 
-    def send(self, values, base_url):
-        """(status, body text) of the request; OSError when nothing answers."""
+    def send(self, values, base_url, timeout=TIMEOUT_S, more_headers=None, via=None):
+        """(status, body text) of the request; OSError when nothing answers. via: the
+        (host, port) to connect to instead (a proxy in front of the service)."""
         scheme, host, port, path = self.parts(values, base_url)
         cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        conn = cls(host, port, timeout=TIMEOUT_S)
+        conn = cls(*(via or (host, port)), timeout=timeout)
         body = self.body.fill(values).encode()
         headers = {k: v.fill(values) for k, v in self.headers.items()}
+        headers.update(more_headers or {})
         try:
             conn.request(self.method, path, body=body or None, headers=headers)
             resp = conn.getresponse()
@@ -327,7 +340,8 @@ class StockRead:
 class Target:
     """A checked target file. Fields: file, name, base_url, vars, load (defaults),
     service (command templates, wait_s), reset (HttpCall or SqlCall), buy (HttpCall),
-    answers (Answers), stock (StockRead or None)."""
+    answers (Answers), stock (StockRead or None), retry (header, attempts, timeout_ms,
+    hold_s, or None)."""
 
     def __init__(self, path, overrides=None, out=""):
         self.file = path
@@ -370,6 +384,7 @@ class Target:
         if stock is not None and not isinstance(stock, dict):
             raise TargetError(f"{path}: [stock] must be a table")
         self.stock = StockRead(stock, self) if stock else None
+        self.retry = self.retry_of(doc.get("retry"))
 
     # --- checks, each raising a TargetError that names the file and the key
 
@@ -418,12 +433,17 @@ class Target:
                 raise TargetError(f"{self.file}: load.{k} must be a positive integer")
         return dict(doc)
 
+    def optional_table(self, doc, name):
+        """An optional table `name` with known keys only; None when the file has none."""
+        if doc is not None and not isinstance(doc, dict):
+            raise TargetError(f"{self.file}: [{name}] must be a table")
+        if doc is not None:
+            self.only(doc, KEYS[name], f"[{name}]")
+        return doc
+
     def service_of(self, doc):
-        if doc is None:
+        if self.optional_table(doc, "service") is None:
             return None
-        if not isinstance(doc, dict):
-            raise TargetError(f"{self.file}: [service] must be a table")
-        self.only(doc, KEYS["service"], "[service]")
         cmd = doc.get("command")
         if not isinstance(cmd, list) or not cmd:
             raise TargetError(f"{self.file}: service.command must be a list of words")
@@ -433,6 +453,25 @@ class Target:
         if not isinstance(wait, (int, float)) or wait <= 0:
             raise TargetError(f"{self.file}: service.wait_s must be a positive number")
         return {"command": words, "wait_s": wait}
+
+    def retry_of(self, doc):
+        """The [retry] table with its defaults, or None: the service's idempotency
+        header (a retry carrying the same value must not buy again)."""
+        if self.optional_table(doc, "retry") is None:
+            return None
+        header = doc.get("header")
+        if not isinstance(header, str) or not HEADER_NAME.fullmatch(header):
+            raise TargetError(f"{self.file}: retry.header must name an HTTP header "
+                              "(Idempotency-Key, say)")
+        spec = dict(RETRY, header=header)
+        for k in RETRY:
+            v = doc.get(k, RETRY[k])
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0 or \
+                    (k != "hold_s" and not isinstance(v, int)):
+                raise TargetError(f"{self.file}: retry.{k} must be a positive "
+                                  f"{'number' if k == 'hold_s' else 'integer'}")
+            spec[k] = v
+        return spec
 
     def call(self, doc, where):
         if "dsn" in doc:

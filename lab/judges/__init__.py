@@ -9,8 +9,8 @@ faults did; it sends nothing.
     chaos_gate    a chaos row's figures and verdict from its timeline
     failover_gate  a failover row's sequence, figures and verdict against its fact
     audit_gate    an audit run's row and verdict from what its clients saw
-    retries       what retries cost: units bought twice, from the ledger; a keyed row's
-                  verdict
+    retries       what retries cost: double buys, from the ledger; a keyed row's
+                  verdict (every key's answers alike, its history linearizable)
     settlement    a row that settles later, judged once its order stream has drained
     history       the clients' history of a row, the second witness beside the ledger
     orders        an orders row: every order's life from the clients' history, the

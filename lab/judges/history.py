@@ -17,7 +17,8 @@ history never uses the ledger's `sold`: that is the other witness.
 
 Sources: JMeter's CSV JTL (timeStamp is when the request began, ms; + elapsed, when
 it answered; the plan extracts the reply's `remaining`), the chaos driver's answers
-(lab.drivers.load, monotonic seconds), the bench's wrk pass (bench/history.lua: a file per
+(lab.drivers.load, monotonic seconds), the retrying buyers' purchases (one op per
+key), the bench's wrk pass (bench/history.lua: a file per
 thread, monotonic microseconds) and the race driver's JSON (POST /lab/race, monotonic
 microseconds). Times are integers; a JTL's millisecond interval is widened by 1 ms
 so that truncation never orders two requests that may have overlapped. Each history
@@ -94,14 +95,41 @@ def from_answers(answers, path, qty):
     """The ops of lab.drivers.load answers (monotonic seconds, to microseconds)."""
     w = Writer(path)
     for n, a in enumerate(answers, 1):
-        outcome = outcome_of(a.status, a.word)
-        op = {"id": n, "invoke": int(a.start * 1e6),
-              "complete": None if a.status == 0 and a.word == "client timeout"
-              else int(a.end * 1e6) + 1, "qty": qty, "outcome": outcome}
-        if a.remaining is not None and outcome in ("ok", "sold_out"):
-            op["remaining"] = a.remaining
+        w.add({"id": n, **_answer_op(a, qty)})
+    return w.close()
+
+
+def from_purchases(purchases, path, qty):
+    """The ops of retrying buyers (lab.drivers.retrying). A keyed purchase is one op,
+    however many tries it took: invoked when its first try was sent, completed with
+    the answer the buyer acted on (an outcome_unknown followed by a replayed answer is
+    that answer), or never when it gave up: its key is what makes the tries one
+    request. A purchase without a key is as many ops as tries, each a purchase of its
+    own to the service."""
+    w = Writer(path)
+    for n, p in enumerate(purchases, 1):
+        if p.key is None:
+            for k, a in enumerate(p.tries, 1):
+                w.add(dict(_answer_op(a, qty), id=f"{n}.{k}"))
+            continue
+        final = p.final()
+        op = _answer_op(final, qty) if final else {"outcome": "unknown", "qty": qty}
+        op.update(id=n, invoke=int(p.tries[0].start * 1e6),
+                  complete=int(final.end * 1e6) + 1 if final else None)
         w.add(op)
     return w.close()
+
+
+def _answer_op(a, qty):
+    """One answer of lab.drivers.load as an op (no id): a client timeout has no
+    completion, since the request may still take effect after the client gave up."""
+    outcome = outcome_of(a.status, a.word)
+    op = {"invoke": int(a.start * 1e6),
+          "complete": None if a.status == 0 and a.word == "client timeout"
+          else int(a.end * 1e6) + 1, "qty": qty, "outcome": outcome}
+    if a.remaining is not None and outcome in ("ok", "sold_out"):
+        op["remaining"] = a.remaining
+    return op
 
 
 def from_wrk(prefix, threads, path, qty, settled=None):

@@ -5,10 +5,12 @@ Each buyer makes one logical purchase of `qty` units and retries it until it get
 answer it can act on (lab.drivers.retrying). Whatever the strategy, a purchase should
 have one effect at most, so the ledger can hold at most purchases x qty units: every
 unit beyond that is a purchase bought again by a retry (`extra`, counted from the
-store's ledger, never inferred from the clients' answers). A row sent without keys
-shows what retries cost today; a row sent with keys, on a strategy whose row in
-GET /strategies says `idempotent`, must show 0 extra and no purchase left without
-an answer."""
+store's ledger, never inferred from the clients' answers): the double buys. A row
+sent without keys shows what retries cost today; a row sent with keys, on a strategy
+whose row in GET /strategies says `idempotent`, must show 0 double buys, no purchase
+left without an answer, every key's answers alike (`disagree`: keys whose answers,
+the confirming try's among them, differ) and a linearizable history in which each
+key's tries are one operation (lab.judges.history.from_purchases)."""
 
 from collections import Counter
 
@@ -28,6 +30,7 @@ def tally(purchases):
         "refused": sum(1 for f in finals if f is not None and f.status != 200),
         "gave_up": sum(1 for f in finals if f is None),
         "first_tries_lost": sum(1 for p in purchases if p.tries and retried(p.tries[0])),
+        "disagree": sum(1 for p in purchases if p.key and not p.agrees()),
     }
 
 
@@ -55,4 +58,8 @@ def verdict(row):
     if row["ok"] * row["qty"] != row["sold"]:
         return FAIL, (f"the ledger holds {row['sold']} units for {row['ok']} purchases "
                       "answered 200")
+    if row.get("disagree"):
+        return FAIL, f"{row['disagree']} keys were answered two ways"
+    if row.get("history_linearizable") is False:
+        return FAIL, f"the clients' history, a key's tries as one operation: {row['history']}"
     return PASS, ""

@@ -24,6 +24,7 @@ class DelayProxy:
         self.ready = threading.Event()
         self.error = None
         self.links = {}  # each link's task -> its two writers
+        self.linked = threading.Event()  # set by the first client's connection
 
     def start(self):
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -46,6 +47,7 @@ class DelayProxy:
         self.loop.close()
 
     async def serve(self, client_r, client_w):
+        self.linked.set()
         try:
             server_r, server_w = await asyncio.open_connection(
                 *self.upstream, local_addr=(self.source, 0))

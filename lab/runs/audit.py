@@ -94,11 +94,11 @@ def work(run):
     audit = Audit(target, k, known, args.jmeter, args.jmeter_timeout, out_dir, run.say)
     rows = audit.run(args.runs)
     audit.write(rows, run.started, args.baseline or None)
-    return rows, out_dir
+    return rows, out_dir, audit.retries
 
 
 def report(run, done):
-    rows, out_dir = done
+    rows, out_dir, retried = done
     print(tables.text_table(rows, audit_report.TABLE))
     print()
     for r in rows:
@@ -110,7 +110,12 @@ def report(run, done):
             print(f"{r['verdict'].upper()} {r['label']}: {r['reason']}")
     print(f"{len(rows) - len(failed)}/{len(rows)} runs pass; report: "
           f"{os.path.join(out_dir, 'report.html')}; junit: {os.path.join(out_dir, 'junit.xml')}")
-    return 1 if failed or not rows else 0
+    if retried:
+        print(f"retries {retried['verdict'].upper()}: {retried['purchases']} purchases, "
+              f"{retried['tries']} tries ({retried['lost']} answers lost), {retried['sold']} "
+              f"sold, {retried['units_gone']} units gone, {retried['double_buys']} double "
+              f"buys: {retried['reason']}")
+    return 1 if failed or not rows or (retried and retried["verdict"] != "pass") else 0
 
 
 RUNNER = Runner("audit", __doc__, options=options, work=work, report=report, results="audit-",

@@ -1,52 +1,67 @@
 """What a retry costs (`make retry`): buyers who retry a purchase whose answer was
 lost buy it twice, unless the service recognises the retry.
 
-For each strategy (--strategies; default: in each store, the first row safe across instances
-that takes no lock and waits its turn, from GET /strategies) and each way of sending (without a key, then with an
-Idempotency-Key per purchase), the run resets one product to a stock that never runs
-out, freezes the strategy's store (SIGSTOP, scripts/stack.sh freeze-one), starts
---buyers buyers at once, each making one purchase of one unit with a --timeout-ms
-client timeout and retrying every lost answer (no answer, a 5xx: outcome_unknown,
-timeout, backend_unavailable) with backoff (lab.drivers.retrying), thaws the store
-after --hold seconds, waits for every buyer and for stockd to be idle, and reads the
-store's ledger. Every unit beyond one per purchase is a purchase bought again
-(lab.judges.retries). A row sent with keys on a strategy whose row says
-`idempotent` must show none; the other rows are measured, not judged: they show what
-retries cost.
+Each row is a strategy under a fault (lab.nemesis.retry_faults: the store frozen,
+every reply held past the client's timeout, stockd killed -9 and started again, the
+Redis group's primary failed over), sent without keys, then with an Idempotency-Key
+per purchase. The strategies: --strategies, or in each store, the first row safe
+across instances that takes no lock and waits its turn, from GET /strategies; each
+fault takes those it can reach, by their facts. For each row the run resets one
+product to a stock that never runs out, starts --buyers buyers at once, each making
+one purchase of one unit with a --timeout-ms client timeout and retrying every lost
+answer (no answer, a 5xx: outcome_unknown, timeout, backend_unavailable) with backoff
+(lab.drivers.retrying), applies the fault for --hold seconds, waits for every buyer
+and for stockd to be idle, and reads the store's ledger. Every unit beyond one per
+purchase is a purchase bought again: a double buy (lab.judges.retries). A keyed buyer
+sends its key once more after its answer: the answers must agree. A row sent with
+keys on a strategy whose row says `idempotent` must show no double buy, every key's
+answers alike and a linearizable history with a key's tries as one operation; the
+other rows are measured, not judged: they show what retries cost.
 
 It starts its own stockd on host:port with short timeouts (like make chaos), brings the
-private stack up and leaves it running. Writes results/retry-<timestamp>/ (retry.json,
-retry.csv) and prints the table. Exit status 1 when a judged row fails, 2 when the run
-cannot be made."""
+private stack up and leaves it running; the faults that need it put a delay proxy or a
+stockd of their own on the next port. Writes results/retry-<timestamp>/ (retry.json,
+retry.csv, a history per row) and prints the table. Exit status 1 when a judged row
+fails, 2 when the run cannot be made."""
 
 import os
 import sys
-import time
+import uuid
 
 from ..base.common import ENDLESS_STOCK, SETTLE_S, SetupError, comma_list, elapsed_line, now_iso
-from ..base.common import write_text
+from ..base.common import REPO, write_text
 from ..client import facts as facts_mod
 from ..client.sales import deduct_path
-from ..drivers.retrying import RetryingBuyers
-from ..judges import retries
-from ..nemesis.faults import run_stack
+from ..drivers.retrying import JmeterBuyers, RetryingBuyers, one_try
+from ..judges import history, retries
+from ..nemesis import retry_faults
 from ..reports import tables
 from ..scaffold.runner import Runner
 from ..stack.service import wait_healthy
 
 HEALTHY_S = 60
-STORE_PROCESS = {"mysql": "mysql", "redis": "redis"}  # store -> scripts/stack.sh NAME
+# Why a keyless row's history is written but not checked: each try is a request of its
+# own, which may have sold, so any ledger of at most one unit per try explains it.
+KEYLESS = "without keys, every try is a purchase of its own"
+WARM_SALES = 8  # over every HTTP loop (stockd hands out connections in even shares)
+LAB, JMETER = "lab", "jmeter"  # the buyers: lab.drivers.retrying's, or jmeter/retry.jmx's
+# The faults the plan's buyers run under: a JVM starts its threads seconds after it
+# is launched, and only the held replies' hold waits for the buyers' first connection.
+JMETER_FAULTS = ("drop",)
 
-ROW_FIELDS = ["strategy", "store", "keys", "claims", "buyers", "qty", "tries", "retried",
-              "first_tries_lost", "lost_as", "ok", "refused", "gave_up", "sold", "extra", "verdict",
-              "reason"]
+ROW_FIELDS = ["fault", "client", "strategy", "store", "keys", "claims", "buyers", "qty",
+              "attempts", "tries", "retried", "first_tries_lost", "lost_as", "ok", "refused", "gave_up", "sold",
+              "extra", "disagree", "history", "history_linearizable", "verdict", "reason"]
 TABLE = [
-    ("strategy", "strategy", "<"), ("store", "store", "<"),
+    ("fault", "fault", "<"), ("client", "client", "<"), ("strategy", "strategy", "<"),
+    ("store", "store", "<"),
     ("keys", lambda r: "yes" if r["keys"] else "no", "<"),
     ("claims keys", lambda r: "yes" if r["claims"] else "no", "<"),
     ("buyers", "buyers", ">"), ("tries", "tries", ">"), ("lost 1st", "first_tries_lost", ">"),
     ("200", "ok", ">"), ("refused", "refused", ">"), ("gave up", "gave_up", ">"),
-    ("units sold", "sold", ">"), ("bought twice", "extra", ">"),
+    ("units sold", "sold", ">"), ("double buys", "extra", ">"),
+    ("disagree", lambda r: r["disagree"] if r["keys"] else "-", ">"),
+    ("history", lambda r: history.short(r) or "-", "<"),
     ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
 
@@ -54,9 +69,16 @@ TABLE = [
 def options(o):
     o.add("--strategies", ["RETRY_STRATEGIES"], "", comma_list,
           "comma list of strategies; empty: a safe one-step row of each store")
+    o.add("--faults", ["RETRY_FAULTS"], ",".join(retry_faults.NAMES), comma_list,
+          f"comma list of faults ({', '.join(retry_faults.NAMES)})")
+    o.add("--clients", ["RETRY_CLIENTS"], f"{LAB},{JMETER}", comma_list,
+          f"the buyers: {LAB} (the lab's own) and {JMETER} (jmeter/retry.jmx, under "
+          f"{', '.join(JMETER_FAULTS)} only)")
+    o.add("--jmeter", ["JMETER"], os.path.join(REPO, "jmeter", "jmeter"), str,
+          "the jmeter command")
     o.add("--buyers", ["RETRY_BUYERS"], 40, int, "purchases, all started at once", 1)
     o.add("--timeout-ms", ["RETRY_TIMEOUT_MS"], 300, int, "each try's client timeout", 10)
-    o.add("--hold", ["RETRY_HOLD_S"], 1.5, float, "seconds the store stays frozen", 0.1)
+    o.add("--hold", ["RETRY_HOLD_S"], 1.5, float, "seconds the fault lasts", 0.1)
     o.add("--attempts", ["RETRY_ATTEMPTS"], 8, int, "tries per purchase at most", 1)
     o.add("--request-timeout-ms", ["RETRY_REQUEST_TIMEOUT_MS"], 2000, int,
           "stockd's request deadline", 100)
@@ -77,60 +99,91 @@ def choose(args, facts):
     if not args.strategies:
         first = {}
         for s in facts.strategies:
-            if (s.store in STORE_PROCESS and s.safe_multi and not s.lock
+            if (retry_faults.frozen_store(s) and s.safe_multi and not s.lock
                     and s.contention == "waits" and not s.settles):
                 first.setdefault(s.store, s)
         return list(first.values())
-    by_name = {s.name: s for s in facts.strategies}
-    unknown = [n for n in args.strategies if n not in by_name]
-    if unknown:
-        raise SetupError(f"unknown strategies: {', '.join(unknown)}")
-    frozen_out = [n for n in args.strategies if by_name[n].store not in STORE_PROCESS]
-    if frozen_out:
-        raise SetupError(f"no store to freeze for {', '.join(frozen_out)} (stores: "
-                         f"{', '.join(STORE_PROCESS)})")
-    return [by_name[n] for n in args.strategies]
+    return facts.select(args.strategies)
 
 
 class Retry:
-    def __init__(self, run, claims):
-        self.args, self.api, self.say = run.args, run.api, run.say
+    def __init__(self, run, claims, out_dir):
+        self.args, self.say, self.out_dir = run.args, run.say, out_dir
         self.claims = claims  # strategy name -> its row says it keeps keys
 
-    def row(self, s, keys, product):
+    def buyers(self, client, fault, served, s, keys, product):
+        """The row's buyers: the lab's own, or jmeter/retry.jmx's threads."""
         a = self.args
-        wait_healthy(self.api, HEALTHY_S)
-        self.api.must_reset(product, ENDLESS_STOCK)
-        before = self.sold(product, s.store)
-        buyers = RetryingBuyers(a.host, a.port, deduct_path(s.name, product), a.buyers,
-                                with_keys=keys, timeout_s=a.timeout_ms / 1000,
-                                attempts=a.attempts)
-        target = STORE_PROCESS[s.store]
-        run_stack("freeze-one", target)
-        try:
-            buyers.start()
-            time.sleep(a.hold)
-        finally:
-            run_stack("thaw-one", target)
-        if not buyers.join(SETTLE_S + a.attempts * 2):
-            raise SetupError(f"{s.name}: buyers still trying {SETTLE_S} s after the thaw")
-        self.api.wait_idle(SETTLE_S)
-        sold = self.sold(product, s.store) - before
-        row = {"strategy": s.name, "store": s.store, "keys": keys,
+        if client == JMETER:
+            name = f"jmeter-{fault.name}-{s.name}-{'keys' if keys else 'nokeys'}"
+            return JmeterBuyers(a.jmeter, self.out_dir, name, served.host, served.port,
+                                s.name, product, a.buyers, with_keys=keys,
+                                timeout_s=a.timeout_ms / 1000, attempts=fault.attempts(a),
+                                token=served.api.token)
+        return RetryingBuyers(served.host, served.port, deduct_path(s.name, product),
+                              a.buyers, with_keys=keys, timeout_s=a.timeout_ms / 1000,
+                              attempts=fault.attempts(a), confirm=True)
+
+    def row(self, fault, served, s, keys, product, client=LAB):
+        a = self.args
+        wait_healthy(served.api, HEALTHY_S)
+        served.api.must_reset(product, ENDLESS_STOCK)
+        self.warm(served, s, product)
+        before = self.account(served.api, product, s.store)
+        buyers = self.buyers(client, fault, served, s, keys, product)
+        fault.around(s, buyers, a)
+        if not buyers.join(SETTLE_S + buyers.attempts * 2):
+            raise SetupError(f"{s.name}: buyers still trying {SETTLE_S} s after {fault.name}")
+        wait_healthy(served.api, HEALTHY_S)
+        served.api.wait_idle(SETTLE_S)
+        after = self.account(served.api, product, s.store)
+        sold = after["sold"] - before["sold"]
+        row = {"fault": fault.name, "client": client, "strategy": s.name, "store": s.store,
+               "keys": keys,
                "claims": bool(self.claims.get(s.name)), "buyers": a.buyers, "qty": 1,
+               "attempts": buyers.attempts,
                "sold": sold, **retries.tally(buyers.purchases)}
         row["extra"] = retries.extra_units(sold, a.buyers, 1)
         row["lost_as"] = retries.lost_as(buyers.purchases)
+        path = os.path.join(self.out_dir, f"history-{fault.name}-{client}-{s.name}-"
+                            f"{'keys' if keys else 'nokeys'}.jsonl")
+        ops = history.from_purchases(buyers.purchases, path, 1)
+        row.update(history.judge_final(before["remaining"], ops, after["remaining"], path)
+                   if keys else history.not_judged(KEYLESS))
         row["verdict"], row["reason"] = retries.verdict(row)
-        self.say(f"{s.name} {'with' if keys else 'without'} keys: {row['ok']} answered 200, "
-                 f"{sold} units sold for {a.buyers} purchases")
+        self.say(f"{fault.name}, {client}, {s.name} {'with' if keys else 'without'} keys: "
+                 f"{row['ok']} answered 200, {sold} units sold for {a.buyers} purchases")
         return row
 
-    def sold(self, product, store):
-        account = self.api.account(product, store)
+    @staticmethod
+    def warm(served, s, product):
+        """A few sales, keyless and keyed, one connection each, before the fault:
+        each HTTP loop's pipe to its store opened and its scripts loaded, as on a
+        stockd that has been serving (a fresh one would still be connecting when its
+        store froze, and send nothing). The ledger is read after them."""
+        for n in range(WARM_SALES):
+            key = str(uuid.uuid4()) if n % 2 else None
+            one_try(served.host, served.port, deduct_path(s.name, product), key, HEALTHY_S)
+
+    @staticmethod
+    def account(api, product, store):
+        account = api.account(product, store)
         if account is None:
             raise SetupError(f"GET /stock/{product} has no {store} accounting")
-        return account["sold"]
+        return account
+
+    def fault_rows(self, fault, strategies, run_api, product):
+        """The rows of one fault, keyless then keyed for each of its strategies, on
+        products from `product` on."""
+        clients = [c for c in self.args.clients if c == LAB or fault.name in JMETER_FAULTS]
+        served = fault.serve(run_api, stockd_options(self.args), self.out_dir)
+        try:
+            return [self.row(fault, served, s, keys, product + 2 * (i * len(clients) + c) + keys,
+                             client)
+                    for c, client in enumerate(clients)
+                    for i, s in enumerate(strategies) for keys in (False, True)]
+        finally:
+            fault.close()
 
 
 def work(run):
@@ -138,14 +191,27 @@ def work(run):
     doc = run.api.strategies().body
     facts = facts_mod.parse(doc)
     claims = {r["name"]: r.get("idempotent") for r in doc["strategies"]}
+    unknown = [c for c in args.clients if c not in (LAB, JMETER)]
+    if unknown:
+        raise SetupError(f"unknown clients: {', '.join(unknown)} (there are: {LAB}, {JMETER})")
     selected = choose(args, facts)
     out_dir = run.out_dir()
-    retry = Retry(run, claims)
-    rows = [retry.row(s, keys, args.product + 2 * i + keys)
-            for i, s in enumerate(selected) for keys in (False, True)]
+    retry = Retry(run, claims, out_dir)
+    rows, skipped, product = [], [], args.product
+    for fault in retry_faults.named(args.faults):
+        strategies = fault.picks(selected)
+        if not strategies:
+            skipped.append(fault.name)
+            run.say(f"{fault.name}: none of {', '.join(s.name for s in selected)} is a row "
+                    "it can reach")
+            continue
+        run.say(f"{fault.name}: {fault.what}")
+        rows += retry.fault_rows(fault, strategies, run.api, product)
+        product += 2 * len(strategies) * len(args.clients)
     params = {"started": run.started, "finished": now_iso(), "buyers": args.buyers,
               "timeout_ms": args.timeout_ms, "hold_s": args.hold, "attempts": args.attempts,
-              "request_timeout_ms": args.request_timeout_ms, "io_timeout_ms": args.io_timeout_ms}
+              "request_timeout_ms": args.request_timeout_ms, "io_timeout_ms": args.io_timeout_ms,
+              "faults": args.faults, "clients": args.clients, "skipped": skipped}
     write_text(os.path.join(out_dir, "retry.json"),
                tables.json_text({"params": params, "rows": rows}))
     write_text(os.path.join(out_dir, "retry.csv"), tables.csv_text(rows, ROW_FIELDS))
@@ -161,14 +227,15 @@ def report(run, done):
           f"{len(rows) - len(judged)} measured; {elapsed_line(run.elapsed())}; "
           f"results in {out_dir}")
     for r in failed:
-        print(f"  FAIL {r['strategy']} with keys: {r['reason']}")
+        print(f"  FAIL {r['fault']}, {r['strategy']} with keys: {r['reason']}")
     return 1 if failed else 0
 
 
 RUNNER = Runner("retry", __doc__, options=options, work=work, report=report, host=True,
                 port="its port (nothing may answer there)", results="retry-", instances=1,
                 stockd=stockd_options,
-                own_port="the retry run starts its own stockd there with short timeouts")
+                own_port="the retry run starts its own stockd there with short timeouts "
+                         "(its faults use the next port)")
 main, parse_args = RUNNER.main, RUNNER.parse
 
 if __name__ == "__main__":

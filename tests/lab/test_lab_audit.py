@@ -5,8 +5,11 @@ answers and the stock read after it; the filled plan is a JMeter plan with the
 target's request. Then, with JMeter against the shipped shops (audit/services/shop.py,
 started by their target files): the plain-text shop passes through its regular
 expressions, and a release that starts to oversell fails against the baseline of the
-release before it while the same violation against its own baseline is only known.
-(The gate runs the naive and the safe shop, and stockd against its ledger.)"""
+release before it while the same violation against its own baseline is only known;
+with a [retry] table, retrying buyers whose replies are held past their timeout buy
+once from the safe shop, which keeps their key, and twice when the header it names is
+one the shop ignores. (The gate runs the naive and the safe shop, and stockd against
+its ledger.)"""
 
 import json
 import os
@@ -23,7 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from lab.base.common import REPO
 from lab.client.target import Target, TargetError
 from lab.drivers import audit_plan
+from lab.drivers.load import NO_ANSWER, Answer
+from lab.drivers.retrying import Purchase
 from lab.judges import audit_gate
+from lab.scaffold.auditing import retry_figures
 
 TARGETS = os.path.join(REPO, "audit", "targets")
 PORT = int(os.environ.get("TEST_PORT_BASE") or 24000) + 71
@@ -97,6 +103,17 @@ class TargetFileTest(unittest.TestCase):
                                   'statement = "SELECT 1"').replace('pointer = "/count"', ""),
                      r"is not sqlite:///PATH or mysql://")
 
+    def test_a_retry_table_names_a_header_and_has_defaults(self):
+        t = self.load(GOOD + '[retry]\nheader = "Idempotency-Key"\nattempts = 4\n')
+        self.assertEqual(t.retry, {"header": "Idempotency-Key", "attempts": 4,
+                                   "timeout_ms": 300, "hold_s": 1.5})
+        self.assertIsNone(self.load(GOOD).retry)
+        self.refused(GOOD + "[retry]\nattempts = 4\n", r"retry.header must name an HTTP header")
+        self.refused(GOOD + '[retry]\nheader = "a key"\n', r"retry.header must name")
+        self.refused(GOOD + '[retry]\nheader = "K"\nattempts = 0\n',
+                     r"retry.attempts must be a positive integer")
+        self.refused(GOOD + '[retry]\nheader = "K"\ntries = 3\n', r"\[retry\] has unknown key")
+
     def test_answers_are_mapped_by_status_pointer_and_regex(self):
         a = self.load(GOOD).answers
         self.assertEqual(a.classify(200, '{"left": [41]}'), ("sold", 41))
@@ -153,6 +170,29 @@ class JudgeTest(unittest.TestCase):
         r = self.row([("sold", None)] * 4, None)
         self.assertEqual(audit_gate.verdict(r, set(r["kinds"]))[0], "known")
         self.assertRegex(audit_gate.verdict(r, set())[1], r"^regression: oversold")
+
+
+def bought(*words):
+    p = Purchase("k")
+    p.tries = [Answer(0, 0.1, NO_ANSWER if w is None else 200, w) for w in words]
+    return p
+
+
+class RetryFiguresTest(unittest.TestCase):
+    def test_units_beyond_one_per_purchase_are_double_buys(self):
+        ps = [bought(None, "sold"), bought("sold"), bought(None, None)]
+        r = retry_figures(ps, 1, 3)
+        self.assertEqual((r["double_buys"], r["gave_up"], r["sold"], r["lost"]), (0, 1, 2, 3))
+        self.assertEqual(r["verdict"], "fail")  # a purchase never answered
+        r = retry_figures(ps[:2], 1, 4)
+        self.assertEqual((r["double_buys"], r["verdict"]), (2, "fail"))
+        self.assertIn("2 purchases bought again", r["reason"])
+        r = retry_figures(ps[:2], 2, 4)
+        self.assertEqual((r["double_buys"], r["verdict"]), (0, "pass"))
+
+    def test_a_sold_out_takes_nothing(self):
+        r = retry_figures([bought("sold"), bought("sold_out")], 1, 1)
+        self.assertEqual((r["double_buys"], r["verdict"]), (0, "pass"))
 
 
 class PlanTest(unittest.TestCase):
@@ -213,6 +253,21 @@ class ShippedShopsTest(unittest.TestCase):
         self.assertEqual((row["sold"], row["sold_out"], row["unknown"], row["remaining"]),
                          (100, 100, 0, 0))
         self.assertTrue(row["history_linearizable"])
+
+    def test_retries_buy_once_where_the_key_is_kept_and_again_where_it_is_not(self):
+        safe = os.path.join(TARGETS, "safe.toml")
+        status, out = audit_cli("--target", safe, "--vars", f"port={PORT}", "--threads", "4",
+                                "--loops", "5", "--results-dir", self.results)
+        self.assertEqual(status, 0, out)
+        self.assertRegex(out, r"retries PASS: 4 purchases, .* 0 double buys")
+        with open(safe) as f:
+            ignored = write(f.read().replace('header = "Idempotency-Key"', 'header = "X-Not-Kept"')
+                            .replace("{here}/..", os.path.join(REPO, "audit")))
+        self.addCleanup(os.unlink, ignored)
+        status, out = audit_cli("--target", ignored, "--vars", f"port={PORT}", "--threads",
+                                "4", "--loops", "5", "--results-dir", self.results)
+        self.assertEqual(status, 1, out)
+        self.assertRegex(out, r"retries FAIL: 4 purchases, .* [1-9]\d* double buys")
 
     def test_a_release_that_starts_to_oversell_fails_against_its_baseline(self):
         naive = os.path.join(TARGETS, "naive.toml")

@@ -1,14 +1,23 @@
 """The retrying buyers (lab.drivers.retrying) against a tiny server that loses answers,
-and the retry run's judge (lab.judges.retries) on made-up purchases."""
+the retry run's judge (lab.judges.retries) on made-up purchases, their history with a
+key's tries as one operation (lab.judges.history.from_purchases), and which rows each
+of the retry run's faults (lab.nemesis.retry_faults) takes."""
 
 import http.server
 import json
+import os
+import tempfile
 import threading
 import unittest
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 from lab.drivers.load import NO_ANSWER, Answer
-from lab.drivers.retrying import KEY_HEADER, Purchase, RetryingBuyers, retried
-from lab.judges import retries
+from lab.drivers.retrying import (KEY_HEADER, PLAN, Purchase, RetryingBuyers, purchases_from_jtl,
+                                  retried)
+from lab.base.common import SetupError
+from lab.judges import history, retries
+from lab.nemesis import retry_faults
 
 
 class Losing(http.server.BaseHTTPRequestHandler):
@@ -35,14 +44,14 @@ class Losing(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def buyers_against(script, with_keys, attempts=8, count=1):
+def buyers_against(script, with_keys, attempts=8, count=1, confirm=False):
     Losing.script, Losing.keys = list(script), []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Losing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         b = RetryingBuyers("127.0.0.1", server.server_address[1], "/stock/deduct/x", count,
                            with_keys=with_keys, timeout_s=2, attempts=attempts,
-                           backoff_s=0.001, backoff_cap_s=0.002)
+                           backoff_s=0.001, backoff_cap_s=0.002, confirm=confirm)
         b.start()
         assert b.join(10)
         return b
@@ -51,12 +60,12 @@ def buyers_against(script, with_keys, attempts=8, count=1):
         server.server_close()
 
 
-def answer(status, word=""):
-    return Answer(0.0, 0.1, status, word)
+def answer(status, word="", remaining=None, start=0.0):
+    return Answer(start, start + 0.1, status, word, remaining)
 
 
-def purchase(*statuses):
-    p = Purchase("k")
+def purchase(*statuses, key="k"):
+    p = Purchase(key)
     p.tries = [answer(s) for s in statuses]
     return p
 
@@ -87,6 +96,19 @@ class RetryingBuyersTest(unittest.TestCase):
         b = buyers_against([], with_keys=True, count=5)
         self.assertEqual(len({p.key for p in b.purchases}), 5)
 
+    def test_a_keyed_purchase_confirms_its_answer_with_its_key(self):
+        b = buyers_against([503, 200, 200], with_keys=True, confirm=True)
+        p = b.purchases[0]
+        self.assertEqual([a.status for a in p.tries], [503, 200])
+        self.assertEqual(p.check.status, 200)
+        self.assertEqual(Losing.keys, [p.key] * 3)
+        self.assertTrue(p.agrees())
+
+    def test_a_keyless_purchase_never_confirms(self):
+        b = buyers_against([200, 200], with_keys=False, confirm=True)
+        self.assertIsNone(b.purchases[0].check)
+        self.assertEqual(Losing.keys, [None])
+
 
 class JudgeTest(unittest.TestCase):
     def test_retried_answers(self):
@@ -100,7 +122,26 @@ class JudgeTest(unittest.TestCase):
         t = retries.tally([purchase(503, 200), purchase(200), purchase(503, 409),
                            purchase(503, 503)])
         self.assertEqual(t, {"purchases": 4, "tries": 7, "retried": 3, "ok": 2, "refused": 1,
-                             "gave_up": 1, "first_tries_lost": 3})
+                             "gave_up": 1, "first_tries_lost": 3, "disagree": 0})
+
+    def test_a_key_answered_two_ways_disagrees(self):
+        p = purchase(503, 200)
+        p.check = answer(409, "sold_out")
+        q = purchase(200)
+        q.check = answer(200)
+        self.assertFalse(p.agrees())
+        self.assertTrue(q.agrees())
+        self.assertEqual(retries.tally([p, q])["disagree"], 1)
+
+    def test_a_replay_with_another_remaining_disagrees(self):
+        p = Purchase("k")
+        p.tries = [answer(200, remaining=7)]
+        p.check = answer(200, remaining=6)
+        self.assertFalse(p.agrees())
+
+    def test_a_keyless_purchase_is_never_counted_as_disagreeing(self):
+        p = purchase(200, 409, key=None)
+        self.assertEqual(retries.tally([p])["disagree"], 0)
 
     def test_lost_as_counts_what_each_lost_try_got(self):
         p = purchase(503, 200)
@@ -128,10 +169,120 @@ class JudgeTest(unittest.TestCase):
     def test_a_claiming_row_fails_on_each_violation(self):
         for over, words in (({"extra": 3, "sold": 43}, "beyond one per purchase"),
                             ({"gave_up": 1, "ok": 39, "sold": 39}, "never got an answer"),
-                            ({"ok": 39}, "39 purchases answered 200")):
+                            ({"ok": 39}, "39 purchases answered 200"),
+                            ({"disagree": 2}, "2 keys were answered two ways"),
+                            ({"history_linearizable": False, "history": "lost"},
+                             "one operation: lost")):
             v, why = retries.verdict(self.row(**over))
             self.assertEqual(v, retries.FAIL)
             self.assertIn(words, why)
+
+
+class HistoryOfPurchasesTest(unittest.TestCase):
+    def keyed(self, *tries, key="k"):
+        p = Purchase(key)
+        p.tries = list(tries)
+        return p
+
+    def test_a_keys_tries_are_one_operation_with_the_answer_acted_on(self):
+        p = self.keyed(answer(NO_ANSWER, "client timeout", start=1.0),
+                       answer(503, "outcome_unknown", start=1.5),
+                       answer(200, remaining=9, start=2.0))
+        [op] = history.from_purchases([p], None, 1)
+        self.assertEqual(op["outcome"], "ok")
+        self.assertEqual(op["remaining"], 9)
+        self.assertEqual(op["invoke"], 1_000_000)
+        self.assertEqual(op["complete"], 2_100_001)
+
+    def test_a_key_that_gave_up_may_have_sold_at_any_time(self):
+        p = self.keyed(answer(503, "outcome_unknown", start=1.0))
+        [op] = history.from_purchases([p], None, 1)
+        self.assertEqual((op["outcome"], op["complete"]), ("unknown", None))
+
+    def test_a_keyless_try_is_an_operation_of_its_own(self):
+        p = self.keyed(answer(NO_ANSWER, "client timeout"), answer(200, remaining=8), key=None)
+        ops = history.from_purchases([p], None, 1)
+        self.assertEqual([o["outcome"] for o in ops], ["unknown", "ok"])
+        self.assertEqual([o["id"] for o in ops], ["1.1", "1.2"])
+
+    def test_a_key_sold_twice_is_not_linearizable(self):
+        ps = [self.keyed(answer(NO_ANSWER, "client timeout", start=float(n)),
+                         answer(200, start=n + 0.5), key=str(n)) for n in range(3)]
+        ops = history.from_purchases(ps, None, 1)
+        self.assertTrue(history.judge_final(10, ops, 7)["history_linearizable"])
+        self.assertFalse(history.judge_final(10, ops, 6)["history_linearizable"])
+
+
+JTL = """timeStamp,elapsed,label,responseCode,success,outcome,remaining,key
+1000,300,buy,Non HTTP response code: java.net.SocketTimeoutException,false,none,none,a
+1000,5,buy,200,true,none,41,b
+1400,7,buy,503,false,outcome_unknown,none,a
+1500,6,buy,200,true,none,40,a
+"""
+
+
+class JmeterPlanTest(unittest.TestCase):
+    """jmeter/retry.jmx as it is, and its JTL read back as purchases (the retry run
+    drives the plan against stockd itself: make retry's jmeter rows)."""
+
+    def test_the_plan_retries_one_key_per_purchase(self):
+        root = ET.parse(PLAN).getroot()
+        [sampler] = list(root.iter("HTTPSamplerProxy"))
+        props = {e.get("name"): e.text for e in sampler.iter("stringProp")}
+        self.assertEqual(props["HTTPSampler.method"], "POST")
+        self.assertEqual(props["HTTPSampler.response_timeout"], "${__P(timeout_ms,300)}")
+        values = [e.text for e in root.iter("stringProp")]
+        self.assertIn("${__UUID()}", values)
+        self.assertIn("${__P(key_header,Idempotency-Key)}", values)
+        self.assertIn("${__P(attempts,8)}", values)
+        self.assertEqual([e.find("stringProp[@name='IfController.condition']").text
+                          for e in root.iter("IfController")], ["${pending}"] * 2)
+
+    def test_a_jtl_is_one_purchase_per_key_its_tries_in_order(self):
+        fd, path = tempfile.mkstemp(suffix=".jtl")
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "w") as f:
+            f.write(JTL)
+        a, b = purchases_from_jtl(path, keyed=True)
+        self.assertEqual((a.key, b.key), ("a", "b"))
+        self.assertEqual([(t.status, t.word) for t in a.tries],
+                         [(NO_ANSWER, "client timeout"), (503, "outcome_unknown"), (200, None)])
+        self.assertEqual((a.final().remaining, b.final().remaining), (40, 41))
+        self.assertEqual(retries.tally([a, b])["first_tries_lost"], 1)
+        [c, _] = purchases_from_jtl(path, keyed=False)
+        self.assertIsNone(c.key)
+
+
+def facts_of(*strategies):
+    return [SimpleNamespace(name=n, store=store, failover=failover)
+            for n, store, failover in strategies]
+
+
+class RetryFaultsTest(unittest.TestCase):
+    ROWS = facts_of(("m", "mysql", None), ("r", "redis", "loses_sales"),
+                    ("z", "zookeeper", None), ("p", "redis", None))
+
+    def picked(self, name):
+        [fault] = retry_faults.named([name])
+        return [s.name for s in fault.picks(self.ROWS)]
+
+    def test_each_fault_takes_the_rows_it_can_reach(self):
+        self.assertEqual(self.picked("freeze"), ["m", "r", "p"])
+        self.assertEqual(self.picked("drop"), ["m", "r", "z", "p"])
+        self.assertEqual(self.picked("stockd-kill"), ["m", "r", "p"])
+        self.assertEqual(self.picked("failover"), ["r"])
+
+    def test_a_failover_outlasts_the_promotion(self):
+        [fault] = retry_faults.named(["failover"])
+        self.assertGreater(fault.attempts(SimpleNamespace(attempts=8)), 8)
+        [freeze] = retry_faults.named(["freeze"])
+        self.assertEqual(freeze.attempts(SimpleNamespace(attempts=8)), 8)
+
+    def test_faults_come_in_the_tables_order_and_unknown_ones_are_refused(self):
+        self.assertEqual([f.name for f in retry_faults.named(["drop", "freeze"])],
+                         ["freeze", "drop"])
+        with self.assertRaisesRegex(SetupError, "unknown faults: nope"):
+            retry_faults.named(["nope"])
 
 
 if __name__ == "__main__":
