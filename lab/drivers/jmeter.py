@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -224,6 +225,52 @@ def split_jtl(jtl, paths):
                 w = csv.writer(out, lineterminator="\n")
                 w.writerow(header)
                 w.writerows(lines[label])
+
+
+class Progress:
+    """Says each row of a one-process run as its first answer reaches the JTL (JMeter
+    writes it in buffered blocks: the line comes a little late), so that a long run
+    is not silent until its end. A context manager around the run: a thread reads the
+    lines the JTL gained since its last look, every PERIOD_S."""
+
+    PERIOD_S = 1.0
+
+    def __init__(self, jtl, labels, say):
+        self.jtl, self.labels, self.say = jtl, list(labels), say
+        self.seen, self.at, self.offset, self.rest = set(), None, 0, b""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.follow, daemon=True)
+
+    def follow(self):
+        while not self.stop.wait(self.PERIOD_S):
+            self.look()
+        self.look()
+
+    def look(self):
+        try:
+            with open(self.jtl, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return  # not written yet
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for rec in csv.reader(ln.decode("utf-8", "replace") for ln in lines):
+            if self.at is None:
+                self.at = rec.index("label") if "label" in rec else -1
+            elif 0 <= self.at < len(rec) and rec[self.at] not in self.seen:
+                self.seen.add(rec[self.at])
+                if rec[self.at] in self.labels:
+                    n = self.labels.index(rec[self.at]) + 1
+                    self.say(f"{rec[self.at]}: running (row {n} of {len(self.labels)})")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
 
 
 def version(out_dir):

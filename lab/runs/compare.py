@@ -151,7 +151,9 @@ class Comparison:
         jmeter.write_plan(path, [(row.label, self.jmeter_props(row)) for row in rows],
                           gap_ms=int(ROW_GAP_S * 1000))
         self.say(f"one JMeter run of {len(rows)} rows: {os.path.basename(path)}")
-        with MemorySampler(self.service) as memory:
+        progress = jmeter.Progress(os.path.join(self.out_dir, name + ".jtl"),
+                                   [row.label for row in rows], self.say)
+        with MemorySampler(self.service) as memory, progress:
             run = jmeter.run(a.jmeter, self.out_dir, name, {}, a.jmeter_timeout * len(rows),
                              self.api.token, plan=path)
         jmeter.split_jtl(run.jtl, {row.label: self.row_jtl(row) for row in rows})

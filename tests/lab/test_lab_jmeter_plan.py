@@ -154,5 +154,22 @@ class MemoryTest(unittest.TestCase):
         self.assertEqual(compare.MemorySampler(None).after((1, 2)), (None, {}))
 
 
+class ProgressTest(unittest.TestCase):
+    def test_each_row_said_once_when_its_first_line_is_whole(self):
+        said = []
+        with tempfile.TemporaryDirectory() as d:
+            jtl = os.path.join(d, "plan.jtl")
+            p = jmeter.Progress(jtl, ["calibration /ping", "sql"], said.append)
+            p.look()  # no JTL yet: nothing
+            with open(jtl, "w") as f:
+                f.write(HEADER + "\n1,2,calibration /ping,200,OK,t,true,9,none,a\n1,2,sq")
+            p.look()
+            with open(jtl, "a") as f:
+                f.write("l,200,OK,t,true,9,none,a\n1,2,sql,200,OK,t,true,9,none,a\n")
+            p.look()
+        self.assertEqual(said, ["calibration /ping: running (row 1 of 2)",
+                                "sql: running (row 2 of 2)"])
+
+
 if __name__ == "__main__":
     unittest.main()
