@@ -13,6 +13,8 @@
  *                      spot, by its loop later or by another thread
  *     request.c        one request's state, what arrived, its reply sent
  *     guards.c         the checks a request passes before it is routed
+ *     refusals.c       the sold-out flag's refusals: a response per product,
+ *                      built once per loop and sent to every buyer refused
  *     conns.c          a loop's connections: request deadlines, closes seen
  *     loop.c           the HTTP loops: their daemons, turns, start and stop
  *     listener.c       the listening socket, its new connections shared fairly

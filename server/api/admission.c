@@ -147,6 +147,24 @@ static int flag_refuses(size_t strategy, struct slot *s, int qty)
     return 1;
 }
 
+int admission_flag_refuses(int product, int qty, struct admission_ticket *ticket)
+{
+    *ticket = (struct admission_ticket){.slot = -1};
+    struct slot *s = config.sold_out_flag ? slot_of(product, 0) : NULL;
+    if (!s)
+        return 0;
+    ticket->slot = (int)(s - slots);
+    ticket->gen = atomic_load_explicit(&s->gen, memory_order_acquire);
+    int from = atomic_load_explicit(&s->refuse_from, memory_order_acquire);
+    return from && qty >= from &&
+           now_ns() < atomic_load_explicit(&s->recheck_at_ns, memory_order_relaxed);
+}
+
+void admission_flag_answered(size_t strategy)
+{
+    atomic_fetch_add_explicit(&flag_answers[strategy], 1, memory_order_relaxed);
+}
+
 st_result admission_check(size_t strategy, int product, int qty, struct admission_ticket *ticket,
                           long long *retry_after_s)
 {

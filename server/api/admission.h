@@ -43,6 +43,22 @@ struct admission_ticket {
 st_result admission_check(size_t strategy, int product, int qty, struct admission_ticket *ticket,
                           long long *retry_after_s);
 
+/*
+ * Whether the flag refuses `qty` units of `product` from memory right now,
+ * with no recheck due: 1, or 0 when admission_check() has to decide (the
+ * flag down, a recheck due, the product untracked). Only looks: nothing is
+ * counted, claimed or moved, so a caller that gets 0 goes on to
+ * admission_check() as if it had not asked. *ticket names the product's
+ * slot (-1 when it has none) and the flag's generation, which moves at
+ * every reset through here: what an answer prebuilt for the flag is keyed
+ * by. A refusal answered on the strength of a 1 is counted by
+ * admission_flag_answered().
+ */
+int admission_flag_refuses(int product, int qty, struct admission_ticket *ticket);
+
+/* Counts one refusal by the flag answered without admission_check(). */
+void admission_flag_answered(size_t strategy);
+
 /* The admitted sale's answer: a sold_out (having found `remaining`, or
  * REMAINING_UNKNOWN) raises the flag, a sale clears it. */
 void admission_answered(const struct admission_ticket *ticket, st_result r, int qty,

@@ -284,6 +284,13 @@ static const struct param_spec deduct_params[] = {
 };
 const struct param_table api_deduct_params = {deduct_params, COUNT_OF(deduct_params)};
 
+/* What every deduct's reply says of the sale asked for, after its strategy. */
+static void sale_named(json_t *reply, int product, int qty)
+{
+    json_object_set_new(reply, "product", json_integer(product));
+    json_object_set_new(reply, "qty", json_integer(qty));
+}
+
 /* The sale the request asks for with strategy `s`, checked, into *rq;
  * with trace=1, rq->trace is `trace`, begun. */
 static st_result sale_asked(struct worker *w, const struct strategy *s,
@@ -318,8 +325,7 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
      * against the request's deadline. */
     if (w->deadline_ms)
         w->deadline_ms += rq->hold_ms + rq->pause_ms;
-    json_object_set_new(reply, "product", json_integer(rq->product));
-    json_object_set_new(reply, "qty", json_integer(rq->qty));
+    sale_named(reply, rq->product, rq->qty);
     products_watch(rq->product);
     return ST_OK;
 }
@@ -407,6 +413,14 @@ static st_result sell_later(struct worker *w, const struct deduct_request *rq,
     return ST_OK;
 }
 
+/* A refusal by the sold-out flag: what it adds to the reply, and why. */
+static st_result flag_refusal(struct worker *w, int product, json_t *reply)
+{
+    json_object_set_new(reply, "sold_out_flag", json_true());
+    return worker_fail(w, ST_SOLD_OUT, "product %d was seen sold out here, and not reset since",
+                       product);
+}
+
 /* Admission (admission.h), before any backend: ST_OK, or its refusal
  * with what the reply says of it. */
 static st_result admitted(struct worker *w, const struct strategy *s,
@@ -420,11 +434,8 @@ static st_result admitted(struct worker *w, const struct strategy *s,
         return worker_fail(w, r, "over --admit-rate for product %d; retry in %lld s", rq->product,
                            retry_after_s);
     }
-    if (r == ST_SOLD_OUT) {
-        json_object_set_new(reply, "sold_out_flag", json_true());
-        return worker_fail(w, r, "product %d was seen sold out here, and not reset since",
-                           rq->product);
-    }
+    if (r == ST_SOLD_OUT)
+        return flag_refusal(w, rq->product, reply);
     return r;
 }
 
@@ -523,4 +534,37 @@ int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json
     if (r != ST_OK) /* answered here: on a worker, admission would run twice */
         req->later->answer(req->later, r, w->error);
     return 1;
+}
+
+int api_deduct_flagged(struct worker *w, const struct http_request *req, struct flag_refusal *out)
+{
+    out->ticket.slot = -1;
+    if (!config.sold_out_flag || req->idempotency_key)
+        return 0; /* a key's refusal is the key's: keys_running.h */
+    const struct strategy *s = strategy_find(strategy_name(req->path));
+    if (!s || !s->answers_later)
+        return 0; /* its strategy holds a worker: admission runs there, in api_deduct() */
+    long long v[COUNT_OF(deduct_params)];
+    if (params_parse(w, req, deduct_params, COUNT_OF(deduct_params), v) != ST_OK ||
+        needs_configured(w, s) != ST_OK)
+        return 0; /* the worker answers the error */
+    if (v[2] || v[4] || v[5])
+        return 0; /* a hold, a pause or a trace asked for: api_deduct_on_arrival() sees to it */
+    *out = (struct flag_refusal){
+        .strategy = strategy_index(s), .product = (int)v[0], .qty = (int)v[1]};
+    return admission_flag_refuses(out->product, out->qty, &out->ticket);
+}
+
+st_result api_deduct_flag_reply(struct worker *w, const struct flag_refusal *f, json_t *reply)
+{
+    json_object_set_new(reply, "strategy", json_string(strategy_at(f->strategy)->name));
+    sale_named(reply, f->product, f->qty);
+    return flag_refusal(w, f->product, reply);
+}
+
+void api_deduct_flag_answered(const struct flag_refusal *f, const struct http_request *req)
+{
+    admission_flag_answered(f->strategy);
+    count_answer(strategy_at(f->strategy), ST_SOLD_OUT, req->arrived_us);
+    products_watch(f->product);
 }

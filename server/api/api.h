@@ -17,6 +17,7 @@
 #ifndef STOCKD_API_H
 #define STOCKD_API_H
 
+#include "api/admission.h"
 #include "api/params.h"
 #include "core/result.h"
 
@@ -75,6 +76,32 @@ st_result api_deduct(struct worker *w, const struct http_request *req, json_t *r
  * admission (admission.h); anything else, errors included, is left to the
  * worker, which runs api_deduct() (and answers its errors). */
 int api_deduct_on_arrival(struct worker *w, const struct http_request *req, json_t *reply);
+
+/*
+ * A deduct the sold-out flag refuses from memory, found before any reply
+ * is begun: the HTTP layer answers it from bytes it built once per flag
+ * (http/refusals.h), where a refusal built for each request cost more than
+ * the fastest fixed answer a web server gives (docs/bench.md).
+ */
+struct flag_refusal {
+    struct admission_ticket ticket; /* the product's slot and flag generation */
+    size_t strategy;                /* its index in the strategy table        */
+    int product, qty;
+};
+
+/* On the HTTP thread, before api_deduct_on_arrival(): 1 when the flag
+ * refuses this deduct now, as api_deduct_on_arrival() would, *out saying
+ * which; 0 otherwise (out->ticket.slot still names the product's slot,
+ * or -1), with nothing counted or moved: the request goes on its way. */
+int api_deduct_flagged(struct worker *w, const struct http_request *req, struct flag_refusal *out);
+
+/* The reply document of that refusal, member for member what
+ * api_deduct_on_arrival() builds for it (its message in w->error):
+ * ST_SOLD_OUT. */
+st_result api_deduct_flag_reply(struct worker *w, const struct flag_refusal *f, json_t *reply);
+
+/* Counts that refusal, answered, as api_deduct_on_arrival() counts its own. */
+void api_deduct_flag_answered(const struct flag_refusal *f, const struct http_request *req);
 
 /* On a worker: sells `rq` (its strategy set, a row that answers at once)
  * as a deduct does - its backends checked, admission, the strategy, what

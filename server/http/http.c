@@ -43,6 +43,7 @@
 #include "http/conns.h"
 #include "http/guards.h"
 #include "http/loop.h"
+#include "http/refusals.h"
 #include "http/request.h"
 #include "http/router.h"
 
@@ -289,6 +290,23 @@ static enum MHD_Result run_on_worker(struct pending *p)
     return MHD_YES;
 }
 
+/* A deduct the sold-out flag refuses, answered on the spot from the loop's
+ * response for it (refusals.h): no reply document, no worker, no response
+ * of its own. 1 when it was, *queued what libmicrohttpd said. */
+static int refused_by_flag(struct pending *p, enum MHD_Result *queued)
+{
+    struct loop *l = p->loop;
+    struct http_request req = request_of(p);
+    struct flag_refusal f;
+    if (!api_deduct_flagged(l->w, &req, &f)) {
+        refusal_drop(l->refusals, &f);
+        return 0;
+    }
+    *queued = refusal_send(&l->refusals, p, &f, l->w);
+    api_deduct_flag_answered(&f, &req);
+    return 1;
+}
+
 /* The request is complete: guard it, then answer it or queue it. */
 static enum MHD_Result dispatch(struct pending *p)
 {
@@ -316,7 +334,12 @@ static enum MHD_Result dispatch(struct pending *p)
         return refuse(p, ST_FORBIDDEN, "a request from another site cannot change state");
     if ((p->route.flags & ROUTE_ADMIN) && !guard_authorized(p->connection))
         return refuse(p, ST_UNAUTHORIZED, "this needs 'Authorization: Bearer <admin token>'");
-    return p->route.page ? answer_page(p) : run_on_worker(p);
+    if (p->route.page)
+        return answer_page(p);
+    enum MHD_Result queued;
+    if ((p->route.flags & ROUTE_SOLD_OUT_FLAG) && refused_by_flag(p, &queued))
+        return queued;
+    return run_on_worker(p);
 }
 
 static struct pending *pending_new(struct loop *loop, struct MHD_Connection *c, const char *method,

@@ -37,6 +37,7 @@
 #include "core/metrics.h"
 #include "http/guards.h"
 #include "http/listener.h"
+#include "http/refusals.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -288,6 +289,7 @@ static void loop_close(struct loop *l)
     if (l->wake >= 0)
         close(l->wake);
     conns_close(&l->conns);
+    refusals_free(l->refusals);
 }
 
 /* Wakes every loop and waits for its thread to end. */

@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+struct refusals;
+
 /* What a loop's daemon calls: each with the loop as its `cls`. */
 struct loop_handlers {
     MHD_AccessHandlerCallback request;
@@ -42,14 +44,15 @@ struct loop_handlers {
  */
 struct loop {
     struct MHD_Daemon *daemon;
-    struct worker *w;   /* the loop's own: never blocks, owns a Redis pipe */
-    int wake;           /* an eventfd: other threads wake the loop with it */
-    atomic_int woken;   /* a wake-up is written and the loop has not run since */
-    int held;           /* requests held, waiting for the loop's own answer */
-    int answered;       /* one was answered since libmicrohttpd last ran    */
-    int resumed;        /* it resumed one itself since libmicrohttpd last ran */
-    int index;          /* its place in `loops`, and in the listener's shares */
-    struct conns conns; /* its connections' deadlines and closes (conns.h) */
+    struct worker *w;          /* the loop's own: never blocks, owns a Redis pipe */
+    int wake;                  /* an eventfd: other threads wake the loop with it */
+    atomic_int woken;          /* a wake-up is written and the loop has not run since */
+    int held;                  /* requests held, waiting for the loop's own answer */
+    int answered;              /* one was answered since libmicrohttpd last ran    */
+    int resumed;               /* it resumed one itself since libmicrohttpd last ran */
+    int index;                 /* its place in `loops`, and in the listener's shares */
+    struct conns conns;        /* its connections' deadlines and closes (conns.h) */
+    struct refusals *refusals; /* the sold-out flag's answers (refusals.h) */
     pthread_t thread;
     int running;
 };

@@ -82,7 +82,7 @@ void finish_reply(struct pending *p, st_result r, json_t *doc, const char *messa
     log_debug("%s %s -> %u", p->method, p->path, p->page.status);
 }
 
-static void add_headers(struct MHD_Response *response, const struct pending *p)
+void add_headers(struct MHD_Response *response, const struct pending *p)
 {
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, p->page.content_type);
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");

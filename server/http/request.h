@@ -104,6 +104,9 @@ json_t *new_reply(void);
  * as the reply. Takes the reference to `doc`. */
 void finish_reply(struct pending *p, st_result r, json_t *doc, const char *message);
 
+/* The reply's headers, for its result, on `response`. */
+void add_headers(struct MHD_Response *response, const struct pending *p);
+
 /* Has libmicrohttpd send the reply (REPLIED to SENT). */
 enum MHD_Result send_reply(struct pending *p);
 

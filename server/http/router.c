@@ -45,8 +45,8 @@ static const struct route {
      &api_deduct_params},
     {"/stock/deduct/", 0, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, NULL,
      &api_deduct_params},
-    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE, api_deduct, NULL, api_deduct_on_arrival,
-     &api_deduct_params},
+    {"/stock/deduct/", 1, GET | POST, ROUTE_CHANGES_STATE | ROUTE_SOLD_OUT_FLAG, api_deduct, NULL,
+     api_deduct_on_arrival, &api_deduct_params},
     {"/stock/", 1, GET, 0, api_stock, NULL, NULL, NULL},
     /* POST /orders/{strategy} holds, GET /orders/{ID} reads: one path, a
      * row per method; /orders/{ID}/pay and /cancel change the order. */

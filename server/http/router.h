@@ -11,6 +11,7 @@
 enum {
     ROUTE_CHANGES_STATE = 1 << 0, /* sells or resets: refused to cross-site requests */
     ROUTE_ADMIN = 1 << 1,         /* needs the admin token when one is set          */
+    ROUTE_SOLD_OUT_FLAG = 1 << 2, /* a deduct the sold-out flag may refuse on arrival */
 };
 
 /* What a request resolved to: a handler (on a worker) or a page (on the

@@ -11,6 +11,11 @@
  *     stopped: no backend call was made; a buyer of fewer units than the
  *     refused one still reaches the store; a reset through the same
  *     instance clears the flag at once;
+ *   - the flag's refusal, sent from a response each loop built once, is
+ *     the reply built for a request the old way (a keyed one) on the wire:
+ *     status, body and headers; another qty has its own; after a reset
+ *     the product sells again and is refused again; many products sold
+ *     out at once each get their own;
  *   - a reset through a second instance reaches the first: its flag lets a
  *     sale through within --sold-out-recheck-ms, which sells, and the flag
  *     is down from then on.
@@ -31,6 +36,9 @@
 #define PRODUCT_FLAG 960101
 #define PRODUCT_FEWER 960102
 #define PRODUCT_REMOTE 960201
+#define PRODUCT_BYTES 960301
+#define PRODUCT_AGAIN 960302
+#define PRODUCT_MANY 961000
 
 /* The deduct of `product` by lua with `query`: its status, its reply (to
  * free), and 1 in *flagged when the flag answered it. */
@@ -172,6 +180,126 @@ static void test_a_smaller_buyer_still_reaches_the_store(void **state)
     assert_int_equal(a.redis.remaining, 0);
 }
 
+/* The flag's refusal of `qty` units of `product` by lua, byte for byte. */
+static void expect_flag_body(const struct http_reply *r, int product, int qty)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "{\"ok\":false,\"strategy\":\"lua\",\"product\":%d,\"qty\":%d,"
+             "\"sold_out_flag\":true,\"error\":\"sold_out\",\"message\":\"product %d was "
+             "seen sold out here, and not reset since\"}",
+             product, qty, product);
+    assert_int_equal(r->status, 409);
+    assert_non_null(r->text);
+    assert_string_equal(r->text, want);
+}
+
+/* Two replies the same on the wire: status, body and every header read. */
+static void expect_same_reply(const struct http_reply *a, const struct http_reply *b)
+{
+    assert_int_equal(a->status, b->status);
+    assert_non_null(a->text);
+    assert_non_null(b->text);
+    const char *const of_a[] = {a->text,        a->content_type, a->allow,   a->connection,
+                                a->retry_after, a->instance,     a->replayed};
+    const char *const of_b[] = {b->text,        b->content_type, b->allow,   b->connection,
+                                b->retry_after, b->instance,     b->replayed};
+    for (size_t i = 0; i < sizeof of_a / sizeof of_a[0]; i++)
+        assert_string_equal(of_a[i], of_b[i]);
+}
+
+/* The refusal of a keyed deduct, which the flag's prebuilt answers leave
+ * to the reply built for the request (a key's answer is the key's). */
+static void keyed_sale(int product, const char *query, const char *key, struct http_reply *r)
+{
+    char path[192], header[96];
+    snprintf(path, sizeof path, "/stock/deduct/lua?product=%d%s%s", product, *query ? "&" : "",
+             query);
+    snprintf(header, sizeof header, "Idempotency-Key: %s", key);
+    const char *const headers[] = {header, NULL};
+    http_call_with("POST", path, NULL, headers, r);
+}
+
+static void test_the_prebuilt_refusal_is_the_built_one(void **state)
+{
+    (void)state;
+    reset(PRODUCT_BYTES, 0);
+    expect_deduct("lua", PRODUCT_BYTES, "", 409, "sold_out"); /* the store: the flag goes up */
+    struct http_reply built, prebuilt;
+    keyed_sale(PRODUCT_BYTES, "", "it-admit-bytes-1", &built);
+    expect_flag_body(&built, PRODUCT_BYTES, 1);
+    assert_true(flagged(&built));
+    double before = metric("stockd_sold_out_flag_answers_total{strategy=\"lua\"}");
+    double refused = metric("stockd_requests_total{strategy=\"lua\",outcome=\"sold_out\"}");
+    /* The first refusals build each loop's answer, the rest send it again. */
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(sale(PRODUCT_BYTES, "", &prebuilt), 409);
+        expect_same_reply(&built, &prebuilt);
+        http_reply_free(&prebuilt);
+    }
+    assert_true(metric("stockd_sold_out_flag_answers_total{strategy=\"lua\"}") >= before + 8);
+    assert_true(metric("stockd_requests_total{strategy=\"lua\",outcome=\"sold_out\"}") >=
+                refused + 8);
+    http_reply_free(&built);
+    /* Another qty has an answer of its own, and the first one comes back. */
+    keyed_sale(PRODUCT_BYTES, "qty=2", "it-admit-bytes-2", &built);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sale(PRODUCT_BYTES, "qty=2", &prebuilt), 409);
+        expect_flag_body(&prebuilt, PRODUCT_BYTES, 2);
+        expect_same_reply(&built, &prebuilt);
+        http_reply_free(&prebuilt);
+        assert_int_equal(sale(PRODUCT_BYTES, "", &prebuilt), 409);
+        expect_flag_body(&prebuilt, PRODUCT_BYTES, 1);
+        http_reply_free(&prebuilt);
+    }
+    http_reply_free(&built);
+    /* GET answers the same bytes as POST. */
+    char path[96];
+    snprintf(path, sizeof path, "/stock/deduct/lua?product=%d", PRODUCT_BYTES);
+    http_call("GET", path, NULL, &prebuilt);
+    expect_flag_body(&prebuilt, PRODUCT_BYTES, 1);
+    http_reply_free(&prebuilt);
+}
+
+static void test_after_a_reset_the_product_sells_again(void **state)
+{
+    (void)state;
+    struct http_reply r;
+    for (int round = 0; round < 3; round++) {
+        reset(PRODUCT_AGAIN, 1);
+        expect_deduct("lua", PRODUCT_AGAIN, "", 200, "");
+        expect_deduct("lua", PRODUCT_AGAIN, "", 409, "sold_out");
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(sale(PRODUCT_AGAIN, "", &r), 409);
+            expect_flag_body(&r, PRODUCT_AGAIN, 1);
+            http_reply_free(&r);
+        }
+    }
+    struct account a = account(PRODUCT_AGAIN);
+    assert_int_equal(a.redis.sold, 1);
+    assert_int_equal(a.redis.oversold, 0);
+}
+
+/* Many products sold out at once: each its own answer, all kept at once
+ * (the sanitized stockd's leak check at its stop frees them). */
+#define MANY 300
+
+static void test_many_products_sold_out_at_once(void **state)
+{
+    (void)state;
+    struct http_reply r;
+    for (int p = PRODUCT_MANY; p < PRODUCT_MANY + MANY; p++) {
+        reset(p, 0);
+        expect_deduct("lua", p, "", 409, "sold_out");
+    }
+    for (int round = 0; round < 2; round++)
+        for (int p = PRODUCT_MANY; p < PRODUCT_MANY + MANY; p++) {
+            assert_int_equal(sale(p, "", &r), 409);
+            expect_flag_body(&r, p, 1);
+            http_reply_free(&r);
+        }
+}
+
 /* -------------------------------------------------- a second instance */
 
 #define RECHECK_MS 200
@@ -295,6 +423,9 @@ int main(void)
     const struct CMUnitTest flag[] = {
         cmocka_unit_test(test_the_flag_answers_without_redis),
         cmocka_unit_test(test_a_smaller_buyer_still_reaches_the_store),
+        cmocka_unit_test(test_the_prebuilt_refusal_is_the_built_one),
+        cmocka_unit_test(test_after_a_reset_the_product_sells_again),
+        cmocka_unit_test(test_many_products_sold_out_at_once),
     };
     const struct CMUnitTest remote[] = {
         cmocka_unit_test(test_a_reset_elsewhere_clears_the_flag),

@@ -6,7 +6,10 @@
  * flag's bookkeeping (admission_check/answered/reset, no recheck due): it
  * refuses only buyers of more than the refused sale found, a sale or a
  * local reset lowers it, a sale admitted before that reset cannot raise it
- * again, and a product past the table is never refused.
+ * again, and a product past the table is never refused. And the flag's
+ * look (admission_flag_refuses), which answers from prebuilt bytes: it
+ * counts and moves nothing, names the generation a reset moves, and leaves
+ * a recheck due to admission_check().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,6 +148,39 @@ static void test_a_reset_here_lowers_it_for_good(void **state)
     assert_int_equal(check(201, 1, &t), ST_OK);
 }
 
+static void test_the_look_moves_nothing(void **state)
+{
+    (void)state;
+    struct admission_ticket t, seen;
+    assert_false(admission_flag_refuses(301, 1, &seen)); /* never met: no slot */
+    assert_int_equal(seen.slot, -1);
+    assert_int_equal(check(301, 1, &t), ST_OK);
+    assert_false(admission_flag_refuses(301, 1, &seen)); /* met, the flag down */
+    assert_int_equal(seen.slot, t.slot);
+    admission_answered(&t, ST_SOLD_OUT, 1, 0);
+    assert_true(admission_flag_refuses(301, 1, &seen));
+    assert_int_equal(seen.slot, t.slot);
+    assert_int_equal(seen.gen, t.gen);
+    assert_true(admission_flag_refuses(301, 1, &seen)); /* looking twice counts nothing */
+    /* A reset moves the generation a kept answer is keyed by. */
+    admission_reset(301);
+    assert_false(admission_flag_refuses(301, 1, &seen));
+    assert_int_equal(seen.slot, t.slot);
+    assert_int_not_equal(seen.gen, t.gen);
+    assert_int_equal(check(301, 1, &t), ST_OK); /* and the product sells again */
+}
+
+static void test_a_recheck_due_is_left_to_the_check(void **state)
+{
+    (void)state;
+    config.sold_out_recheck_ms = 0; /* every period over at once */
+    struct admission_ticket t, seen;
+    assert_int_equal(check(401, 1, &t), ST_OK);
+    admission_answered(&t, ST_SOLD_OUT, 1, 0);
+    assert_false(admission_flag_refuses(401, 1, &seen)); /* a recheck is due */
+    assert_int_equal(check(401, 1, &t), ST_OK);          /* the check lets it through */
+}
+
 static void test_past_the_table_nothing_is_refused(void **state)
 {
     (void)state;
@@ -172,6 +208,8 @@ int main(void)
         cmocka_unit_test(test_a_refusal_changes_nothing),
         cmocka_unit_test_setup(test_the_flag_refuses_only_what_the_store_refused, flag_on),
         cmocka_unit_test_setup(test_a_reset_here_lowers_it_for_good, flag_on),
+        cmocka_unit_test_setup(test_the_look_moves_nothing, flag_on),
+        cmocka_unit_test_setup(test_a_recheck_due_is_left_to_the_check, flag_on),
         cmocka_unit_test_setup(test_past_the_table_nothing_is_refused, flag_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

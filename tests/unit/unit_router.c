@@ -74,8 +74,10 @@ static void test_guards(void **state)
 {
     (void)state;
     expect_flags("POST", "/stock/reset", ROUTE_CHANGES_STATE | ROUTE_ADMIN);
-    expect_flags("GET", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
-    expect_flags("POST", "/stock/deduct/sql", ROUTE_CHANGES_STATE);
+    /* A named deduct may be refused by the sold-out flag on arrival. */
+    expect_flags("GET", "/stock/deduct/sql", ROUTE_CHANGES_STATE | ROUTE_SOLD_OUT_FLAG);
+    expect_flags("POST", "/stock/deduct/sql", ROUTE_CHANGES_STATE | ROUTE_SOLD_OUT_FLAG);
+    expect_flags("POST", "/stock/deduct", ROUTE_CHANGES_STATE); /* no name: unknown_strategy */
     expect_flags("POST", "/lab/race", ROUTE_CHANGES_STATE | ROUTE_ADMIN);
     expect_flags("GET", "/stock/1001", 0);
     expect_flags("GET", "/strategies", 0);
