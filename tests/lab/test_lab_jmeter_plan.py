@@ -159,16 +159,16 @@ class ProgressTest(unittest.TestCase):
         said = []
         with tempfile.TemporaryDirectory() as d:
             jtl = os.path.join(d, "plan.jtl")
-            p = jmeter.Progress(jtl, ["calibration /ping", "sql"], said.append)
+            p = jmeter.Progress(jtl, ["calibration /ping", "a row"], said.append)
             p.look()  # no JTL yet: nothing
             with open(jtl, "w") as f:
-                f.write(HEADER + "\n1,2,calibration /ping,200,OK,t,true,9,none,a\n1,2,sq")
+                f.write(HEADER + "\n1,2,calibration /ping,200,OK,t,true,9,none,a\n1,2,a r")
             p.look()
             with open(jtl, "a") as f:
-                f.write("l,200,OK,t,true,9,none,a\n1,2,sql,200,OK,t,true,9,none,a\n")
+                f.write("ow,200,OK,t,true,9,none,a\n1,2,a row,200,OK,t,true,9,none,a\n")
             p.look()
         self.assertEqual(said, ["calibration /ping: running (row 1 of 2)",
-                                "sql: running (row 2 of 2)"])
+                                "a row: running (row 2 of 2)"])
 
 
 if __name__ == "__main__":
