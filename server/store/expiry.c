@@ -30,6 +30,10 @@ static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper, &expiry
 
 static struct background expiring = BACKGROUND_INIT;
 
+/* How a mechanism gives an order back: through its strategy (returns.h
+ * above the stores), handed over at the start. */
+static order_give_back_fn giving_back;
+
 /* A failed round's warning, at most this often per mechanism. */
 #define WARN_EVERY_MS 5000
 
@@ -115,8 +119,30 @@ static void *run(void *arg)
     return NULL;
 }
 
-int expiry_start(void)
+st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned)
 {
+    assert(giving_back); /* no mechanism runs before expiry_start() */
+    *returned = 0;
+    size_t i;
+    json_t *id;
+    json_array_foreach(ids, i, id)
+    {
+        struct order_ref o;
+        int one = 0;
+        if (!json_is_string(id) || order_id_parse(json_string_value(id), &o) != 0)
+            return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s: a due order's id is malformed",
+                               e->name);
+        st_result r = giving_back(w, &o, "expired", e->name, 0, &one);
+        if (r != ST_OK)
+            return r;
+        *returned += one;
+    }
+    return ST_OK;
+}
+
+int expiry_start(order_give_back_fn give_back)
+{
+    giving_back = give_back;
     if (!config.sweep_ms)
         return 0;
     for (size_t i = 0; i < MECHANISM_COUNT; i++) {

@@ -19,6 +19,7 @@
 #define STOCKD_EXPIRY_H
 
 #include "core/result.h"
+#include "store/orders.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -57,9 +58,14 @@ long long expiry_lag_ms(const struct expiry *e);
 json_t *expiry_json(void);
 
 /* Starts every mechanism whose store's backend is configured, when
- * --sweep-ms is not 0; 0, or -1 after saying why. */
-int expiry_start(void);
+ * --sweep-ms is not 0, returning orders through `give_back`; 0, or -1
+ * after saying why. */
+int expiry_start(order_give_back_fn give_back);
 void expiry_stop(void);
+
+/* Returns each order of `ids` (a JSON array of order ids) that is still
+ * held through its strategy, as `e`'s expiry: *returned how many. */
+st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned);
 
 /* Whether the mechanisms are still to run (a listener's loop asks). */
 int expiry_running(void);

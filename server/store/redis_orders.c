@@ -14,33 +14,16 @@
 #include <string.h>
 
 /* What every transition script opens with: Redis's clock, and the return
- * of a held order's units - its state, its return counted (a second return
- * would show in returned_twice), the stock and the ledger, its deadlines
- * gone. */
-#define TRANSITION_FUNCTIONS                                                                       \
-    "local function now_ms()\n"                                                                    \
-    "  local t = redis.call('TIME')\n"                                                             \
-    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                         \
-    "end\n"                                                                                        \
-    "local function give_back(order, ledger, stock, deadlines, holds, hold_key, id, state, now)\n" \
-    "  local qty = tonumber(redis.call('HGET', order, 'qty'))\n"                                   \
-    "  redis.call('HSET', order, 'state', state)\n"                                                \
-    "  if redis.call('HINCRBY', order, 'returned', 1) == 2 then\n"                                 \
-    "    redis.call('HINCRBY', ledger, 'returned_twice', 1) end\n"                                 \
-    "  redis.call('HSETNX', order, 'returned_at_ms', now)\n"                                       \
-    "  redis.call('INCRBY', stock, qty)\n"                                                         \
-    "  redis.call('HINCRBY', ledger, 'returned', qty)\n"                                           \
-    "  redis.call('HINCRBY', ledger, 'held', -qty)\n"                                              \
-    "  redis.call('ZREM', deadlines, id)\n"                                                        \
-    "  redis.call('ZREM', holds, id)\n"                                                            \
-    "  redis.call('DEL', hold_key)\n"                                                              \
-    "end\n"
+ * of a held order's units (redis_orders.h). */
+#define TRANSITION_FUNCTIONS REDIS_GIVE_BACK_FUNCTIONS
 
-/* The transitions of one order (pay, cancel, claim) take the same keys and
+/* The transitions of one order (pay, claim) take the same keys and
  * arguments - KEYS: order, ledger, stock, payments, deadlines, holds, hold
  * key; ARGV: id, payment ("" but for pay) - and answer {outcome word,
  * duplicate}: the word of the state it left the order in, or of why not
- * ('unknown', 'already_paid', or the state it found). */
+ * ('unknown', 'already_paid', or the state it found). A cancel is no
+ * script of the store's: it is the order's strategy's return
+ * (sale/returns.h). */
 #define TRANSITION_KEYS 7
 
 static struct redis_script pay_script = {
@@ -67,18 +50,6 @@ static struct redis_script pay_script = {
     "end\n"
     "if state == 'paid' then return {'already_paid', 1 - new} end\n"
     "return {'expired', 1 - new}\n",
-};
-
-static struct redis_script cancel_script = {
-    .source = TRANSITION_FUNCTIONS
-    "local state = redis.call('HGET', KEYS[1], 'state')\n"
-    "if not state then return {'unknown', 0} end\n"
-    "if state == 'held' then\n"
-    "  give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'cancelled',"
-    " now_ms())\n"
-    "  return {'cancelled', 0}\n"
-    "end\n"
-    "return {state, state == 'cancelled' and 1 or 0}\n",
 };
 
 /* The expiry claim: 'expired' when it returned the order's units. */
@@ -168,16 +139,28 @@ static void order_keys(struct order_keys *k, int product, const char *id)
     redis_key(k->hold_key, "hold", product, suffix);
 }
 
-void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq)
+/* Order `id`'s keys into a struct redis_hold. */
+static void hold_keys(struct redis_hold *h, int product, const char *id)
 {
     struct order_keys k;
-    order_keys(&k, rq->product, rq->hold.order);
+    order_keys(&k, product, id);
     memcpy(h->order, k.order, sizeof h->order);
     memcpy(h->deadlines, k.deadlines, sizeof h->deadlines);
     memcpy(h->holds, k.holds, sizeof h->holds);
     memcpy(h->hold_key, k.hold_key, sizeof h->hold_key);
-    redis_key(h->ids, "order-ids", rq->product, "");
+    redis_key(h->ids, "order-ids", product, "");
+}
+
+void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq)
+{
+    hold_keys(h, rq->product, rq->hold.order);
     snprintf(h->ttl, sizeof h->ttl, "%d", rq->hold.ttl_ms);
+}
+
+void redis_give_back_of(struct redis_hold *h, const struct deduct_request *rq)
+{
+    hold_keys(h, rq->product, rq->give_back.order);
+    h->ttl[0] = '\0';
 }
 
 st_result redis_hold_indexed(struct worker *w, const struct deduct_request *rq)
@@ -197,6 +180,35 @@ int redis_hold_command(const char **argv, const struct redis_hold *h,
     const char *words[] = {"EVAL",         hold_source, "6",        ledger,         h->order,
                            h->deadlines,   h->holds,    h->ids,     h->hold_key,    qty,
                            rq->hold.order, h->ttl,      rq->seller, rq->hold.expiry};
+    _Static_assert(sizeof words / sizeof words[0] <= REDIS_HOLD_ARGC, "REDIS_HOLD_ARGC");
+    memcpy(argv, words, sizeof words);
+    return (int)(sizeof words / sizeof words[0]);
+}
+
+/* The return a MULTI carries: EVAL, as the hold's. KEYS: order, ledger,
+ * stock, deadlines, holds, hold key; ARGV: id, state, left. */
+static const char give_back_source[] = REDIS_GIVE_BACK_FUNCTIONS
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end\n"
+    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], now_ms(),"
+    " ARGV[3])\n"
+    "return 1\n";
+
+int redis_give_back_command(const char **argv, const struct redis_hold *h,
+                            const struct deduct_request *rq, const char *ledger, const char *stock,
+                            const char *left)
+{
+    const char *words[] = {"EVAL",
+                           give_back_source,
+                           "6",
+                           h->order,
+                           ledger,
+                           stock,
+                           h->deadlines,
+                           h->holds,
+                           h->hold_key,
+                           rq->give_back.order,
+                           rq->give_back.state,
+                           left};
     _Static_assert(sizeof words / sizeof words[0] <= REDIS_HOLD_ARGC, "REDIS_HOLD_ARGC");
     memcpy(argv, words, sizeof words);
     return (int)(sizeof words / sizeof words[0]);
@@ -228,12 +240,12 @@ static st_result transition(struct worker *w, struct redis_script *script, int p
     return r;
 }
 
-/* A pay's or a cancel's outcome in the contract's words: ST_OK when it is
- * `done`; a refusal otherwise (a payment's is refund due). */
-static st_result answered(struct worker *w, const struct order_ref *o, const char *outcome,
-                          const char *done, const char *payment)
+/* A pay's outcome in the contract's words: ST_OK when paid; a refusal
+ * otherwise, its payment refund due. */
+static st_result pay_answered(struct worker *w, const struct order_ref *o, const char *outcome,
+                              const char *payment)
 {
-    if (strcmp(outcome, done) == 0)
+    if (strcmp(outcome, "paid") == 0)
         return ST_OK;
     if (strcmp(outcome, "unknown") == 0)
         return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in redis", o->id);
@@ -241,14 +253,10 @@ static st_result answered(struct worker *w, const struct order_ref *o, const cha
         return worker_fail(w, ST_ALREADY_PAID,
                            "order %s is paid with another payment: %s is refund due", o->id,
                            payment);
-    if (strcmp(outcome, "paid") == 0)
-        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
-    if (*payment)
-        return worker_fail(w, ST_EXPIRED,
-                           "order %s expired, was cancelled or is past its deadline: payment %s "
-                           "is refund due",
-                           o->id, payment);
-    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
+    return worker_fail(w, ST_EXPIRED,
+                       "order %s expired, was cancelled or is past its deadline: payment %s "
+                       "is refund due",
+                       o->id, payment);
 }
 
 static st_result pay(struct worker *w, const struct order_ref *o, const char *payment,
@@ -256,14 +264,7 @@ static st_result pay(struct worker *w, const struct order_ref *o, const char *pa
 {
     char outcome[16];
     st_result r = transition(w, &pay_script, o->product, o->id, payment, outcome, duplicate);
-    return r == ST_OK ? answered(w, o, outcome, "paid", payment) : r;
-}
-
-static st_result cancel(struct worker *w, const struct order_ref *o, int *duplicate)
-{
-    char outcome[16];
-    st_result r = transition(w, &cancel_script, o->product, o->id, "", outcome, duplicate);
-    return r == ST_OK ? answered(w, o, outcome, "cancelled", "") : r;
+    return r == ST_OK ? pay_answered(w, o, outcome, payment) : r;
 }
 
 /* A field of an HGETALL reply as an integer member of `into`, or null. */
@@ -324,7 +325,6 @@ static st_result deadline(struct worker *w, const struct order_ref *o, long long
 const struct order_store redis_order_store = {
     .letter = 'r',
     .pay = pay,
-    .cancel = cancel,
     .get = get,
     .deadline = deadline,
 };

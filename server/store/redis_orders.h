@@ -60,6 +60,44 @@ void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq);
     "  redis.call('HINCRBY', ledger, 'held', qty)\n"                                               \
     "end\n"
 
+/* The Lua functions every return runs: now_ms(), Redis's clock; and
+ * give_back(order, ledger, stock, deadlines, holds, hold_key, id, state,
+ * now, left), a held order's return - its state, its return counted (a
+ * second would show in returned_twice), the ledger, its deadlines gone, and
+ * its units back in the stock: INCRBY, or, given `left`, SET to the count
+ * the caller computed from its own earlier read (the MULTI of a strategy
+ * whose sale is a read-then-write: its return is one too). */
+#define REDIS_GIVE_BACK_FUNCTIONS                                                                  \
+    "local function now_ms()\n"                                                                    \
+    "  local t = redis.call('TIME')\n"                                                             \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                         \
+    "end\n"                                                                                        \
+    "local function give_back(order, ledger, stock, deadlines, holds, hold_key, id, state, now,"   \
+    " left)\n"                                                                                     \
+    "  local qty = tonumber(redis.call('HGET', order, 'qty'))\n"                                   \
+    "  redis.call('HSET', order, 'state', state)\n"                                                \
+    "  if redis.call('HINCRBY', order, 'returned', 1) == 2 then\n"                                 \
+    "    redis.call('HINCRBY', ledger, 'returned_twice', 1) end\n"                                 \
+    "  redis.call('HSETNX', order, 'returned_at_ms', now)\n"                                       \
+    "  if left then redis.call('SET', stock, left) else redis.call('INCRBY', stock, qty) end\n"    \
+    "  redis.call('HINCRBY', ledger, 'returned', qty)\n"                                           \
+    "  redis.call('HINCRBY', ledger, 'held', -qty)\n"                                              \
+    "  redis.call('ZREM', deadlines, id)\n"                                                        \
+    "  redis.call('ZREM', holds, id)\n"                                                            \
+    "  redis.call('DEL', hold_key)\n"                                                              \
+    "end\n"
+
+/* A return's order keys (rq->give_back.order's), in a struct redis_hold:
+ * order, deadlines, holds and hold key. */
+void redis_give_back_of(struct redis_hold *h, const struct deduct_request *rq);
+
+/* Writes rq's return inside a MULTI with the EVAL a MULTI carries: the
+ * order's state change if it is still held, its units back by SET to
+ * `left`, and 1; else 0 and nothing (argv[]: at most REDIS_HOLD_ARGC). */
+int redis_give_back_command(const char **argv, const struct redis_hold *h,
+                            const struct deduct_request *rq, const char *ledger, const char *stock,
+                            const char *left);
+
 /* Adds rq's product to the sweepers' list: before its hold is written. */
 st_result redis_hold_indexed(struct worker *w, const struct deduct_request *rq);
 

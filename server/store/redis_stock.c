@@ -71,12 +71,52 @@ static int exec_applied(const redisReply *result, size_t commands)
     return 1;
 }
 
+/* What EXEC answered for `commands` queued commands: ST_BUSY (no message:
+ * the caller knows what it watched) when a WATCHed key changed. */
+static st_result exec_outcome(struct worker *w, const redisReply *result, size_t commands)
+{
+    if (result->type == REDIS_REPLY_NIL)
+        return ST_BUSY;
+    if (!exec_applied(result, commands))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
+                           result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
+    return ST_OK;
+}
+
+/* A return: MULTI; the EVAL that changes the order's state if it is still
+ * held and SETs the count to `left`; EXEC. ST_EXPIRED when it was no
+ * longer held: nothing written. */
+static st_result return_exec(struct worker *w, const struct deduct_request *rq,
+                             const struct redis_stock *k, const char *left)
+{
+    const char *multi[] = {"MULTI"};
+    const char *exec[] = {"EXEC"};
+    const char *given[REDIS_HOLD_ARGC];
+    struct redis_hold h;
+    redis_give_back_of(&h, rq);
+    const char *const *argvs[] = {multi, given, exec};
+    int argcs[] = {1, redis_give_back_command(given, &h, rq, k->ledger, k->stock, left), 1};
+    redisReply *replies[3];
+    trace_mark(rq->trace, TRACE_WRITE);
+    st_result r = redis_pipeline_sale(w, 3, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    long long claimed = 0;
+    r = exec_outcome(w, replies[2], 1);
+    if (r == ST_OK && redis_reply_int(replies[2]->element[0], &claimed) == 0 && !claimed)
+        r = worker_fail(w, ST_EXPIRED, "order %s is no longer held", rq->give_back.order);
+    redis_free_replies(replies, 3);
+    return r;
+}
+
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
                           const struct redis_stock *k, long long left)
 {
     char left_text[24], qty_text[16];
     snprintf(left_text, sizeof left_text, "%lld", left);
     snprintf(qty_text, sizeof qty_text, "%d", rq->qty);
+    if (rq->give_back.order[0])
+        return return_exec(w, rq, k, left_text);
     const char *multi[] = {"MULTI"};
     const char *set[] = {"SET", k->stock, left_text};
     const char *sold[] = {"HINCRBY", k->ledger, "sold", qty_text};
@@ -101,12 +141,7 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     st_result r = redis_pipeline_sale(w, count, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
-    redisReply *result = replies[count - 1];
-    if (result->type == REDIS_REPLY_NIL)
-        r = ST_BUSY; /* the caller says which watched key changed */
-    else if (!exec_applied(result, (size_t)count - 2))
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
-                        result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
+    r = exec_outcome(w, replies[count - 1], (size_t)count - 2);
     redis_free_replies(replies, count);
     return r;
 }
@@ -144,6 +179,15 @@ struct redis_script redis_hold_sale_script = {
     .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
 };
 
+struct redis_script redis_return_script = {
+    .source = REDIS_GIVE_BACK_FUNCTIONS
+    "if redis.call('HGET', KEYS[3], 'state') ~= 'held' then return {-3, 0} end\n"
+    "give_back(KEYS[3], KEYS[2], KEYS[1], KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], now_ms())\n"
+    "return {1, tonumber(redis.call('GET', KEYS[1]))}\n",
+    .steps = "the return script: HGET the order's state, HSET it, INCRBY the count, HINCRBY the "
+             "ledger's returned",
+};
+
 struct redis_script redis_keyed_sale_script = {
     .source =
         "local kept = redis.call('HMGET', KEYS[3], 'fingerprint', 'sold', 'count')\n"
@@ -172,6 +216,8 @@ struct redis_script redis_keyed_sale_script = {
  * a hold writes its order; a keyed sale keeps its key. */
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
+    if (rq->give_back.order[0])
+        return &redis_return_script;
     if (rq->hold.order[0])
         return &redis_hold_sale_script;
     if (rq->key[0])
@@ -190,6 +236,18 @@ static void hold_args_of(struct redis_script_args *a, const struct deduct_reques
     _Static_assert(sizeof held / sizeof held[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
     memcpy(a->argv, held, sizeof held);
     a->nkeys = 7, a->argc = 12;
+}
+
+/* A return's arguments, after the sale's: its order's keys, then its id
+ * and the state it leaves `held` for. */
+static void return_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    redis_give_back_of(&a->hold, rq);
+    const char *given[] = {a->stock,           a->ledger,        a->hold.order, a->hold.deadlines,
+                           a->hold.holds,      a->hold.hold_key, a->qty,        rq->give_back.order,
+                           rq->give_back.state};
+    memcpy(a->argv, given, sizeof given);
+    a->nkeys = 6, a->argc = 9;
 }
 
 /* A keyed sale's arguments, after the sale's: its key's, then the
@@ -238,6 +296,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
     if (a->script == &redis_hold_sale_script)
         hold_args_of(a, rq);
+    if (a->script == &redis_return_script)
+        return_args_of(a, rq);
     if (a->script == &redis_keyed_sale_script)
         keyed_args_of(a, rq);
     if (a->script != &redis_stream_sale_script)
@@ -294,6 +354,8 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
                            "redis: unexpected reply from the sale script");
     if (sold == -2)
         return key_reused(w);
+    if (sold == -3)
+        return worker_fail(w, ST_EXPIRED, "order %s is no longer held", rq->give_back.order);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
     if (reply->elements == 3) /* the key's kept answer */

@@ -32,7 +32,10 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
  * orders 1; for a hold, the EVAL that writes its order (redis_orders.h);
- * EXEC - in one round trip, applied together or not at all.
+ * EXEC - in one round trip, applied together or not at all. A return
+ * (rq->give_back) is MULTI, the EVAL of its order's state change and the
+ * SET of `left`, EXEC: ST_EXPIRED, nothing written, when the order was no
+ * longer held.
  * ST_BUSY (with no message: the caller knows what it watched) when EXEC
  * was aborted because a WATCHed key changed; ST_OUTCOME_UNKNOWN when
  * EXEC's reply was lost. */
@@ -52,6 +55,11 @@ extern struct redis_script redis_stream_sale_script;
 /* The same sale that also writes its held order (redis_orders.h). */
 extern struct redis_script redis_hold_sale_script;
 
+/* A return (sale/returns.h) as one script (lua): the order's state
+ * change if it is still held, its units back (INCRBY), {1, count}; else
+ * {-3, 0} and nothing. */
+extern struct redis_script redis_return_script;
+
 /* The same sale with an Idempotency-Key (lua): idem:{P}:<key>, under the
  * product's hash tag, holds the request's fingerprint and the answer it
  * got (sold 1 or 0, the count), kept --idempotency-ttl-s. A key it holds
@@ -64,8 +72,9 @@ extern struct redis_script redis_keyed_sale_script;
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
  * epoch key and the stream too, then a new order id and the product; for a
- * hold, its order's keys, then its id, ttl, seller and expiry; for a keyed
- * sale, its key's, then the fingerprint and the key's ttl in ms. */
+ * hold, its order's keys, then its id, ttl, seller and expiry; for a
+ * return, its order's keys, then its id and state; for a keyed sale, its
+ * key's, then the fingerprint and the key's ttl in ms. */
 struct redis_script_args {
     struct redis_script *script;
     int nkeys, argc;
