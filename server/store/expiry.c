@@ -119,20 +119,27 @@ static void *run(void *arg)
     return NULL;
 }
 
-st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned)
+st_result expiry_return_one(struct worker *w, const struct expiry *e, const char *id, int *returned)
 {
     assert(giving_back); /* no mechanism runs before expiry_start() */
+    struct order_ref o;
     *returned = 0;
+    if (order_id_parse(id, &o) != 0)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s: a due order's id is malformed: %.48s",
+                           e->name, id);
+    return giving_back(w, &o, "expired", e->name, 0, returned);
+}
+
+st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned)
+{
     size_t i;
     json_t *id;
+    *returned = 0;
     json_array_foreach(ids, i, id)
     {
-        struct order_ref o;
-        int one = 0;
-        if (!json_is_string(id) || order_id_parse(json_string_value(id), &o) != 0)
-            return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s: a due order's id is malformed",
-                               e->name);
-        st_result r = giving_back(w, &o, "expired", e->name, 0, &one);
+        int one;
+        st_result r =
+            expiry_return_one(w, e, json_is_string(id) ? json_string_value(id) : "", &one);
         if (r != ST_OK)
             return r;
         *returned += one;

@@ -63,8 +63,14 @@ json_t *expiry_json(void);
 int expiry_start(order_give_back_fn give_back);
 void expiry_stop(void);
 
-/* Returns each order of `ids` (a JSON array of order ids) that is still
- * held through its strategy, as `e`'s expiry: *returned how many. */
+/* Returns order `id`, if it is still held, through its strategy, as `e`'s
+ * expiry: *returned 1 when this call did. The caller found it due by its
+ * store's clock. */
+st_result expiry_return_one(struct worker *w, const struct expiry *e, const char *id,
+                            int *returned);
+
+/* expiry_return_one() for each of `ids` (a JSON array of order ids):
+ * *returned how many. */
 st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned);
 
 /* Whether the mechanisms are still to run (a listener's loop asks). */

@@ -1,8 +1,9 @@
 /*
- * redis_orders.c - orders in the redis store: one script per transition,
+ * redis_orders.c - orders in the redis store: a script per transition,
  * each reading the order's state and Redis's TIME itself, so that a
- * payment, a cancel and the expiry mechanisms decide in one place, one at
- * a time, by one clock.
+ * payment, a return (a cancel, an expiry: the script its strategy's
+ * return runs, sale/returns.h) and the sweepers' choice of due orders
+ * decide in one place, one at a time, by one clock.
  */
 #include "store/redis_orders.h"
 
@@ -13,21 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What every transition script opens with: Redis's clock, and the return
- * of a held order's units (redis_orders.h). */
-#define TRANSITION_FUNCTIONS REDIS_GIVE_BACK_FUNCTIONS
-
-/* The transitions of one order (pay, claim) take the same keys and
- * arguments - KEYS: order, ledger, stock, payments, deadlines, holds, hold
- * key; ARGV: id, payment ("" but for pay) - and answer {outcome word,
- * duplicate}: the word of the state it left the order in, or of why not
- * ('unknown', 'already_paid', or the state it found). A cancel is no
- * script of the store's: it is the order's strategy's return
- * (sale/returns.h). */
-#define TRANSITION_KEYS 7
+/* The payment of one order - KEYS: order, ledger, stock, payments,
+ * deadlines, holds, hold key; ARGV: id, payment - answers {outcome word,
+ * duplicate}: 'paid', or why not ('unknown', 'already_paid', or the state
+ * it found). */
+#define PAY_KEYS 7
 
 static struct redis_script pay_script = {
-    .source = TRANSITION_FUNCTIONS
+    .source = REDIS_NOW_FUNCTION
     "local state = redis.call('HGET', KEYS[1], 'state')\n"
     "if not state then return {'unknown', 0} end\n"
     "if state == 'held' and now_ms() < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
@@ -52,33 +46,21 @@ static struct redis_script pay_script = {
     "return {'expired', 1 - new}\n",
 };
 
-/* The expiry claim: 'expired' when it returned the order's units. */
-static struct redis_script claim_script = {
-    .source = TRANSITION_FUNCTIONS
+/* KEYS: deadlines; ARGV: product, batch. redis-zset's due orders of one
+ * product: the members of deadlines:{P} whose deadline TIME has passed,
+ * the oldest first; a member whose order is no longer held (a reset came
+ * in between) is dropped. */
+static struct redis_script due_script = {
+    .source = REDIS_NOW_FUNCTION
     "local now = now_ms()\n"
-    "local state = redis.call('HGET', KEYS[1], 'state')\n"
-    "if state ~= 'held' or now < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
-    "  return {state or 'unknown', 0} end\n"
-    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'expired', now)\n"
-    "return {'expired', 0}\n",
-};
-
-/* KEYS: deadlines, ledger, stock, holds; ARGV: product, batch. redis-zset's
- * sweep of one product: the held orders whose deadline TIME has passed. */
-static struct redis_script sweep_script = {
-    .source = TRANSITION_FUNCTIONS
-    "local now = now_ms()\n"
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[2])\n"
-    "local n = 0\n"
-    "for _, id in ipairs(due) do\n"
-    "  local order = 'order:{' .. ARGV[1] .. '}:' .. id\n"
-    "  if redis.call('HGET', order, 'state') == 'held' then\n"
-    "    give_back(order, KEYS[2], KEYS[3], KEYS[1], KEYS[4], 'hold:{' .. ARGV[1] .. '}:' .. id,"
-    " id, 'expired', now)\n"
-    "    n = n + 1\n"
+    "local due = {}\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0,"
+    " ARGV[2])) do\n"
+    "  if redis.call('HGET', 'order:{' .. ARGV[1] .. '}:' .. id, 'state') == 'held' then\n"
+    "    due[#due + 1] = id\n"
     "  else redis.call('ZREM', KEYS[1], id) end\n"
     "end\n"
-    "return n\n",
+    "return due\n",
 };
 
 /* KEYS: ledger, holds; ARGV: product, redis-zset's lag, redis-keyspace's.
@@ -224,7 +206,7 @@ static st_result transition(struct worker *w, struct redis_script *script, int p
     const char *argv[] = {k.order, k.ledger,   k.stock, k.payments, k.deadlines,
                           k.holds, k.hold_key, id,      payment};
     redisReply *reply;
-    st_result r = redis_eval(w, script, &reply, TRANSITION_KEYS, 9, argv);
+    st_result r = redis_eval(w, script, &reply, PAY_KEYS, 9, argv);
     if (r != ST_OK)
         return r;
     long long dup;
@@ -370,11 +352,13 @@ st_result redis_orders_reset(struct worker *w, int product)
     return r;
 }
 
-/* The most orders one product's sweep returns: a script short enough that
- * Redis's other clients wait little behind it. */
+/* The most orders one product's sweep returns, each through its strategy:
+ * a round short enough to end well inside the lag it promises. */
 #define SWEEP_BATCH "100"
 
-static st_result sweep_product(struct worker *w, const char *product, int *returned)
+/* One product's due orders, each returned through its strategy. */
+static st_result sweep_product(struct worker *w, const struct expiry *e, const char *product,
+                               int *returned)
 {
     char number[16];
     long long p = strtoll(product, NULL, 10);
@@ -382,19 +366,19 @@ static st_result sweep_product(struct worker *w, const char *product, int *retur
     order_keys(&k, (int)p, "");
     snprintf(number, sizeof number, "%lld", p);
     redisReply *reply;
-    long long n = 0;
-    st_result r =
-        redis_eval(w, &sweep_script, &reply, 4, 6,
-                   (const char *[]){k.deadlines, k.ledger, k.stock, k.holds, number, SWEEP_BATCH});
-    if (r != ST_OK)
-        return r;
-    redis_reply_int(reply, &n);
-    freeReplyObject(reply);
-    *returned += (int)n;
-    return ST_OK;
+    st_result r = redis_eval(w, &due_script, &reply, 1, 3,
+                             (const char *[]){k.deadlines, number, SWEEP_BATCH});
+    for (size_t i = 0; r == ST_OK && reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++) {
+        int one;
+        r = expiry_return_one(w, e, reply->element[i]->str ? reply->element[i]->str : "", &one);
+        *returned += one;
+    }
+    if (reply)
+        freeReplyObject(reply);
+    return r;
 }
 
-st_result redis_orders_sweep(struct worker *w, int *returned)
+st_result redis_orders_sweep(struct worker *w, const struct expiry *e, int *returned)
 {
     redisReply *products;
     *returned = 0;
@@ -403,16 +387,7 @@ st_result redis_orders_sweep(struct worker *w, int *returned)
         return r;
     for (size_t i = 0; r == ST_OK && products->type == REDIS_REPLY_ARRAY && i < products->elements;
          i++)
-        r = sweep_product(w, products->element[i]->str, returned);
+        r = sweep_product(w, e, products->element[i]->str, returned);
     freeReplyObject(products);
-    return r;
-}
-
-st_result redis_orders_claim(struct worker *w, int product, const char *id, int *returned)
-{
-    char outcome[16];
-    int duplicate;
-    st_result r = transition(w, &claim_script, product, id, "", outcome, &duplicate);
-    *returned = r == ST_OK && strcmp(outcome, "expired") == 0;
     return r;
 }
