@@ -200,8 +200,8 @@ const char *strategy_idempotent_why(const struct strategy *s)
                                         "shared commit, where a key is kept with the sale"
                                       : NULL;
     return s->keeps_key ? NULL
-                        : "not yet: outside MySQL a key is kept by the keyed sale script "
-                          "(lua), and this row's sale is another script or a MULTI";
+                        : "not yet: outside MySQL a key is kept by the keyed sale scripts "
+                          "(lua, lua-stream), and this row's sale is another script or a MULTI";
 }
 
 backend_set strategy_resets(const struct strategy *s)

@@ -188,28 +188,45 @@ struct redis_script redis_return_script = {
              "ledger's returned",
 };
 
+/* What both keyed scripts open with, given the locals idem (the key's
+ * hash), fingerprint and key_ttl: the key's kept answer when it has one,
+ * {sold, count, 1, order}, or {-2, 0} when another request kept it; and
+ * keep(sold, count, order), which keeps an answer and returns it. */
+#define KEYED_SCRIPT_HEAD                                                                          \
+    "local kept = redis.call('HMGET', idem, 'fingerprint', 'sold', 'count', 'order')\n"            \
+    "if kept[1] then\n"                                                                            \
+    "  if kept[1] ~= fingerprint then return {-2, 0} end\n"                                        \
+    "  return {tonumber(kept[2]), tonumber(kept[3]), 1, kept[4] or ''}\n"                          \
+    "end\n"                                                                                        \
+    "local function keep(sold, count, order)\n"                                                    \
+    "  redis.call('HSET', idem, 'fingerprint', fingerprint, 'sold', sold, 'count', count,"         \
+    " 'order', order)\n"                                                                           \
+    "  redis.call('PEXPIRE', idem, key_ttl)\n"                                                     \
+    "  return {sold, count}\n"                                                                     \
+    "end\n"                                                                                        \
+    "local count = tonumber(redis.call('GET', KEYS[1]))\n"                                         \
+    "if not count then return {-1, 0} end\n"                                                       \
+    "local qty = tonumber(ARGV[1])\n"                                                              \
+    "if count < qty then return keep(0, count, '') end\n"                                          \
+    "local left = redis.call('DECRBY', KEYS[1], qty)\n"                                            \
+    "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"                                                \
+    "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
+
 struct redis_script redis_keyed_sale_script = {
-    .source =
-        "local kept = redis.call('HMGET', KEYS[3], 'fingerprint', 'sold', 'count')\n"
-        "if kept[1] then\n"
-        "  if kept[1] ~= ARGV[2] then return {-2, 0} end\n"
-        "  return {tonumber(kept[2]), tonumber(kept[3]), 1}\n"
-        "end\n"
-        "local function keep(sold, count)\n"
-        "  redis.call('HSET', KEYS[3], 'fingerprint', ARGV[2], 'sold', sold, 'count', count)\n"
-        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-        "  return {sold, count}\n"
-        "end\n"
-        "local count = tonumber(redis.call('GET', KEYS[1]))\n"
-        "if not count then return {-1, 0} end\n"
-        "local qty = tonumber(ARGV[1])\n"
-        "if count < qty then return keep(0, count) end\n"
-        "local left = redis.call('DECRBY', KEYS[1], qty)\n"
-        "redis.call('HINCRBY', KEYS[2], 'sold', qty)\n"
-        "redis.call('HINCRBY', KEYS[2], 'orders', 1)\n"
-        "return keep(1, left)\n",
+    .source = "local idem, fingerprint, key_ttl = KEYS[3], ARGV[2], ARGV[3]\n" KEYED_SCRIPT_HEAD
+              "return keep(1, left, '')\n",
     .steps = "the keyed sale script: HMGET the key (its answer again if kept), GET, compare with "
              "qty, DECRBY, HINCRBY the ledger, HSET the key's answer",
+};
+
+struct redis_script redis_keyed_stream_sale_script = {
+    .source = "local idem, fingerprint, key_ttl = KEYS[5], ARGV[4], ARGV[5]\n" KEYED_SCRIPT_HEAD
+              "redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'product', ARGV[3], 'qty',"
+              " ARGV[1], 'epoch', redis.call('GET', KEYS[3]) or '0', 'key', ARGV[6],"
+              " 'fingerprint', fingerprint)\n"
+              "return keep(1, left, ARGV[2])\n",
+    .steps = "the keyed sale script: HMGET the key (its answer again if kept), GET, compare with "
+             "qty, DECRBY, HINCRBY the ledger, XADD the order with its key, HSET the key's answer",
 };
 
 /* The sale script a row runs: a row that settles later streams its orders;
@@ -221,7 +238,7 @@ static struct redis_script *sale_script_of(const struct deduct_request *rq)
     if (rq->hold.order[0])
         return &redis_hold_sale_script;
     if (rq->key[0])
-        return &redis_keyed_sale_script;
+        return rq->streams_order ? &redis_keyed_stream_sale_script : &redis_keyed_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
 }
 
@@ -250,20 +267,6 @@ static void return_args_of(struct redis_script_args *a, const struct deduct_requ
     a->nkeys = 6, a->argc = 9;
 }
 
-/* A keyed sale's arguments, after the sale's: its key's, then the
- * fingerprint and the key's ttl. */
-static void keyed_args_of(struct redis_script_args *a, const struct deduct_request *rq)
-{
-    char suffix[IDEMPOTENCY_KEY_MAX + 2];
-    snprintf(suffix, sizeof suffix, ":%s", rq->key);
-    snprintf(a->idem, sizeof a->idem, "idem:{%d}%s", rq->product, suffix);
-    key_fingerprint(a->fingerprint, rq);
-    snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
-    const char *keyed[] = {a->stock, a->ledger, a->idem, a->qty, a->fingerprint, a->key_ttl};
-    memcpy(a->argv, keyed, sizeof keyed);
-    a->nkeys = 3, a->argc = 6;
-}
-
 /* The script's keys and quantity as this thread last formatted them: a
  * loop sells the same few products, mostly one unit at a time, over and
  * over, and formatting is a good part of what a piped sale costs it. */
@@ -272,6 +275,51 @@ static __thread struct {
     char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], product_text[16];
     char qty_text[16];
 } last;
+
+/* What a keyed sale keeps: its key's hash, the fingerprint, the key's ttl. */
+static void key_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    char suffix[IDEMPOTENCY_KEY_MAX + 2];
+    snprintf(suffix, sizeof suffix, ":%s", rq->key);
+    snprintf(a->idem, sizeof a->idem, "idem:{%d}%s", rq->product, suffix);
+    key_fingerprint(a->fingerprint, rq);
+    snprintf(a->key_ttl, sizeof a->key_ttl, "%lld", (long long)config.idempotency_ttl_s * 1000);
+}
+
+/* A keyed sale's arguments, after the sale's: its key's, then the
+ * fingerprint and the key's ttl. */
+static void keyed_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    key_of(a, rq);
+    const char *keyed[] = {a->stock, a->ledger, a->idem, a->qty, a->fingerprint, a->key_ttl};
+    memcpy(a->argv, keyed, sizeof keyed);
+    a->nkeys = 3, a->argc = 6;
+}
+
+/* A sale that settles later: its epoch key and the stream, then a new
+ * order id (into out->order) and the product; a keyed one, its key's hash
+ * too, then the fingerprint, the key's ttl and the key, which the stream
+ * entry carries to MySQL (order_stream.h). */
+static void streamed_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                             struct deduct_reply *out)
+{
+    memcpy(a->epoch, last.epoch, sizeof a->epoch);
+    memcpy(a->product, last.product_text, sizeof a->product);
+    order_stream_new_id(out->order);
+    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
+                              a->qty,   out->order, a->product};
+    memcpy(a->argv, streamed, sizeof streamed);
+    a->nkeys = 4, a->argc = 7;
+    if (!rq->key[0])
+        return;
+    key_of(a, rq);
+    const char *keyed[] = {a->stock,       a->ledger,  a->epoch,   ORDER_STREAM_KEY,
+                           a->idem,        a->qty,     out->order, a->product,
+                           a->fingerprint, a->key_ttl, rq->key};
+    _Static_assert(sizeof keyed / sizeof keyed[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
+    memcpy(a->argv, keyed, sizeof keyed);
+    a->nkeys = 5, a->argc = 11;
+}
 
 void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
                           struct deduct_reply *out)
@@ -300,16 +348,8 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
         return_args_of(a, rq);
     if (a->script == &redis_keyed_sale_script)
         keyed_args_of(a, rq);
-    if (a->script != &redis_stream_sale_script)
-        return;
-    memcpy(a->epoch, last.epoch, sizeof a->epoch);
-    memcpy(a->product, last.product_text, sizeof a->product);
-    order_stream_new_id(out->order);
-    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
-                              a->qty,   out->order, a->product};
-    for (int i = 0; i < 7; i++)
-        a->argv[i] = streamed[i];
-    a->nkeys = 4, a->argc = 7;
+    if (rq->streams_order)
+        streamed_args_of(a, rq, out);
 }
 
 /* What the script reported back: the count it found when it sold
@@ -329,10 +369,13 @@ static void trace_script(const struct deduct_request *rq, long long sold, long l
 }
 
 /* A keyed sale's kept answer, again: what the script says of it is what
- * script_outcome() would have said the first time. */
+ * script_outcome() would have said the first time, with its order. */
 static st_result kept_answer(struct worker *w, const struct deduct_request *rq, long long sold,
-                             long long count, struct deduct_reply *out)
+                             long long count, const redisReply *order, struct deduct_reply *out)
 {
+    /* The order id the first request streamed, not the one this try drew. */
+    snprintf(out->order, sizeof out->order, "%s",
+             order->type == REDIS_REPLY_STRING ? order->str : "");
     char message[64];
     snprintf(message, sizeof message, "%lld left, %d asked", count, rq->qty);
     return key_replay(w, sold ? ST_OK : ST_SOLD_OUT, count, message, out);
@@ -347,7 +390,7 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
     out->batch = batch;
     if (reply->type == REDIS_REPLY_ERROR)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: %s", reply->str);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3 ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 4 ||
         redis_reply_int(reply->element[0], &sold) != 0 ||
         redis_reply_int(reply->element[1], &count) != 0)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
@@ -358,8 +401,8 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
         return worker_fail(w, ST_EXPIRED, "order %s is no longer held", rq->give_back.order);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
-    if (reply->elements == 3) /* the key's kept answer */
-        return kept_answer(w, rq, sold, count, out);
+    if (reply->elements == 4) /* the key's kept answer, and the order it streamed */
+        return kept_answer(w, rq, sold, count, reply->element[3], out);
     out->remaining = count;
     trace_script(rq, sold, count);
     if (sold == 0)

@@ -62,12 +62,18 @@ extern struct redis_script redis_return_script;
 
 /* The same sale with an Idempotency-Key (lua): idem:{P}:<key>, under the
  * product's hash tag, holds the request's fingerprint and the answer it
- * got (sold 1 or 0, the count), kept --idempotency-ttl-s. A key it holds
- * already answers its kept answer again, {sold, count, 1}, and sells
- * nothing; a key held with another fingerprint answers {-2, 0}. The check,
- * the sale and the key are one script: the key exists if and only if its
- * sale - or its refusal - does. */
+ * got (sold 1 or 0, the count, the order it streamed or ""), kept
+ * --idempotency-ttl-s. A key it holds already answers its kept answer
+ * again, {sold, count, 1, order}, and sells nothing; a key held with
+ * another fingerprint answers {-2, 0}. The check, the sale and the key are
+ * one script: the key exists if and only if its sale - or its refusal -
+ * does. */
 extern struct redis_script redis_keyed_sale_script;
+
+/* The same keyed sale that streams its order (lua-stream), the key and
+ * its fingerprint in the stream entry, so that MySQL keeps the key with
+ * the settled order (order_stream.h). */
+extern struct redis_script redis_keyed_stream_sale_script;
 
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
