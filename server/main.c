@@ -142,7 +142,8 @@ static int start(void)
     }
     if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 ||
         redis_cluster_start() != 0 || health_start() != 0 || products_start() != 0 ||
-        order_stream_start(config.stream_consumers) != 0 || expiry_start(order_give_back) != 0)
+        order_stream_start(config.stream_consumers) != 0 ||
+        expiry_start(order_give_back, order_give_back_batch) != 0)
         return -1;
     return http_start();
 }

@@ -66,9 +66,11 @@ static const char *const texts[SQL_COUNT] = {
     [SQL_RETURN_CLAIM] = "UPDATE orders SET state = ? WHERE order_id = ? AND state = 'held'",
     [SQL_RETURN_RECORD] = "INSERT INTO order_returns (order_id, product_id, qty, by_what)"
                           " SELECT order_id, product_id, qty, ? FROM orders WHERE order_id = ?",
-    [SQL_SWEEP_DUE] = "SELECT COALESCE(JSON_ARRAYAGG(due.order_id), JSON_ARRAY()) FROM"
-                      " (SELECT order_id FROM orders WHERE state = 'held'"
-                      " AND expires_at <= NOW(6) ORDER BY expires_at LIMIT 100) AS due",
+    [SQL_SWEEP_DUE] = "SELECT COALESCE(JSON_ARRAYAGG(JSON_OBJECT('o', due.order_id,"
+                      " 'p', due.product_id, 's', due.strategy, 'q', due.qty)), JSON_ARRAY()) FROM"
+                      " (SELECT order_id, product_id, strategy, qty FROM orders"
+                      " WHERE state = 'held' AND expires_at <= NOW(6)"
+                      " ORDER BY expires_at LIMIT 100) AS due",
     [SQL_ORDER_JSON] =
         "SELECT JSON_OBJECT('state', o.state, 'strategy', o.strategy, 'product', o.product_id,"
         " 'qty', o.qty, 'expiry', o.expiry,"

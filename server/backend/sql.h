@@ -42,8 +42,9 @@ enum sql_statement {
     SQL_PAYMENT_RECORD, /* (order id, product, payment, outcome): once per payment */
     SQL_RETURN_CLAIM,   /* (state, order id): held -> state, or matches nothing */
     SQL_RETURN_RECORD,  /* (by what, order id): one order_returns row per return */
-    SQL_SWEEP_DUE,      /* () -> one JSON text: the ids of held orders past their
-                           deadline, the oldest hundred                       */
+    SQL_SWEEP_DUE,      /* () -> one JSON text: held orders past their deadline,
+                           the oldest hundred: [{o: id, p: product, s: strategy,
+                           q: qty}, ...]                                       */
     SQL_ORDER_JSON,     /* (order id) -> the order as one JSON text           */
     SQL_ORDERS_ACCOUNT, /* (lag us, product x4) -> held, paid, stranded,
                            paid and returned, returned, refunds due,

@@ -8,6 +8,7 @@
 #include "sale/strategy.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <string.h>
 
 /* What a return needs of the order, as its store's GET tells it. */
@@ -59,6 +60,54 @@ st_result order_give_back(struct worker *w, const struct order_ref *o, const cha
     if (r == ST_EXPIRED) /* another return, or a payment, got there first */
         return ST_OK;
     *returned = r == ST_OK;
+    return r;
+}
+
+/* A batch's orders returned one by one, each read first: the first
+ * failure answered once every one was tried. */
+static st_result each_alone(struct worker *w, const struct return_batch *b, const char *state,
+                            const char *by_what, int *returned)
+{
+    st_result first = ST_OK;
+    for (int i = 0; i < b->count; i++) {
+        int one;
+        st_result r = order_give_back(w, &b->orders[i], state, by_what, 0, &one);
+        first = first == ST_OK ? r : first;
+        *returned += r == ST_OK ? one : 0;
+    }
+    return first;
+}
+
+/* The most orders one batch returns: a sweeper's due list. */
+#define BATCH_MAX 100
+
+st_result order_give_back_batch(struct worker *w, const struct return_batch *b, const char *state,
+                                const char *by_what, int *returned)
+{
+    const struct strategy *s = strategy_find(b->strategy);
+    assert(b->count >= 1 && b->count <= BATCH_MAX);
+    *returned = 0;
+    if (b->count == 1 || !s || strategy_orders_why(s) || b->qty < 1 || b->qty > INT_MAX)
+        return each_alone(w, b, state, by_what, returned);
+    const char *more[BATCH_MAX];
+    for (int i = 1; i < b->count; i++) {
+        assert(b->orders[i].product == b->orders[0].product); /* one product a batch */
+        more[i - 1] = b->orders[i].id;
+    }
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = b->orders[0].product,
+        .qty = -(int)b->qty,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = {.state = state, .by_what = by_what, .more = more, .more_count = b->count - 1},
+    };
+    memcpy(rq.give_back.order, b->orders[0].id, sizeof rq.give_back.order);
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    st_result r = strategy_run(s, w, &rq, &out);
+    if (r == ST_EXPIRED) /* one of them went another way: nothing written */
+        return each_alone(w, b, state, by_what, returned);
+    *returned = r == ST_OK ? b->count : 0;
     return r;
 }
 

@@ -31,6 +31,12 @@
 st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
                           const char *by_what, int hold_ms, int *returned);
 
+/* The order_give_back_batch_fn of store/orders.h: one run of the batch's
+ * strategy for all its units (an expiry: no hold_ms), or each order alone
+ * when one was no longer held. */
+st_result order_give_back_batch(struct worker *w, const struct return_batch *b, const char *state,
+                                const char *by_what, int *returned);
+
 /* POST /orders/{ID}/cancel: held -> cancelled, its units back through its
  * strategy (hold_ms inside its critical section): ST_OK; cancelled
  * already: ST_OK, *duplicate; ST_PAID; ST_EXPIRED. */

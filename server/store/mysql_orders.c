@@ -14,21 +14,29 @@
  * the sweeper promises. */
 #define SWEEP_BATCH 100
 
-/* A return's step where a sale's ledger row goes: the order leaves `held`
- * for rq->give_back.state and its return is recorded - or, when it was no
- * longer held, ST_EXPIRED, and sale_commit() undoes the stock write
+/* A return's step where a sale's ledger row goes: each order leaves `held`
+ * for rq->give_back.state and its return is recorded - or, when one was
+ * no longer held, ST_EXPIRED, and sale_commit() undoes the stock write
  * before it, so a return that lost to another writes nothing. */
+static st_result claim_one(struct worker *w, const struct give_back *g, const char *order)
+{
+    struct sql_outcome claim;
+    st_result r = sql_exec(w, SQL_RETURN_CLAIM, SQL_ARGS(SQL_S(g->state), SQL_S(order)), &claim);
+    if (r == ST_OK && claim.matched != 1)
+        return worker_fail(w, ST_EXPIRED, "order %s is no longer held", order);
+    return r == ST_OK
+               ? sql_exec(w, SQL_RETURN_RECORD, SQL_ARGS(SQL_S(g->by_what), SQL_S(order)), NULL)
+               : r;
+}
+
 static st_result return_record(struct worker *w, const struct deduct_request *rq)
 {
     const struct give_back *g = &rq->give_back;
     assert(rq->qty < 0 && g->state && g->by_what);
-    struct sql_outcome claim;
-    st_result r = sql_exec(w, SQL_RETURN_CLAIM, SQL_ARGS(SQL_S(g->state), SQL_S(g->order)), &claim);
-    if (r == ST_OK && claim.matched != 1)
-        return worker_fail(w, ST_EXPIRED, "order %s is no longer held", g->order);
-    return r == ST_OK
-               ? sql_exec(w, SQL_RETURN_RECORD, SQL_ARGS(SQL_S(g->by_what), SQL_S(g->order)), NULL)
-               : r;
+    st_result r = claim_one(w, g, g->order);
+    for (int i = 0; r == ST_OK && i < g->more_count; i++)
+        r = claim_one(w, g, g->more[i]);
+    return r;
 }
 
 st_result mysql_ledger_record(struct worker *w, const struct deduct_request *rq)
@@ -199,24 +207,23 @@ st_result mysql_orders_reset(struct worker *w, int product)
     return r == ST_OK ? sql_exec(w, SQL_RESET_PAYMENTS, SQL_ARGS(SQL_I(product)), NULL) : r;
 }
 
-/* The ids of SQL_SWEEP_DUE's hundred orders, as JSON text, with room to
- * spare. */
-#define DUE_TEXT_MAX (SWEEP_BATCH * (ORDER_ID_MAX + 3) + 16)
+/* SQL_SWEEP_DUE's hundred orders, as JSON text, with room to spare. */
+#define DUE_TEXT_MAX (SWEEP_BATCH * (ORDER_ID_MAX + 96) + 16)
 
-st_result mysql_orders_due(struct worker *w, json_t **ids)
+st_result mysql_orders_due(struct worker *w, json_t **due)
 {
     _Static_assert(SWEEP_BATCH == 100, "SQL_SWEEP_DUE's LIMIT");
     char text[DUE_TEXT_MAX];
     int found;
-    *ids = NULL;
+    *due = NULL;
     st_result r = sql_exec_text(w, SQL_SWEEP_DUE, NULL, 0, text, sizeof text, &found);
     if (r != ST_OK)
         return r;
-    *ids = found ? json_loads(text, 0, NULL) : json_array();
-    if (json_is_array(*ids))
+    *due = found ? json_loads(text, 0, NULL) : json_array();
+    if (json_is_array(*due))
         return ST_OK;
-    json_decref(*ids);
-    *ids = NULL;
+    json_decref(*due);
+    *due = NULL;
     return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: the due orders are no JSON array");
 }
 

@@ -36,9 +36,10 @@ st_result mysql_orders_account(struct worker *w, int product, struct store_accou
  * deleted (its orders go with its ledger). */
 st_result mysql_orders_reset(struct worker *w, int product);
 
-/* The held orders past their deadline (NOW(6)), the oldest hundred: their
- * ids as a JSON array (new reference), for the mysql-sweeper to return
- * each through its strategy (store/expiry.h). */
-st_result mysql_orders_due(struct worker *w, json_t **ids);
+/* The held orders past their deadline (NOW(6)), the oldest hundred, as a
+ * JSON array (new reference) of {o: order id, p: product, s: strategy, q:
+ * qty}, for the mysql-sweeper to return through their strategies
+ * (store/expiry.h). */
+st_result mysql_orders_due(struct worker *w, json_t **due);
 
 #endif

@@ -2,10 +2,14 @@
  * mysql_sweeper - held MySQL orders past their deadline, swept.
  *
  * Every stockd sweeps every --sweep-ms: it reads the held orders whose
- * deadline NOW(6) has passed, the oldest hundred, and returns each one
- * through its strategy (sale/returns.h): the units go back the way that
- * strategy writes stock, in the transaction that expires the order,
- * conditional on `held`, and records the return. So any number of
+ * deadline NOW(6) has passed, the oldest hundred, and returns them through
+ * their strategy (sale/returns.h), a product's orders of one strategy in
+ * one batch: one run of that strategy's body gives all their units back
+ * the way it writes stock, in the transaction that expires each order,
+ * conditional on `held`, and records each return. (One transaction per
+ * order costs a sweeper that falls behind its promised lag when two sweep
+ * at once under load; should one order of a batch be no longer held, the
+ * batch writes nothing and its orders are returned one by one.) So any number of
  * instances sweep at once: two that take the same order both try, and the
  * second finds it no longer held and writes nothing. A sweeper killed
  * mid-batch has committed the returns before the kill and nothing of the
@@ -30,7 +34,7 @@ static st_result sweep(struct worker *w, const struct expiry *e, int *returned)
     json_t *due;
     st_result r = mysql_orders_due(w, &due);
     if (r == ST_OK)
-        r = expiry_return_each(w, e, due, returned);
+        r = expiry_return_batches(w, e, due, returned);
     json_decref(due);
     return r == ST_OK ? mysql_keys_expire(w) : r;
 }

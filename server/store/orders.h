@@ -70,6 +70,22 @@ typedef st_result (*order_give_back_fn)(struct worker *w, const struct order_ref
                                         const char *state, const char *by_what, int hold_ms,
                                         int *returned);
 
+/* Orders returned in one step of their strategy: one product's, one
+ * strategy's, their units summed (a sweeper's batch, from its due list). */
+struct return_batch {
+    const struct order_ref *orders;
+    int count;
+    const char *strategy;
+    long long qty;
+};
+
+/* Returns the batch's orders, all still held, in one run of their
+ * strategy's body; when one was not, each alone (order_give_back_fn):
+ * *returned how many. Implemented above the stores (sale/returns.h). */
+typedef st_result (*order_give_back_batch_fn)(struct worker *w, const struct return_batch *b,
+                                              const char *state, const char *by_what,
+                                              int *returned);
+
 /* The states an order is in, as the stores record and the API names them. */
 enum order_state { ORDER_HELD = 1, ORDER_PAID, ORDER_EXPIRED, ORDER_CANCELLED };
 

@@ -10,6 +10,7 @@
 #include "core/worker.h"
 #include "store/expiry.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,7 @@ void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq)
 
 void redis_give_back_of(struct redis_hold *h, const struct deduct_request *rq)
 {
+    assert(!rq->give_back.more_count); /* one order a return, here */
     hold_keys(h, rq->product, rq->give_back.order);
     h->ttl[0] = '\0';
 }
@@ -368,13 +370,17 @@ static st_result sweep_product(struct worker *w, const struct expiry *e, const c
     redisReply *reply;
     st_result r = redis_eval(w, &due_script, &reply, 1, 3,
                              (const char *[]){k.deadlines, number, SWEEP_BATCH});
-    for (size_t i = 0; r == ST_OK && reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++) {
-        int one;
-        r = expiry_return_one(w, e, reply->element[i]->str ? reply->element[i]->str : "", &one);
-        *returned += one;
-    }
-    if (reply)
-        freeReplyObject(reply);
+    if (r != ST_OK)
+        return r;
+    json_t *ids = json_array();
+    for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
+        json_array_append_new(ids,
+                              json_string(reply->element[i]->str ? reply->element[i]->str : ""));
+    freeReplyObject(reply);
+    int n = 0;
+    r = expiry_return_each(w, e, ids, &n);
+    json_decref(ids);
+    *returned += n;
     return r;
 }
 

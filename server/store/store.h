@@ -51,6 +51,11 @@ struct give_back {
     char order[ORDER_ID_MAX + 1]; /* "" for a sale                          */
     const char *state;            /* what it leaves `held` for: "expired" or "cancelled" */
     const char *by_what;          /* the return record's witness: "cancel", a mechanism */
+    /* Further orders of the same product and strategy returned in the same
+     * step, each claimed the same way (a sweeper's batch: qty is their
+     * units summed); the mysql store only. */
+    const char *const *more;
+    int more_count;
 };
 
 /* The longest Idempotency-Key the contract allows. A key is kept by the
