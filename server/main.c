@@ -40,6 +40,7 @@
  *     combine.c        sales sharing one trip (a transaction, a pipeline);
  *                      script_sale.c a sale that is one Redis script, sent
  *     stock.c          accounting and reset across the stores and locks
+ *     returns.c        an order's units given back through its strategy
  *   store/             where stock and ledger live (store.h)
  *     mysql_stock.c    the MySQL store; redis_stock.c the Redis store;
  *                      redis_segments.c the Redis store split into
@@ -106,6 +107,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "http/http.h"
+#include "sale/returns.h"
 #include "store/expiry.h"
 #include "store/order_stream.h"
 
@@ -143,7 +145,8 @@ static int start(void)
     }
     if (api_prepare() != 0 || race_prepare() != 0 || sentinel_start() != 0 ||
         redis_cluster_start() != 0 || health_start() != 0 || products_start() != 0 ||
-        order_stream_start(config.stream_consumers) != 0 || expiry_start() != 0)
+        order_stream_start(config.stream_consumers) != 0 ||
+        expiry_start(order_give_back, order_give_back_batch) != 0)
         return -1;
     return http_start();
 }

@@ -8,7 +8,9 @@ real payment provider do:
               repeats some at once (each on a connection of its own, racing the first)
               and some late (up to another TTL on); now and then a second, different
               payment for the same order (a buyer who paid twice)
-    cancel    with probability cancel_p, once or twice
+    cancel    with probability cancel_p, once or twice (with cancel_hold_ms, each
+              cancel's return stays that long inside its strategy's critical
+              section: an unsafe strategy's return then races every time)
     abandon   the rest: the hold is left to its expiry mechanism
 
 at_deadline: every first callback is sent at the deadline itself (within a few
@@ -40,16 +42,21 @@ class Plan:
     probabilities."""
 
     def __init__(self, strategy, product, qty=1, ttl_ms=1500, expiry=None, pay_p=0.6,
-                 cancel_p=0.1, at_deadline=False, seed=46):
+                 cancel_p=0.1, at_deadline=False, seed=46, cancel_hold_ms=0):
         self.strategy, self.product, self.qty = strategy, product, qty
         self.ttl_ms, self.expiry = ttl_ms, expiry
         self.pay_p, self.cancel_p, self.at_deadline, self.seed = pay_p, cancel_p, at_deadline, seed
+        self.cancel_hold_ms = cancel_hold_ms
 
     def hold_path(self):
         query = {"product": self.product, "qty": self.qty, "ttl_ms": self.ttl_ms}
         if self.expiry:
             query["expiry"] = self.expiry
         return f"/orders/{self.strategy}?{urlencode(query)}"
+
+    def cancel_path(self, order):
+        held = f"?hold_ms={self.cancel_hold_ms}" if self.cancel_hold_ms else ""
+        return f"/orders/{order}/cancel{held}"
 
 
 class OrderBuyers:
@@ -145,7 +152,7 @@ class OrderBuyers:
                 waiting += self.callbacks(rnd, port, order, f"p{n}x{k}", t_hold)
             elif draw < self.plan.pay_p + self.plan.cancel_p:
                 for _ in range(rnd.randint(1, 2)):
-                    alive, _ = self.send(conn, "cancel", f"/orders/{order}/cancel", order)
+                    alive, _ = self.send(conn, "cancel", self.plan.cancel_path(order), order)
                     conn = conn if alive else self.connect(port)
             self.stopping.wait(rnd.uniform(0, self.plan.ttl_ms / 2000.0))
         conn.close()

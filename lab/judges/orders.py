@@ -32,6 +32,12 @@ The checks, in the order the first violation is said:
              its mechanism's `strands_when`: there it must strand (the fault took) and
              the verdict says so (after a failover it may)
 
+An unsafe strategy's row (`unsafe`: its cancels' returns race its sales and each
+other, hold_ms inside its critical section) passes only when the race shows in the
+units and in nothing else: "unsafe, and the race showed", with the units that
+vanished (returns overwritten) or appeared (sales overwritten), as the comparison
+judges an exposed row; every order still ends once.
+
 A failover of the store may lose acknowledged writes where the strategy's failover
 fact says so (`loses_sales`): such a row's violations that lost writes explain are said
 in its reason, not failed; an order returned twice or early, or an oversell, still
@@ -208,10 +214,20 @@ def return_lags(records):
                   if r.get("state") == "expired" and r.get("returned_at_ms") is not None)
 
 
-def figures(history, records, stock, lag_ms, now_ms):
+def drift(initial, stock):
+    """(vanished, appeared): the units the store lacks, or has beyond, initial =
+    remaining + held + paid - a return overwritten by a sale or another return makes
+    its units vanish; a sale overwritten by a return makes units appear. Net figures:
+    both at once show as their difference."""
+    here = sum(stock.get(f) or 0 for f in ("remaining", "held", "paid"))
+    return max(0, initial - here), max(0, here - initial)
+
+
+def figures(initial, history, records, stock, lag_ms, now_ms):
     """The row's figures (units, orders and answers)."""
     lags = return_lags(records)
     units, unit_s = stranded(records, lag_ms, now_ms)
+    vanished, appeared = drift(initial, stock)
     return {
         "orders": len(records),
         "held": stock.get("held"), "paid": stock.get("paid"),
@@ -219,6 +235,7 @@ def figures(history, records, stock, lag_ms, now_ms):
         "lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99),
         "lag_max_ms": lags[-1] if lags else None,
         "returned_twice": sum(1 for r in records.values() if (r.get("returned") or 0) > 1),
+        "vanished": vanished, "appeared": appeared,
         "paid_and_returned": sum(1 for r in records.values()
                                  if r.get("state") == "paid" and r.get("returned")),
         "duplicates": sum(1 for op in history if op.get("duplicate")),
@@ -240,9 +257,24 @@ def violations(initial, history, records, stock, lag_ms):
     return [(check, words) for check, words in said if words]
 
 
+RACE_SHOWS_IN = ("oversold", "units")  # the checks an unsafe row's race may break
+
+
+def unsafe_verdict(out, said):
+    """An unsafe row's verdict: the race must show in the units, and only there."""
+    other = [words for check, words in said if check not in RACE_SHOWS_IN]
+    if other:
+        return dict(out, verdict="fail", reason=other[0])
+    if not said:
+        return dict(out, verdict="fail", reason="unsafe, and the race did not show: every "
+                    "unit is in one place")
+    return dict(out, verdict="pass", reason=f"unsafe, and the race showed: {out['vanished']} "
+                f"units vanished, {out['appeared']} appeared ({said[0][1]})")
+
+
 def judge(row, initial, history, records, stock, now_ms):
-    """The row's figures and verdict. row: mechanism's `lag_ms`, `strands_when`, and
-    `strands` (this row's fault is the one its mechanism names in strands_when: it
+    """The row's figures and verdict. row: mechanism's `lag_ms`, `strands_when`,
+    `unsafe` (the strategy's returns race: unsafe_verdict()), and `strands` (this row's fault is the one its mechanism names in strands_when: it
     must strand) or `may_strand` (the fault may be it: a failover); `loses_writes`
     (the strategy's failover fact says a failover loses acknowledged writes: a
     violation they explain is said, not failed, but never an order returned twice or
@@ -254,8 +286,10 @@ def judge(row, initial, history, records, stock, now_ms):
     promised = lag = row.get("lag_ms")
     if lag is not None:
         lag += row.get("lag_allowance_ms") or 0
-    out = figures(history, records, stock, promised, now_ms)
+    out = figures(initial, history, records, stock, promised, now_ms)
     said = violations(initial, history, records, stock, lag)
+    if row.get("unsafe"):
+        return unsafe_verdict(out, said)
     if said and row.get("loses_writes") and \
             not any(check in NEVER_EXCUSED for check, _ in said):
         return dict(out, verdict="pass", reason="acknowledged writes lost, as the strategy's "

@@ -15,14 +15,15 @@ COLUMNS = [
     ("returned", "returned", ">"), ("stranded", "stranded", ">"),
     ("stranded unit-s", "stranded_unit_s", ">"),
     ("lag p50 ms", "lag_p50_ms", ">"), ("p99", "lag_p99_ms", ">"), ("max", "lag_max_ms", ">"),
-    ("twice", "returned_twice", ">"), ("paid+returned", "paid_and_returned", ">"),
+    ("twice", "returned_twice", ">"), ("vanished", "vanished", ">"),
+    ("appeared", "appeared", ">"), ("paid+returned", "paid_and_returned", ">"),
     ("dups", "duplicates", ">"), ("refunds", "refunds_due", ">"),
     ("oversold", "oversold", ">"), ("verdict", lambda r: r["verdict"].upper(), "<"),
 ]
 FIELDS = ["strategy", "expiry", "fault", "orders", "held", "paid", "returned", "stranded",
           "stranded_unit_s", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "returned_twice",
-          "paid_and_returned", "duplicates", "refunds_due", "oversold", "verdict", "reason",
-          "seconds"]
+          "vanished", "appeared", "paid_and_returned", "duplicates", "refunds_due",
+          "oversold", "verdict", "reason", "seconds"]
 
 WIDTH, LEFT, RIGHT, TOP, ROW_H = 900, 150, 190, 52, 24
 COLOURS = {200: "#3f8f4f", 409: "#c0504d"}  # else grey: no answer

@@ -35,6 +35,12 @@ while the fault happens:
                 forward mid-run, then a minute back, then home, half a TTL each:
                 expiry is decided by the store's clock, so no hold may be released
                 early by it
+  returns-race  (each store's first mechanism) half the buyers cancel, each cancel
+                with hold_ms: a return goes through its order's strategy, so an unsafe
+                strategy's returns race its sales and each other. Run with the
+                store's first unsafe strategy that holds orders (exposed by hold_ms),
+                judged "unsafe, and the race showed" (units vanished or appeared),
+                and, beside it, with the safe strategy, which must keep every unit
 
 Then the row settles (the last deadline plus the mechanism's lag, or 1 s when it
 promises none) and is judged (lab.judges.orders) from the clients' history, every
@@ -50,8 +56,8 @@ points results/orders-latest at it. Exit status 1 when a row breaks a check, 2 w
 the run cannot be made or a fault did not take.
 
 --quick (the test gate): each mechanism that promises a lag with two sweepers (the
-first one also alone), and each that states a stranding fault, stopped; 3 s of buyers
-a row."""
+first one also alone, and its unsafe strategy's returns racing, for a shorter while),
+and each that states a stranding fault, stopped; 3 s of buyers a row (less for the race)."""
 
 import json
 import os
@@ -73,7 +79,12 @@ from ..reports import orders_report
 from ..scaffold.runner import Runner, report_fact_rows
 
 FAULTS = ("none", "two-sweepers", "sweeper-off", "stopped", "deadline-burst",
-          "mysql-restart", "sentinel-failover", "clock-jump")
+          "mysql-restart", "sentinel-failover", "clock-jump", "returns-race")
+RACE = "returns-race"
+RACE_HOLD_MS = 50     # each racing cancel's stay inside its strategy's critical section
+RACE_CANCEL_P = 0.5   # the racing rows' buyers cancel this often...
+RACE_PAY_P = 0.2      # ...and pay this often
+RACE_QUICK_SECONDS = 2.0  # the gate's racing row: the race shows within a second
 FAULT_STORE = {"mysql-restart": "mysql", "sentinel-failover": "redis"}  # others: any
 CLOCK_JUMP_MS = 60_000  # far past any hold's TTL: a release by stockd's clock would show
 TWO = ("two-sweepers", "sweeper-off", "deadline-burst", "sentinel-failover")
@@ -108,10 +119,18 @@ def after_parse(ns, error):
 
 def quick_faults(mechanism, first):
     """The gate's rows of a mechanism: stopped where it states a stranding fault, else
-    two sweepers at once (and, for the first mechanism, one alone)."""
+    two sweepers at once (and, for the first mechanism, one alone and the race)."""
     if mechanism.strands_when:
         return ["stopped"]
-    return (["none"] if first else []) + ["two-sweepers"]
+    return (["none"] if first else []) + ["two-sweepers"] + ([RACE] if first else [])
+
+
+def fault_fits(fault, mechanism, first_of_store):
+    """Whether `fault` is a row of `mechanism`: a store's fault under that store's
+    mechanisms, the race under each store's first."""
+    if fault == RACE:
+        return first_of_store
+    return FAULT_STORE.get(fault, mechanism.store) == mechanism.store
 
 
 def planned(mechanisms, args):
@@ -123,13 +142,13 @@ def planned(mechanisms, args):
     if said:
         raise SetupError("unknown " + " ".join(said))
     chosen = [m for m in mechanisms if not args.expiry or m.name in args.expiry]
+    firsts = {next(x for x in mechanisms if x.store == m.store).name for m in mechanisms}
     rows = []
     for i, m in enumerate(chosen):
         if args.quick and not args.faults:
             faults = quick_faults(m, i == 0)
         else:
-            faults = [f for f in (args.faults or FAULTS)
-                      if FAULT_STORE.get(f, m.store) == m.store]
+            faults = [f for f in (args.faults or FAULTS) if fault_fits(f, m, m.name in firsts)]
         rows += [(m, f) for f in faults]
     if not rows:
         raise SetupError("no row to run (no expiry mechanism or fault chosen)")
@@ -144,6 +163,25 @@ def strategy_for(facts, mechanism):
             return s
     raise SetupError(f"no strategy of store {mechanism.store} that claims safety holds "
                      f"orders (the `orders` fact of GET /strategies), for {mechanism.name}")
+
+
+def unsafe_for(facts, mechanism):
+    """The first strategy of the mechanism's store that holds orders, claims no safety
+    even with one instance and is exposed by hold_ms: the racing row's."""
+    for s in facts.strategies:
+        if s.orders and not s.safe_single and "hold_ms" in s.exposed_by and \
+                s.store == mechanism.store:
+            return s
+    raise SetupError(f"no unsafe strategy of store {mechanism.store} exposed by hold_ms "
+                     f"holds orders, for the {RACE} row of {mechanism.name}")
+
+
+def strategies_of(facts, mechanism, fault, quick):
+    """The strategies a (mechanism, fault) row runs with: the safe one; for the race,
+    the unsafe one first, then (but in the gate) the safe one beside it."""
+    if fault != RACE:
+        return [strategy_for(facts, mechanism)]
+    return [unsafe_for(facts, mechanism)] + ([] if quick else [strategy_for(facts, mechanism)])
 
 
 class Row:
@@ -188,7 +226,7 @@ class Row:
                "mysql-restart": self.mysql_restart, "sentinel-failover": self.fail_over,
                "clock-jump": self.clock_jump}.get(self.fault)
         try:
-            time.sleep(self.args.seconds / 3.0)
+            time.sleep(self.seconds() / 3.0)
             if act:
                 act()
         except SetupError as e:
@@ -235,17 +273,27 @@ class Row:
         finally:
             group.unwatch()
 
+    def seconds(self):
+        quick = self.fault == RACE and self.args.quick
+        return min(self.args.seconds, RACE_QUICK_SECONDS) if quick else self.args.seconds
+
+    def plan(self):
+        racing = self.fault == RACE
+        return Plan(self.strategy.name, self.product, ttl_ms=self.args.ttl_ms,
+                    expiry=self.mechanism.name,
+                    pay_p=RACE_PAY_P if racing else self.args.pay_p,
+                    cancel_p=RACE_CANCEL_P if racing else self.args.cancel_p,
+                    at_deadline=self.fault == "deadline-burst", seed=self.product,
+                    cancel_hold_ms=RACE_HOLD_MS if racing else 0)
+
     def drive(self):
-        plan = Plan(self.strategy.name, self.product, ttl_ms=self.args.ttl_ms,
-                    expiry=self.mechanism.name, pay_p=self.args.pay_p,
-                    cancel_p=self.args.cancel_p, at_deadline=self.fault == "deadline-burst",
-                    seed=self.product)
-        buyers = OrderBuyers([i.api.port for i in self.instances], plan, self.args.buyers)
+        buyers = OrderBuyers([i.api.port for i in self.instances], self.plan(),
+                             self.args.buyers)
         faulting = threading.Thread(target=self.apply_fault, daemon=True)
         buyers.start()
         faulting.start()
         try:
-            time.sleep(self.args.seconds)
+            time.sleep(self.seconds())
             faulting.join()
             return buyers.finish()
         except BaseException:
@@ -273,6 +321,7 @@ class Row:
             raise SetupError(f"GET /stock/{self.product} has no {self.mechanism.store} figures")
         failover = self.fault == "sentinel-failover"
         facts = {"lag_ms": self.mechanism.lag_ms, "strands_when": self.mechanism.strands_when,
+                 "unsafe": not self.strategy.safe_single,
                  "strands": self.fault == "stopped" and bool(self.mechanism.strands_when),
                  "may_strand": failover and bool(self.mechanism.strands_when),
                  "loses_writes": failover and self.strategy.failover == "loses_sales",
@@ -296,7 +345,7 @@ def write_witnesses(out_dir, label, history, records):
 
 def run_row(run, env, out_dir, strategy, mechanism, fault, product):
     row = Row(run.args, env, strategy, mechanism, fault, product)
-    run.say(f"{row.label()}: {run.args.buyers} buyers for {run.args.seconds:g} s")
+    run.say(f"{row.label()}: {run.args.buyers} buyers for {row.seconds():g} s")
     t0 = time.monotonic()
     try:
         row.start(out_dir)
@@ -325,8 +374,8 @@ def work(run):
     probe.start()
     try:
         facts = facts_mod.parse(probe.api.strategies().body)
-        plan = [(strategy_for(facts, m), m, f)
-                for m, f in planned(orders_client.read_mechanisms(probe.api), args)]
+        plan = [(s, m, f) for m, f in planned(orders_client.read_mechanisms(probe.api), args)
+                for s in strategies_of(facts, m, f, args.quick)]
     finally:
         probe.stop()
     rows, race = [], None

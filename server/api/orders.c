@@ -1,6 +1,7 @@
 /*
  * orders.c - the order endpoints: parameters checked, the order's store
- * found from its id, the store's transition called, its answer put in the
+ * found from its id, the store's transition called (a cancel: the return
+ * through the order's strategy, sale/returns.h), its answer put in the
  * contract's words.
  */
 #include "api/orders.h"
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "core/trace.h"
 #include "core/worker.h"
+#include "sale/returns.h"
 #include "sale/strategy.h"
 #include "store/expiry.h"
 #include "store/orders.h"
@@ -37,6 +39,11 @@ static const struct param_spec hold_params[] = {
 };
 enum { HOLD_PRODUCT, HOLD_QTY, HOLD_TTL, HOLD_HOLD_MS, HOLD_TRACE, HOLD_EXPIRY };
 const struct param_table api_hold_params = {hold_params, COUNT_OF(hold_params)};
+
+/* A cancel's return runs its strategy's body: hold_ms widens its critical
+ * section, as on a sale, so that an unsafe row's return races every time. */
+static const struct param_spec cancel_params[] = {PARAM_HOLD_MS};
+const struct param_table api_cancel_params = {cancel_params, COUNT_OF(cancel_params)};
 
 static const struct param_spec pay_params[] = {
     {"payment", 1, PAYMENT_ID_MAX, PARAM_REQUIRED, 0, payment_id_valid},
@@ -152,21 +159,28 @@ static st_result store_configured(struct worker *w, const struct order_ref *o)
                        o->id, o->store->name);
 }
 
-/* An order's transition: pay (with `payment`) or cancel. */
-typedef st_result (*transition_fn)(struct worker *w, const struct order_ref *o, const char *payment,
-                                   int *duplicate);
+/* What an order's transition was asked with: a payment's id, or a cancel's
+ * hold_ms (the contract's knob, spent inside the return's read-then-write). */
+struct transition_args {
+    const char *payment;
+    int hold_ms;
+};
 
-static st_result pay_order(struct worker *w, const struct order_ref *o, const char *payment,
-                           int *duplicate)
+/* An order's transition: pay or cancel. */
+typedef st_result (*transition_fn)(struct worker *w, const struct order_ref *o,
+                                   const struct transition_args *args, int *duplicate);
+
+static st_result pay_order(struct worker *w, const struct order_ref *o,
+                           const struct transition_args *args, int *duplicate)
 {
-    return o->store->orders->pay(w, o, payment, duplicate);
+    return o->store->orders->pay(w, o, args->payment, duplicate);
 }
 
-static st_result cancel_order(struct worker *w, const struct order_ref *o, const char *payment,
-                              int *duplicate)
+/* A cancel gives its units back through the order's strategy (sale/returns.h). */
+static st_result cancel_order(struct worker *w, const struct order_ref *o,
+                              const struct transition_args *args, int *duplicate)
 {
-    (void)payment;
-    return o->store->orders->cancel(w, o, duplicate);
+    return order_cancel(w, o, args->hold_ms, duplicate);
 }
 
 /* The transition with Idempotency-Key `key`, running here: the answer its
@@ -174,15 +188,15 @@ static st_result cancel_order(struct worker *w, const struct order_ref *o, const
  * answer kept after it - a 5xx, which changed nothing or may have, is not:
  * its retry runs the transition again, which the order's state makes safe. */
 static st_result keyed_transition(struct worker *w, const struct order_ref *o, const char *key,
-                                  const char *fingerprint, transition_fn t, const char *payment,
-                                  int *duplicate, json_t *reply)
+                                  const char *fingerprint, transition_fn t,
+                                  const struct transition_args *args, int *duplicate, json_t *reply)
 {
     const struct key_store *keys = o->store->keys;
     struct kept_answer a = {0};
     int found, kept = 1;
     st_result r = keys->find_answer(w, o->product, key, fingerprint, &a, &found);
     if (r == ST_OK && !found) {
-        a.result = t(w, o, payment, &a.duplicate);
+        a.result = t(w, o, args, &a.duplicate);
         snprintf(a.message, sizeof a.message, "%s", a.result == ST_OK ? "" : w->error);
         if (result_status(a.result) >= 500)
             return a.result;
@@ -209,18 +223,19 @@ static st_result keyed_transition(struct worker *w, const struct order_ref *o, c
 /* The transition, with the request's Idempotency-Key when it has one. */
 static st_result transition(struct worker *w, const struct order_ref *o,
                             const struct http_request *req, const char *fingerprint,
-                            transition_fn t, const char *payment, int *duplicate, json_t *reply)
+                            transition_fn t, const struct transition_args *args, int *duplicate,
+                            json_t *reply)
 {
     char key[IDEMPOTENCY_KEY_MAX + 1];
     st_result r = params_key(w, req, key);
     if (r == ST_OK)
         r = store_configured(w, o);
     if (r != ST_OK || !key[0])
-        return r == ST_OK ? t(w, o, payment, duplicate) : r;
+        return r == ST_OK ? t(w, o, args, duplicate) : r;
     r = keys_running_begin(w, key);
     if (r != ST_OK)
         return r;
-    r = keyed_transition(w, o, key, fingerprint, t, payment, duplicate, reply);
+    r = keyed_transition(w, o, key, fingerprint, t, args, duplicate, reply);
     keys_running_end(key);
     return r;
 }
@@ -237,7 +252,8 @@ static st_result pay(struct worker *w, const struct order_ref *o, const struct h
     json_object_set_new(reply, "payment", json_string(payment));
     snprintf(fingerprint, sizeof fingerprint, "pay %s %s", o->id, payment);
     int duplicate = 0;
-    r = transition(w, o, req, fingerprint, pay_order, payment, &duplicate, reply);
+    const struct transition_args args = {payment, 0};
+    r = transition(w, o, req, fingerprint, pay_order, &args, &duplicate, reply);
     if (r == ST_OK)
         json_object_set_new(reply, "state", json_string("paid"));
     if (duplicate)
@@ -248,13 +264,17 @@ static st_result pay(struct worker *w, const struct order_ref *o, const struct h
 static st_result cancel(struct worker *w, const struct order_ref *o, const struct http_request *req,
                         json_t *reply)
 {
+    long long hold_ms;
     char fingerprint[KEY_FINGERPRINT_MAX];
-    st_result r = params_parse(w, req, NULL, 0, NULL);
+    st_result r = params_parse(w, req, cancel_params, COUNT_OF(cancel_params), &hold_ms);
     if (r != ST_OK)
         return r;
+    if (w->deadline_ms) /* the knob's wait is the experiment, not slowness */
+        w->deadline_ms += hold_ms;
     snprintf(fingerprint, sizeof fingerprint, "cancel %s", o->id);
     int duplicate = 0;
-    r = transition(w, o, req, fingerprint, cancel_order, NULL, &duplicate, reply);
+    const struct transition_args args = {NULL, (int)hold_ms};
+    r = transition(w, o, req, fingerprint, cancel_order, &args, &duplicate, reply);
     if (r == ST_OK)
         json_object_set_new(reply, "state", json_string("cancelled"));
     if (duplicate)

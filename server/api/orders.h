@@ -18,7 +18,8 @@
 
 /* On a worker. */
 st_result api_orders_post(struct worker *w, const struct http_request *req, json_t *reply);
-extern const struct param_table api_hold_params; /* a hold's: hold_ms waits */
+extern const struct param_table api_hold_params;   /* a hold's: hold_ms waits */
+extern const struct param_table api_cancel_params; /* a cancel's: hold_ms waits */
 st_result api_orders_get(struct worker *w, const struct http_request *req, json_t *reply);
 
 /* On the HTTP thread: the expiry mechanisms' rows and this instance's

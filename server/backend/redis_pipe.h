@@ -39,7 +39,10 @@
 struct redis_pipe;
 struct redis_script;
 
-#define PIPE_ARGS_MAX 8
+/* The most keys and arguments one piped script takes: a sale script's
+ * (struct redis_script_args, store/redis_stock.h: the keyed stream sale's
+ * eleven). */
+#define PIPE_ARGS_MAX 12
 
 /* One script call. The caller owns it (and argv, and the strings in it)
  * until done() has been called, exactly once. */

@@ -58,18 +58,19 @@ static const char *const texts[SQL_COUNT] = {
                            " FROM orders WHERE order_id = ? AND state IS NOT NULL",
     [SQL_ORDER_PAY] = "UPDATE orders SET state = 'paid', payment = ?"
                       " WHERE order_id = ? AND state = 'held' AND expires_at > NOW(6)",
-    [SQL_ORDER_READ] = "SELECT id, FIELD(state, 'held', 'paid', 'expired', 'cancelled'),"
+    [SQL_ORDER_READ] = "SELECT FIELD(state, 'held', 'paid', 'expired', 'cancelled'),"
                        " expires_at <= NOW(6), COALESCE(payment = ?, 0) FROM orders"
                        " WHERE order_id = ? AND state IS NOT NULL FOR UPDATE",
     [SQL_PAYMENT_RECORD] = "INSERT IGNORE INTO payments (order_id, product_id, payment_id, outcome)"
                            " VALUES (?, ?, ?, ?)",
-    [SQL_RETURN_CLAIM] = "UPDATE orders SET state = ? WHERE id = ? AND state = 'held'",
-    [SQL_RETURN_STOCK] = "UPDATE stock s JOIN orders o ON o.product_id = s.product_id"
-                         " SET s.count = s.count + o.qty, s.version = s.version + 1 WHERE o.id = ?",
+    [SQL_RETURN_CLAIM] = "UPDATE orders SET state = ? WHERE order_id = ? AND state = 'held'",
     [SQL_RETURN_RECORD] = "INSERT INTO order_returns (order_id, product_id, qty, by_what)"
-                          " SELECT order_id, product_id, qty, ? FROM orders WHERE id = ?",
-    [SQL_SWEEP_CLAIM] = "SELECT id FROM orders WHERE state = 'held' AND expires_at <= NOW(6)"
-                        " ORDER BY expires_at LIMIT 100 FOR UPDATE SKIP LOCKED",
+                          " SELECT order_id, product_id, qty, ? FROM orders WHERE order_id = ?",
+    [SQL_SWEEP_DUE] = "SELECT COALESCE(JSON_ARRAYAGG(JSON_OBJECT('o', due.order_id,"
+                      " 'p', due.product_id, 's', due.strategy, 'q', due.qty)), JSON_ARRAY()) FROM"
+                      " (SELECT order_id, product_id, strategy, qty FROM orders"
+                      " WHERE state = 'held' AND expires_at <= NOW(6)"
+                      " ORDER BY expires_at LIMIT 100) AS due",
     [SQL_ORDER_JSON] =
         "SELECT JSON_OBJECT('state', o.state, 'strategy', o.strategy, 'product', o.product_id,"
         " 'qty', o.qty, 'expiry', o.expiry,"

@@ -4,8 +4,9 @@
  * Each is prepared once per worker connection and re-executed with new
  * parameters, so the hot path sends only the statement id and the values.
  * All result columns are integers (BIGINT), which keeps the binding code to
- * one shape - except SQL_ORDER_JSON's one text column, an order as the
- * server renders it (sql_exec_text() in mysql.h).
+ * one shape - except the statements that answer one JSON text (an order as
+ * the server renders it, a kept key, the ids a sweep returns), read with
+ * sql_exec_text() (mysql.h).
  */
 #ifndef STOCKD_SQL_H
 #define STOCKD_SQL_H
@@ -36,14 +37,14 @@ enum sql_statement {
     SQL_INSERT_HOLD,    /* (product, strategy, qty, order id, ttl us, expiry)   */
     SQL_ORDER_DEADLINE, /* (order id) -> expires_at in ms since the epoch     */
     SQL_ORDER_PAY,      /* (payment, order id): held and before its deadline  */
-    SQL_ORDER_READ,     /* (payment, order id) -> row id, state (ORDER_STATE_*),
+    SQL_ORDER_READ,     /* (payment, order id) -> state (ORDER_STATE_*),
                            past its deadline, paid with that payment; locks it */
     SQL_PAYMENT_RECORD, /* (order id, product, payment, outcome): once per payment */
-    SQL_RETURN_CLAIM,   /* (state, row id): held -> state, or matches nothing */
-    SQL_RETURN_STOCK,   /* (row id): the order's units back in its stock row  */
-    SQL_RETURN_RECORD,  /* (by what, row id): one order_returns row per return */
-    SQL_SWEEP_CLAIM,    /* () -> row id: held orders past their deadline, skipping
-                           those another sweeper has locked                   */
+    SQL_RETURN_CLAIM,   /* (state, order id): held -> state, or matches nothing */
+    SQL_RETURN_RECORD,  /* (by what, order id): one order_returns row per return */
+    SQL_SWEEP_DUE,      /* () -> one JSON text: held orders past their deadline,
+                           the oldest hundred: [{o: id, p: product, s: strategy,
+                           q: qty}, ...]                                       */
     SQL_ORDER_JSON,     /* (order id) -> the order as one JSON text           */
     SQL_ORDERS_ACCOUNT, /* (lag us, product x4) -> held, paid, stranded,
                            paid and returned, returned, refunds due,

@@ -51,7 +51,8 @@ static const struct route {
     /* POST /orders/{strategy} holds, GET /orders/{ID} reads: one path, a
      * row per method; /orders/{ID}/pay and /cancel change the order. */
     {"/orders/{}/pay", 0, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
-    {"/orders/{}/cancel", 0, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, NULL},
+    {"/orders/{}/cancel", 0, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL,
+     &api_cancel_params},
     {"/orders/", 1, POST, ROUTE_CHANGES_STATE, api_orders_post, NULL, NULL, &api_hold_params},
     {"/orders/", 1, GET, 0, api_orders_get, NULL, NULL, NULL},
     {"/expiry", 0, GET, 0, NULL, api_expiry, NULL, NULL},

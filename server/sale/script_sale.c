@@ -145,14 +145,15 @@ static st_result eval_alone(struct worker *w, const struct deduct_request *rq,
     return r;
 }
 
-/* A hold: its own script, on this worker, answered here (rq->later is
- * NULL): its keys are its order's, a script no shared trip carries. */
-static st_result hold_now(struct worker *w, const struct deduct_request *rq,
-                          struct deduct_reply *out)
+/* A hold or a return: its own script, on this worker, answered here
+ * (rq->later is NULL): its keys are its order's, a script no shared trip
+ * carries. A hold's product joins the sweepers' list first. */
+static st_result order_now(struct worker *w, const struct deduct_request *rq,
+                           struct deduct_reply *out)
 {
     assert(!rq->later);
     critical_section_wait(rq, NULL);
-    st_result r = redis_hold_indexed(w, rq);
+    st_result r = rq->hold.order[0] ? redis_hold_indexed(w, rq) : ST_OK;
     return r == ST_OK ? eval_alone(w, rq, out) : r;
 }
 
@@ -173,8 +174,8 @@ static st_result keyed_now(struct worker *w, const struct deduct_request *rq,
 st_result script_sale_deduct(const struct combiner *shared, struct worker *w,
                              const struct deduct_request *rq, struct deduct_reply *out)
 {
-    if (rq->hold.order[0])
-        return hold_now(w, rq, out);
+    if (rq->hold.order[0] || rq->give_back.order[0])
+        return order_now(w, rq, out);
     /* A loop's pipe is one connection to one server: on a Redis Cluster
      * the sale goes the worker's way, to its slot's node. */
     if (w->redis_pipe && !redis_cluster_enabled())

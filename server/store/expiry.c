@@ -30,6 +30,11 @@ static const struct expiry *const mechanisms[] = {&expiry_mysql_sweeper, &expiry
 
 static struct background expiring = BACKGROUND_INIT;
 
+/* How a mechanism gives an order back: through its strategy (returns.h
+ * above the stores), handed over at the start. */
+static order_give_back_fn giving_back;
+static order_give_back_batch_fn giving_back_batch;
+
 /* A failed round's warning, at most this often per mechanism. */
 #define WARN_EVERY_MS 5000
 
@@ -115,8 +120,97 @@ static void *run(void *arg)
     return NULL;
 }
 
-int expiry_start(void)
+st_result expiry_return_one(struct worker *w, const struct expiry *e, const char *id, int *returned)
 {
+    assert(giving_back); /* no mechanism runs before expiry_start() */
+    struct order_ref o;
+    *returned = 0;
+    if (order_id_parse(id, &o) != 0)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s: a due order's id is malformed: %.48s",
+                           e->name, id);
+    return giving_back(w, &o, "expired", e->name, 0, returned);
+}
+
+st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned)
+{
+    size_t n = json_array_size(ids);
+    st_result first = ST_OK;
+    *returned = 0;
+    /* From a random place in the list, round: instances sweeping at once
+     * mostly take different orders, and find the others' already returned
+     * (one read) rather than queue behind the same stock write to lose its
+     * claim. An order that cannot be returned now (its strategy's lock
+     * backend down) stays held for the next round, and holds up none of
+     * the rest. */
+    size_t start = n ? (size_t)worker_random(w, (int)n) : 0;
+    for (size_t k = 0; k < n; k++) {
+        const json_t *id = json_array_get(ids, (start + k) % n);
+        int one;
+        st_result r =
+            expiry_return_one(w, e, json_is_string(id) ? json_string_value(id) : "", &one);
+        first = first == ST_OK ? r : first;
+        *returned += r == ST_OK ? one : 0;
+    }
+    return first;
+}
+
+/* The most due orders one sweep reads (SQL_SWEEP_DUE's LIMIT). */
+#define DUE_MAX 100
+
+/* Whether due order `d` is of `head`'s product and strategy. */
+static int same_batch(const json_t *d, const json_t *head)
+{
+    return json_integer_value(json_object_get(d, "p")) ==
+               json_integer_value(json_object_get(head, "p")) &&
+           json_equal(json_object_get(d, "s"), json_object_get(head, "s"));
+}
+
+st_result expiry_return_batches(struct worker *w, const struct expiry *e, json_t *due,
+                                int *returned)
+{
+    assert(giving_back_batch); /* no mechanism runs before expiry_start() */
+    size_t n = json_array_size(due);
+    char taken[DUE_MAX] = {0};
+    struct order_ref refs[DUE_MAX];
+    st_result first = ST_OK;
+    *returned = 0;
+    if (n > DUE_MAX)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "%s: more due orders than a sweep takes",
+                           e->name);
+    /* From a random batch on, as expiry_return_each() does, and for the
+     * same reason. */
+    size_t start = n ? (size_t)worker_random(w, (int)n) : 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (start + k) % n;
+        if (taken[i])
+            continue;
+        const json_t *head = json_array_get(due, i);
+        struct return_batch b = {.orders = refs,
+                                 .strategy = json_string_value(json_object_get(head, "s"))};
+        for (size_t m = k; m < n; m++) { /* from i, the head, on */
+            size_t j = (start + m) % n;
+            const json_t *d = json_array_get(due, j);
+            const char *id = json_string_value(json_object_get(d, "o"));
+            if (taken[j] || !same_batch(d, head) || !id || order_id_parse(id, &refs[b.count]))
+                continue;
+            taken[j] = 1;
+            b.qty += json_integer_value(json_object_get(d, "q"));
+            b.count++;
+        }
+        if (!b.count || !b.strategy)
+            continue;
+        int done = 0;
+        st_result r = giving_back_batch(w, &b, "expired", e->name, &done);
+        first = first == ST_OK ? r : first;
+        *returned += r == ST_OK ? done : 0;
+    }
+    return first;
+}
+
+int expiry_start(order_give_back_fn give_back, order_give_back_batch_fn give_back_batch)
+{
+    giving_back = give_back;
+    giving_back_batch = give_back_batch;
     if (!config.sweep_ms)
         return 0;
     for (size_t i = 0; i < MECHANISM_COUNT; i++) {

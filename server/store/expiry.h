@@ -19,6 +19,7 @@
 #define STOCKD_EXPIRY_H
 
 #include "core/result.h"
+#include "store/orders.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -57,9 +58,27 @@ long long expiry_lag_ms(const struct expiry *e);
 json_t *expiry_json(void);
 
 /* Starts every mechanism whose store's backend is configured, when
- * --sweep-ms is not 0; 0, or -1 after saying why. */
-int expiry_start(void);
+ * --sweep-ms is not 0, returning orders through `give_back`; 0, or -1
+ * after saying why. */
+int expiry_start(order_give_back_fn give_back, order_give_back_batch_fn give_back_batch);
 void expiry_stop(void);
+
+/* Returns order `id`, if it is still held, through its strategy, as `e`'s
+ * expiry: *returned 1 when this call did. The caller found it due by its
+ * store's clock. */
+st_result expiry_return_one(struct worker *w, const struct expiry *e, const char *id,
+                            int *returned);
+
+/* expiry_return_one() for each of `ids` (a JSON array of order ids), the
+ * first failure answered once every one was tried: *returned how many. */
+st_result expiry_return_each(struct worker *w, const struct expiry *e, json_t *ids, int *returned);
+
+/* Returns the due orders `due` (a JSON array of {o: order id, p: product,
+ * s: strategy, q: qty}) as `e`'s expiry, each product's orders of one
+ * strategy in one batch (order_give_back_batch_fn), the first failure
+ * answered once every batch was tried: *returned how many. */
+st_result expiry_return_batches(struct worker *w, const struct expiry *e, json_t *due,
+                                int *returned);
 
 /* Whether the mechanisms are still to run (a listener's loop asks). */
 int expiry_running(void);

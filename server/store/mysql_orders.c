@@ -9,12 +9,40 @@
 #include <assert.h>
 #include <jansson.h>
 
-/* The most held orders one sweep claims: a transaction short enough that
- * the sales waiting on its stock rows wait little. */
+/* The most held orders one sweep returns, each in a transaction of its
+ * own (its strategy's): a round short enough to end well inside the lag
+ * the sweeper promises. */
 #define SWEEP_BATCH 100
+
+/* A return's step where a sale's ledger row goes: each order leaves `held`
+ * for rq->give_back.state and its return is recorded - or, when one was
+ * no longer held, ST_EXPIRED, and sale_commit() undoes the stock write
+ * before it, so a return that lost to another writes nothing. */
+static st_result claim_one(struct worker *w, const struct give_back *g, const char *order)
+{
+    struct sql_outcome claim;
+    st_result r = sql_exec(w, SQL_RETURN_CLAIM, SQL_ARGS(SQL_S(g->state), SQL_S(order)), &claim);
+    if (r == ST_OK && claim.matched != 1)
+        return worker_fail(w, ST_EXPIRED, "order %s is no longer held", order);
+    return r == ST_OK
+               ? sql_exec(w, SQL_RETURN_RECORD, SQL_ARGS(SQL_S(g->by_what), SQL_S(order)), NULL)
+               : r;
+}
+
+static st_result return_record(struct worker *w, const struct deduct_request *rq)
+{
+    const struct give_back *g = &rq->give_back;
+    assert(rq->qty < 0 && g->state && g->by_what);
+    st_result r = claim_one(w, g, g->order);
+    for (int i = 0; r == ST_OK && i < g->more_count; i++)
+        r = claim_one(w, g, g->more[i]);
+    return r;
+}
 
 st_result mysql_ledger_record(struct worker *w, const struct deduct_request *rq)
 {
+    if (rq->give_back.order[0])
+        return return_record(w, rq);
     if (!rq->hold.order[0])
         return sql_exec(w, SQL_INSERT_ORDER,
                         SQL_ARGS(SQL_I(rq->product), SQL_S(rq->seller), SQL_I(rq->qty)), NULL);
@@ -26,26 +54,9 @@ st_result mysql_ledger_record(struct worker *w, const struct deduct_request *rq)
                     NULL);
 }
 
-/* Inside an open transaction: order row `row_id` from held to `state`, its
- * units back in the stock and the return recorded - or nothing at all when
- * it was no longer held (*returned 0). */
-static st_result order_return(struct worker *w, long long row_id, const char *state,
-                              const char *by_what, int *returned)
-{
-    struct sql_outcome claim;
-    st_result r = sql_exec(w, SQL_RETURN_CLAIM, SQL_ARGS(SQL_S(state), SQL_I(row_id)), &claim);
-    *returned = r == ST_OK && claim.matched == 1;
-    if (r == ST_OK && *returned)
-        r = sql_exec(w, SQL_RETURN_STOCK, SQL_ARGS(SQL_I(row_id)), NULL);
-    if (r == ST_OK && *returned)
-        r = sql_exec(w, SQL_RETURN_RECORD, SQL_ARGS(SQL_S(by_what), SQL_I(row_id)), NULL);
-    return r;
-}
-
 /* What SQL_ORDER_READ saw of an order, locked until the transaction ends. */
 struct order_row {
     int found;
-    long long row_id;
     enum order_state state;
     int past_deadline;
     int same_payment; /* paid with the payment asked about */
@@ -56,11 +67,10 @@ static st_result order_read(struct worker *w, const struct order_ref *o, const c
 {
     struct sql_outcome row;
     st_result r = sql_exec(w, SQL_ORDER_READ, SQL_ARGS(SQL_S(payment), SQL_S(o->id)), &row);
-    *out = (struct order_row){.found = row.found && row.col[1] != 0,
-                              .row_id = row.col[0],
-                              .state = (enum order_state)row.col[1],
-                              .past_deadline = row.col[2] != 0,
-                              .same_payment = row.col[3] != 0};
+    *out = (struct order_row){.found = row.found && row.col[0] != 0,
+                              .state = (enum order_state)row.col[0],
+                              .past_deadline = row.col[1] != 0,
+                              .same_payment = row.col[2] != 0};
     if (r == ST_OK && !out->found)
         return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
     return r;
@@ -137,32 +147,6 @@ static st_result pay(struct worker *w, const struct order_ref *o, const char *pa
     return settle(w, r);
 }
 
-static st_result cancel(struct worker *w, const struct order_ref *o, int *duplicate)
-{
-    struct order_row row;
-    int returned = 0;
-    *duplicate = 0;
-    st_result r = sql_begin(w);
-    if (r == ST_OK)
-        r = order_read(w, o, "", &row);
-    if (r == ST_OK && row.state == ORDER_HELD)
-        r = order_return(w, row.row_id, "cancelled", "cancel", &returned);
-    if (r == ST_OK && row.state == ORDER_HELD) {
-        assert(returned); /* the row is locked since the read */
-        return sql_commit(w);
-    }
-    sql_rollback(w);
-    if (r != ST_OK)
-        return r;
-    if (row.state == ORDER_CANCELLED) {
-        *duplicate = 1;
-        return ST_OK;
-    }
-    if (row.state == ORDER_PAID)
-        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
-    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
-}
-
 /* An order's JSON text: its dozen fields, with room to spare. */
 #define ORDER_TEXT_MAX 1024
 
@@ -223,32 +207,29 @@ st_result mysql_orders_reset(struct worker *w, int product)
     return r == ST_OK ? sql_exec(w, SQL_RESET_PAYMENTS, SQL_ARGS(SQL_I(product)), NULL) : r;
 }
 
-st_result mysql_orders_sweep(struct worker *w, const char *by_what, int *returned)
+/* SQL_SWEEP_DUE's hundred orders, as JSON text, with room to spare. */
+#define DUE_TEXT_MAX (SWEEP_BATCH * (ORDER_ID_MAX + 96) + 16)
+
+st_result mysql_orders_due(struct worker *w, json_t **due)
 {
-    long long ids[SWEEP_BATCH];
-    unsigned n = 0;
-    *returned = 0;
-    st_result r = sql_begin_read_committed(w);
-    if (r == ST_OK)
-        r = sql_exec_rows(w, SQL_SWEEP_CLAIM, NULL, 0, ids, SWEEP_BATCH, &n);
-    for (unsigned i = 0; r == ST_OK && i < n; i++) {
-        int one;
-        r = order_return(w, ids[i], "expired", by_what, &one);
-        *returned += one;
-    }
-    if (r == ST_OK)
-        r = sql_commit(w);
-    else
-        sql_rollback(w);
+    _Static_assert(SWEEP_BATCH == 100, "SQL_SWEEP_DUE's LIMIT");
+    char text[DUE_TEXT_MAX];
+    int found;
+    *due = NULL;
+    st_result r = sql_exec_text(w, SQL_SWEEP_DUE, NULL, 0, text, sizeof text, &found);
     if (r != ST_OK)
-        *returned = 0;
-    return r;
+        return r;
+    *due = found ? json_loads(text, 0, NULL) : json_array();
+    if (json_is_array(*due))
+        return ST_OK;
+    json_decref(*due);
+    *due = NULL;
+    return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: the due orders are no JSON array");
 }
 
 const struct order_store mysql_order_store = {
     .letter = 'm',
     .pay = pay,
-    .cancel = cancel,
     .get = get,
     .deadline = deadline,
 };

@@ -1,15 +1,22 @@
 /*
  * mysql_sweeper - held MySQL orders past their deadline, swept.
  *
- * Every stockd sweeps every --sweep-ms: in one transaction it claims the
- * held orders whose deadline NOW(6) has passed, `FOR UPDATE SKIP LOCKED`,
- * so that any number of instances sweep at once, each taking the orders the
- * others have not locked, none waiting on another; then it expires each
- * one, gives its units back and records the return, and commits. A
- * sweeper killed mid-batch commits nothing: its orders are still held, and
- * the next sweep, here or elsewhere, takes them. A payment racing the sweep
- * waits on the order's row lock and then finds it expired (or the sweep
- * finds it paid): one winner.
+ * Every stockd sweeps every --sweep-ms: it reads the held orders whose
+ * deadline NOW(6) has passed, the oldest hundred, and returns them through
+ * their strategy (sale/returns.h), a product's orders of one strategy in
+ * one batch: one run of that strategy's body gives all their units back
+ * the way it writes stock, in the transaction that expires each order,
+ * conditional on `held`, and records each return. (One transaction per
+ * order costs a sweeper that falls behind its promised lag when two sweep
+ * at once under load; should one order of a batch be no longer held, the
+ * batch writes nothing and its orders are returned one by one.) So any number of
+ * instances sweep at once: two that take the same order both try, and the
+ * second finds it no longer held and writes nothing. A sweeper killed
+ * mid-batch has committed the returns before the kill and nothing of the
+ * one it was in: the rest are still held, and the next sweep, here or
+ * elsewhere, takes them. A payment racing the sweep waits on the order's
+ * row lock and then finds it expired (or the sweep finds it paid): one
+ * winner.
  *
  * The lag it promises: an order whose deadline has passed is in the next
  * sweep of any live instance - two rounds and a second for a slow server.
@@ -24,16 +31,20 @@
 
 static st_result sweep(struct worker *w, const struct expiry *e, int *returned)
 {
-    st_result r = mysql_orders_sweep(w, e->name, returned);
+    json_t *due;
+    st_result r = mysql_orders_due(w, &due);
+    if (r == ST_OK)
+        r = expiry_return_batches(w, e, due, returned);
+    json_decref(due);
     return r == ST_OK ? mysql_keys_expire(w) : r;
 }
 
 const struct expiry expiry_mysql_sweeper = {
     .name = "mysql-sweeper",
     .store = &store_mysql,
-    .summary = "every stockd, every sweep_ms: SELECT ... FOR UPDATE SKIP LOCKED the held orders "
-               "past their deadline (NOW(6)), expire them and return their units in one "
-               "transaction",
+    .summary = "every stockd, every sweep_ms: the held orders past their deadline (NOW(6)), "
+               "each expired and its units returned through its strategy, in one transaction "
+               "conditional on held",
     .promises_lag = 1,
     .sweep = sweep,
 };

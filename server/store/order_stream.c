@@ -17,6 +17,11 @@
  *
  * Rows are locked in product order, so two consumers sharing the group
  * never deadlock on each other.
+ *
+ * A keyed sale's entry carries its Idempotency-Key and fingerprint: the
+ * key goes into MySQL's idempotency table in the order's transaction,
+ * before the order, and a key already there settles nothing (settle_key()),
+ * so one purchase is one settled order even should Redis forget its key.
  */
 #include "store/order_stream.h"
 
@@ -27,6 +32,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/worker.h"
+#include "store/store.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -63,8 +69,10 @@ static atomic_llong stream_length = -1, lag_ms = -1;
 
 /* One stream entry as the consumer understood it. */
 struct order {
-    const char *entry; /* the stream's id, "ms-seq" */
-    const char *id;    /* the order id */
+    const char *entry;       /* the stream's id, "ms-seq" */
+    const char *id;          /* the order id */
+    const char *key;         /* its sale's Idempotency-Key, or NULL */
+    const char *fingerprint; /* what the key's request asked (store.h) */
     long long product, qty, epoch;
     int poison; /* it cannot be settled: why says why */
     char why[96];
@@ -114,9 +122,15 @@ static void parse_entry(const redisReply *e, struct order *o)
             have |= 4;
         else if (strcmp(name, "epoch") == 0 && field_int(value, 0, LLONG_MAX, &o->epoch) == 0)
             have |= 8;
+        else if (strcmp(name, "key") == 0 && value[0] && strlen(value) <= IDEMPOTENCY_KEY_MAX)
+            o->key = value;
+        else if (strcmp(name, "fingerprint") == 0 && strlen(value) < KEY_FINGERPRINT_MAX)
+            o->fingerprint = value;
     }
     if (have != 15)
         mark_poison(o, "unparsable: needs order, product (1..2^31-1), qty (1..1000), epoch");
+    else if (!o->key != !o->fingerprint)
+        mark_poison(o, "a key needs its fingerprint, and a fingerprint its key");
 }
 
 static int by_product(const void *a, const void *b)
@@ -156,16 +170,35 @@ struct settled {
     unsigned long long fresh, replayed, fenced, poison;
 };
 
-/* Each of a product's `n` orders alone: inserted, and its qty sold, only
- * when its id was not in MySQL yet. */
+/* A keyed order's key, kept in MySQL as a keyed sale there keeps it
+ * (mysql_keys.h: a 200, the count unknown): *fresh 0 when the key was
+ * there already - this order, delivered again, or another order of the
+ * same purchase, sold twice in Redis after it forgot the key (a failover):
+ * either way the purchase is settled, and this order must not be. */
+static st_result settle_key(struct worker *w, const struct order *o, int *fresh)
+{
+    *fresh = 1;
+    if (!o->key)
+        return ST_OK;
+    return sql_insert_unique(w, SQL_KEY_INSERT,
+                             SQL_ARGS(SQL_S(o->key), SQL_S(o->fingerprint), SQL_I(ST_OK),
+                                      SQL_I(REMAINING_UNKNOWN), SQL_S("")),
+                             fresh);
+}
+
+/* Each of a product's `n` orders alone: its key kept, then the order
+ * inserted and its qty sold, only when neither its key nor its id was in
+ * MySQL yet. */
 static st_result settle_each(struct worker *w, struct order *o, int n, struct settled *s)
 {
     st_result r = ST_OK;
     for (int i = 0; r == ST_OK && i < n; i++) {
         int fresh = 0;
-        r = sql_insert_unique(w, SQL_INSERT_SETTLED,
-                              SQL_ARGS(SQL_I(o[i].product), SQL_I(o[i].qty), SQL_S(o[i].id)),
-                              &fresh);
+        r = settle_key(w, &o[i], &fresh);
+        if (r == ST_OK && fresh)
+            r = sql_insert_unique(w, SQL_INSERT_SETTLED,
+                                  SQL_ARGS(SQL_I(o[i].product), SQL_I(o[i].qty), SQL_S(o[i].id)),
+                                  &fresh);
         if (r == ST_OK && fresh)
             r = sql_exec(w, SQL_SETTLE_STOCK, SQL_ARGS(SQL_I(o[i].qty), SQL_I(o[i].product)), NULL);
         s->fresh += (unsigned long long)fresh;
@@ -227,6 +260,12 @@ static int of_epoch(const struct order *o, long long epoch)
     return o->epoch == epoch;
 }
 
+static int keyed(const struct order *o, long long unused)
+{
+    (void)unused;
+    return o->key != NULL;
+}
+
 /* One product's `n` orders (poison among them left alone), its row locked:
  * the ones of its current epoch are settled, the others fenced; all are
  * poison when MySQL does not have the product. */
@@ -247,7 +286,13 @@ static st_result settle_product(struct worker *w, struct order *o, int n, int on
     s->fenced += (unsigned long long)(row.found ? n - live : 0); /* reset since the sale */
     if (!live)
         return ST_OK;
-    return one_by_one ? settle_each(w, o, live, s) : settle_all(w, o, live, s);
+    /* A keyed order is settled alone, after its key: the one statement of
+     * settle_all() inserts orders only. */
+    int keys = partition(o, live, keyed, 0);
+    r = settle_each(w, o, one_by_one ? live : keys, s);
+    if (r != ST_OK || one_by_one || keys == live)
+        return r;
+    return settle_all(w, o + keys, live - keys, s);
 }
 
 /* The batch's transaction: the orders grouped by product, in product

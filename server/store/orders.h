@@ -54,14 +54,37 @@ struct order_store {
      * both refusals record `payment` refund due, once. */
     st_result (*pay)(struct worker *w, const struct order_ref *o, const char *payment,
                      int *duplicate);
-    /* held -> cancelled, its units back: ST_OK; cancelled already: ST_OK,
-     * duplicate; ST_PAID; ST_EXPIRED. */
-    st_result (*cancel)(struct worker *w, const struct order_ref *o, int *duplicate);
     /* The order as GET /orders/{ID} answers it, into `reply`. */
     st_result (*get)(struct worker *w, const struct order_ref *o, json_t *reply);
     /* A held order's deadline, by the store's clock, in ms since the epoch. */
     st_result (*deadline)(struct worker *w, const struct order_ref *o, long long *ms);
 };
+
+/* Gives order `o`'s units back through its strategy if it is held, the
+ * order leaving `held` for `state` ("expired", "cancelled"), the return
+ * recorded as `by_what`'s, hold_ms spent inside the strategy's critical
+ * section: *returned 1 when this call returned it, 0 when it was not held
+ * or another return won. Implemented above the stores (sale/returns.h),
+ * handed down to the expiry mechanisms (expiry_start()). */
+typedef st_result (*order_give_back_fn)(struct worker *w, const struct order_ref *o,
+                                        const char *state, const char *by_what, int hold_ms,
+                                        int *returned);
+
+/* Orders returned in one step of their strategy: one product's, one
+ * strategy's, their units summed (a sweeper's batch, from its due list). */
+struct return_batch {
+    const struct order_ref *orders;
+    int count;
+    const char *strategy;
+    long long qty;
+};
+
+/* Returns the batch's orders, all still held, in one run of their
+ * strategy's body; when one was not, each alone (order_give_back_fn):
+ * *returned how many. Implemented above the stores (sale/returns.h). */
+typedef st_result (*order_give_back_batch_fn)(struct worker *w, const struct return_batch *b,
+                                              const char *state, const char *by_what,
+                                              int *returned);
 
 /* The states an order is in, as the stores record and the API names them. */
 enum order_state { ORDER_HELD = 1, ORDER_PAID, ORDER_EXPIRED, ORDER_CANCELLED };

@@ -5,9 +5,10 @@
  * A hold SETs hold:{P}:<ID> with PX ttl in its sale's script. Every stockd
  * subscribes to __keyevent@0__:expired (it sets notify-keyspace-events Ex
  * itself at start when Redis lets it; the stack's Redis has it on) and, on
- * an event for a hold key, runs the same claim script as redis-zset for
- * that one order: held and past its deadline by Redis's TIME, it expires
- * and its units come back, once, however many instances heard the event.
+ * an event for a hold key, returns that one order as redis-zset does,
+ * through its strategy: still held (its key expired at its deadline, by
+ * Redis's clock), it expires and its units come back, once, however many
+ * instances heard the event.
  *
  * Its flaw, kept on purpose because it is the row's lesson: Redis
  * publishes an event once, to whoever listens at that moment, and keeps no
@@ -73,8 +74,8 @@ static int hold_key_parts(const char *key, int *product, const char **id)
     return 0;
 }
 
-/* One event: its order claimed, when it is a hold's key. */
-static st_result on_event(struct worker *w, const redisReply *m)
+/* One event: its order returned, when it is a hold's key. */
+static st_result on_event(struct worker *w, const struct expiry *e, const redisReply *m)
 {
     int product, returned;
     const char *id;
@@ -82,11 +83,11 @@ static st_result on_event(struct worker *w, const redisReply *m)
         m->element[2]->type != REDIS_REPLY_STRING ||
         hold_key_parts(m->element[2]->str, &product, &id) != 0)
         return ST_OK;
-    return redis_orders_claim(w, product, id, &returned);
+    return expiry_return_one(w, e, id, &returned);
 }
 
 /* Waits up to EVENT_WAIT_MS for events and claims their orders. */
-static st_result next_events(struct worker *w)
+static st_result next_events(struct worker *w, const struct expiry *e)
 {
     struct redis_link *sub = redis_subscriber(w);
     struct pollfd p = {.fd = sub->ctx->fd, .events = POLLIN};
@@ -106,7 +107,7 @@ static st_result next_events(struct worker *w)
                                sub->ctx->errstr);
         if (!got)
             return r;
-        st_result claimed = on_event(w, got);
+        st_result claimed = on_event(w, e, got);
         if (claimed != ST_OK) /* the order stays held: it is stranded now */
             r = claimed;
         freeReplyObject(got);
@@ -120,7 +121,7 @@ static void listen(struct worker *w, const struct expiry *e)
     while (expiry_running()) {
         st_result r = subscribe(w);
         while (r == ST_OK && expiry_running())
-            r = next_events(w);
+            r = next_events(w, e);
         if (r == ST_OK)
             break; /* stopping */
         if (monotonic_ms() - warned_ms > 5000) {

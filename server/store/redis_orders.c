@@ -1,50 +1,28 @@
 /*
- * redis_orders.c - orders in the redis store: one script per transition,
+ * redis_orders.c - orders in the redis store: a script per transition,
  * each reading the order's state and Redis's TIME itself, so that a
- * payment, a cancel and the expiry mechanisms decide in one place, one at
- * a time, by one clock.
+ * payment, a return (a cancel, an expiry: the script its strategy's
+ * return runs, sale/returns.h) and the sweepers' choice of due orders
+ * decide in one place, one at a time, by one clock.
  */
 #include "store/redis_orders.h"
 
 #include "core/worker.h"
 #include "store/expiry.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* What every transition script opens with: Redis's clock, and the return
- * of a held order's units - its state, its return counted (a second return
- * would show in returned_twice), the stock and the ledger, its deadlines
- * gone. */
-#define TRANSITION_FUNCTIONS                                                                       \
-    "local function now_ms()\n"                                                                    \
-    "  local t = redis.call('TIME')\n"                                                             \
-    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                         \
-    "end\n"                                                                                        \
-    "local function give_back(order, ledger, stock, deadlines, holds, hold_key, id, state, now)\n" \
-    "  local qty = tonumber(redis.call('HGET', order, 'qty'))\n"                                   \
-    "  redis.call('HSET', order, 'state', state)\n"                                                \
-    "  if redis.call('HINCRBY', order, 'returned', 1) == 2 then\n"                                 \
-    "    redis.call('HINCRBY', ledger, 'returned_twice', 1) end\n"                                 \
-    "  redis.call('HSETNX', order, 'returned_at_ms', now)\n"                                       \
-    "  redis.call('INCRBY', stock, qty)\n"                                                         \
-    "  redis.call('HINCRBY', ledger, 'returned', qty)\n"                                           \
-    "  redis.call('HINCRBY', ledger, 'held', -qty)\n"                                              \
-    "  redis.call('ZREM', deadlines, id)\n"                                                        \
-    "  redis.call('ZREM', holds, id)\n"                                                            \
-    "  redis.call('DEL', hold_key)\n"                                                              \
-    "end\n"
-
-/* The transitions of one order (pay, cancel, claim) take the same keys and
- * arguments - KEYS: order, ledger, stock, payments, deadlines, holds, hold
- * key; ARGV: id, payment ("" but for pay) - and answer {outcome word,
- * duplicate}: the word of the state it left the order in, or of why not
- * ('unknown', 'already_paid', or the state it found). */
-#define TRANSITION_KEYS 7
+/* The payment of one order - KEYS: order, ledger, stock, payments,
+ * deadlines, holds, hold key; ARGV: id, payment - answers {outcome word,
+ * duplicate}: 'paid', or why not ('unknown', 'already_paid', or the state
+ * it found). */
+#define PAY_KEYS 7
 
 static struct redis_script pay_script = {
-    .source = TRANSITION_FUNCTIONS
+    .source = REDIS_NOW_FUNCTION
     "local state = redis.call('HGET', KEYS[1], 'state')\n"
     "if not state then return {'unknown', 0} end\n"
     "if state == 'held' and now_ms() < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
@@ -69,45 +47,21 @@ static struct redis_script pay_script = {
     "return {'expired', 1 - new}\n",
 };
 
-static struct redis_script cancel_script = {
-    .source = TRANSITION_FUNCTIONS
-    "local state = redis.call('HGET', KEYS[1], 'state')\n"
-    "if not state then return {'unknown', 0} end\n"
-    "if state == 'held' then\n"
-    "  give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'cancelled',"
-    " now_ms())\n"
-    "  return {'cancelled', 0}\n"
-    "end\n"
-    "return {state, state == 'cancelled' and 1 or 0}\n",
-};
-
-/* The expiry claim: 'expired' when it returned the order's units. */
-static struct redis_script claim_script = {
-    .source = TRANSITION_FUNCTIONS
+/* KEYS: deadlines; ARGV: product, batch. redis-zset's due orders of one
+ * product: the members of deadlines:{P} whose deadline TIME has passed,
+ * the oldest first; a member whose order is no longer held (a reset came
+ * in between) is dropped. */
+static struct redis_script due_script = {
+    .source = REDIS_NOW_FUNCTION
     "local now = now_ms()\n"
-    "local state = redis.call('HGET', KEYS[1], 'state')\n"
-    "if state ~= 'held' or now < tonumber(redis.call('HGET', KEYS[1], 'deadline_ms')) then\n"
-    "  return {state or 'unknown', 0} end\n"
-    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[1], 'expired', now)\n"
-    "return {'expired', 0}\n",
-};
-
-/* KEYS: deadlines, ledger, stock, holds; ARGV: product, batch. redis-zset's
- * sweep of one product: the held orders whose deadline TIME has passed. */
-static struct redis_script sweep_script = {
-    .source = TRANSITION_FUNCTIONS
-    "local now = now_ms()\n"
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[2])\n"
-    "local n = 0\n"
-    "for _, id in ipairs(due) do\n"
-    "  local order = 'order:{' .. ARGV[1] .. '}:' .. id\n"
-    "  if redis.call('HGET', order, 'state') == 'held' then\n"
-    "    give_back(order, KEYS[2], KEYS[3], KEYS[1], KEYS[4], 'hold:{' .. ARGV[1] .. '}:' .. id,"
-    " id, 'expired', now)\n"
-    "    n = n + 1\n"
+    "local due = {}\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0,"
+    " ARGV[2])) do\n"
+    "  if redis.call('HGET', 'order:{' .. ARGV[1] .. '}:' .. id, 'state') == 'held' then\n"
+    "    due[#due + 1] = id\n"
     "  else redis.call('ZREM', KEYS[1], id) end\n"
     "end\n"
-    "return n\n",
+    "return due\n",
 };
 
 /* KEYS: ledger, holds; ARGV: product, redis-zset's lag, redis-keyspace's.
@@ -168,16 +122,29 @@ static void order_keys(struct order_keys *k, int product, const char *id)
     redis_key(k->hold_key, "hold", product, suffix);
 }
 
-void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq)
+/* Order `id`'s keys into a struct redis_hold. */
+static void hold_keys(struct redis_hold *h, int product, const char *id)
 {
     struct order_keys k;
-    order_keys(&k, rq->product, rq->hold.order);
+    order_keys(&k, product, id);
     memcpy(h->order, k.order, sizeof h->order);
     memcpy(h->deadlines, k.deadlines, sizeof h->deadlines);
     memcpy(h->holds, k.holds, sizeof h->holds);
     memcpy(h->hold_key, k.hold_key, sizeof h->hold_key);
-    redis_key(h->ids, "order-ids", rq->product, "");
+    redis_key(h->ids, "order-ids", product, "");
+}
+
+void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq)
+{
+    hold_keys(h, rq->product, rq->hold.order);
     snprintf(h->ttl, sizeof h->ttl, "%d", rq->hold.ttl_ms);
+}
+
+void redis_give_back_of(struct redis_hold *h, const struct deduct_request *rq)
+{
+    assert(!rq->give_back.more_count); /* one order a return, here */
+    hold_keys(h, rq->product, rq->give_back.order);
+    h->ttl[0] = '\0';
 }
 
 st_result redis_hold_indexed(struct worker *w, const struct deduct_request *rq)
@@ -202,6 +169,35 @@ int redis_hold_command(const char **argv, const struct redis_hold *h,
     return (int)(sizeof words / sizeof words[0]);
 }
 
+/* The return a MULTI carries: EVAL, as the hold's. KEYS: order, ledger,
+ * stock, deadlines, holds, hold key; ARGV: id, state, left. */
+static const char give_back_source[] = REDIS_GIVE_BACK_FUNCTIONS
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end\n"
+    "give_back(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], now_ms(),"
+    " ARGV[3])\n"
+    "return 1\n";
+
+int redis_give_back_command(const char **argv, const struct redis_hold *h,
+                            const struct deduct_request *rq, const char *ledger, const char *stock,
+                            const char *left)
+{
+    const char *words[] = {"EVAL",
+                           give_back_source,
+                           "6",
+                           h->order,
+                           ledger,
+                           stock,
+                           h->deadlines,
+                           h->holds,
+                           h->hold_key,
+                           rq->give_back.order,
+                           rq->give_back.state,
+                           left};
+    _Static_assert(sizeof words / sizeof words[0] <= REDIS_HOLD_ARGC, "REDIS_HOLD_ARGC");
+    memcpy(argv, words, sizeof words);
+    return (int)(sizeof words / sizeof words[0]);
+}
+
 /* Runs transition `script` on order `id` of `product`: the word of its
  * outcome into `outcome`, and whether it was a repeat. */
 static st_result transition(struct worker *w, struct redis_script *script, int product,
@@ -212,7 +208,7 @@ static st_result transition(struct worker *w, struct redis_script *script, int p
     const char *argv[] = {k.order, k.ledger,   k.stock, k.payments, k.deadlines,
                           k.holds, k.hold_key, id,      payment};
     redisReply *reply;
-    st_result r = redis_eval(w, script, &reply, TRANSITION_KEYS, 9, argv);
+    st_result r = redis_eval(w, script, &reply, PAY_KEYS, 9, argv);
     if (r != ST_OK)
         return r;
     long long dup;
@@ -228,12 +224,12 @@ static st_result transition(struct worker *w, struct redis_script *script, int p
     return r;
 }
 
-/* A pay's or a cancel's outcome in the contract's words: ST_OK when it is
- * `done`; a refusal otherwise (a payment's is refund due). */
-static st_result answered(struct worker *w, const struct order_ref *o, const char *outcome,
-                          const char *done, const char *payment)
+/* A pay's outcome in the contract's words: ST_OK when paid; a refusal
+ * otherwise, its payment refund due. */
+static st_result pay_answered(struct worker *w, const struct order_ref *o, const char *outcome,
+                              const char *payment)
 {
-    if (strcmp(outcome, done) == 0)
+    if (strcmp(outcome, "paid") == 0)
         return ST_OK;
     if (strcmp(outcome, "unknown") == 0)
         return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in redis", o->id);
@@ -241,14 +237,10 @@ static st_result answered(struct worker *w, const struct order_ref *o, const cha
         return worker_fail(w, ST_ALREADY_PAID,
                            "order %s is paid with another payment: %s is refund due", o->id,
                            payment);
-    if (strcmp(outcome, "paid") == 0)
-        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
-    if (*payment)
-        return worker_fail(w, ST_EXPIRED,
-                           "order %s expired, was cancelled or is past its deadline: payment %s "
-                           "is refund due",
-                           o->id, payment);
-    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
+    return worker_fail(w, ST_EXPIRED,
+                       "order %s expired, was cancelled or is past its deadline: payment %s "
+                       "is refund due",
+                       o->id, payment);
 }
 
 static st_result pay(struct worker *w, const struct order_ref *o, const char *payment,
@@ -256,14 +248,7 @@ static st_result pay(struct worker *w, const struct order_ref *o, const char *pa
 {
     char outcome[16];
     st_result r = transition(w, &pay_script, o->product, o->id, payment, outcome, duplicate);
-    return r == ST_OK ? answered(w, o, outcome, "paid", payment) : r;
-}
-
-static st_result cancel(struct worker *w, const struct order_ref *o, int *duplicate)
-{
-    char outcome[16];
-    st_result r = transition(w, &cancel_script, o->product, o->id, "", outcome, duplicate);
-    return r == ST_OK ? answered(w, o, outcome, "cancelled", "") : r;
+    return r == ST_OK ? pay_answered(w, o, outcome, payment) : r;
 }
 
 /* A field of an HGETALL reply as an integer member of `into`, or null. */
@@ -324,7 +309,6 @@ static st_result deadline(struct worker *w, const struct order_ref *o, long long
 const struct order_store redis_order_store = {
     .letter = 'r',
     .pay = pay,
-    .cancel = cancel,
     .get = get,
     .deadline = deadline,
 };
@@ -370,11 +354,13 @@ st_result redis_orders_reset(struct worker *w, int product)
     return r;
 }
 
-/* The most orders one product's sweep returns: a script short enough that
- * Redis's other clients wait little behind it. */
+/* The most orders one product's sweep returns, each through its strategy:
+ * a round short enough to end well inside the lag it promises. */
 #define SWEEP_BATCH "100"
 
-static st_result sweep_product(struct worker *w, const char *product, int *returned)
+/* One product's due orders, each returned through its strategy. */
+static st_result sweep_product(struct worker *w, const struct expiry *e, const char *product,
+                               int *returned)
 {
     char number[16];
     long long p = strtoll(product, NULL, 10);
@@ -382,19 +368,23 @@ static st_result sweep_product(struct worker *w, const char *product, int *retur
     order_keys(&k, (int)p, "");
     snprintf(number, sizeof number, "%lld", p);
     redisReply *reply;
-    long long n = 0;
-    st_result r =
-        redis_eval(w, &sweep_script, &reply, 4, 6,
-                   (const char *[]){k.deadlines, k.ledger, k.stock, k.holds, number, SWEEP_BATCH});
+    st_result r = redis_eval(w, &due_script, &reply, 1, 3,
+                             (const char *[]){k.deadlines, number, SWEEP_BATCH});
     if (r != ST_OK)
         return r;
-    redis_reply_int(reply, &n);
+    json_t *ids = json_array();
+    for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
+        json_array_append_new(ids,
+                              json_string(reply->element[i]->str ? reply->element[i]->str : ""));
     freeReplyObject(reply);
-    *returned += (int)n;
-    return ST_OK;
+    int n = 0;
+    r = expiry_return_each(w, e, ids, &n);
+    json_decref(ids);
+    *returned += n;
+    return r;
 }
 
-st_result redis_orders_sweep(struct worker *w, int *returned)
+st_result redis_orders_sweep(struct worker *w, const struct expiry *e, int *returned)
 {
     redisReply *products;
     *returned = 0;
@@ -403,16 +393,7 @@ st_result redis_orders_sweep(struct worker *w, int *returned)
         return r;
     for (size_t i = 0; r == ST_OK && products->type == REDIS_REPLY_ARRAY && i < products->elements;
          i++)
-        r = sweep_product(w, products->element[i]->str, returned);
+        r = sweep_product(w, e, products->element[i]->str, returned);
     freeReplyObject(products);
-    return r;
-}
-
-st_result redis_orders_claim(struct worker *w, int product, const char *id, int *returned)
-{
-    char outcome[16];
-    int duplicate;
-    st_result r = transition(w, &claim_script, product, id, "", outcome, &duplicate);
-    *returned = r == ST_OK && strcmp(outcome, "expired") == 0;
     return r;
 }

@@ -60,6 +60,48 @@ void redis_hold_of(struct redis_hold *h, const struct deduct_request *rq);
     "  redis.call('HINCRBY', ledger, 'held', qty)\n"                                               \
     "end\n"
 
+/* The Lua function now_ms(): Redis's clock, the one an order's every
+ * decision reads. */
+#define REDIS_NOW_FUNCTION                                                                         \
+    "local function now_ms()\n"                                                                    \
+    "  local t = redis.call('TIME')\n"                                                             \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                         \
+    "end\n"
+
+/* The Lua functions every return runs: now_ms(); and give_back(order, ledger, stock, deadlines,
+ * holds, hold_key, id, state, now, left), a held order's return - its state, its return counted (a
+ * second would show in returned_twice), the ledger, its deadlines gone, and
+ * its units back in the stock: INCRBY, or, given `left`, SET to the count
+ * the caller computed from its own earlier read (the MULTI of a strategy
+ * whose sale is a read-then-write: its return is one too). */
+#define REDIS_GIVE_BACK_FUNCTIONS                                                                  \
+    REDIS_NOW_FUNCTION                                                                             \
+    "local function give_back(order, ledger, stock, deadlines, holds, hold_key, id, state, now,"   \
+    " left)\n"                                                                                     \
+    "  local qty = tonumber(redis.call('HGET', order, 'qty'))\n"                                   \
+    "  redis.call('HSET', order, 'state', state)\n"                                                \
+    "  if redis.call('HINCRBY', order, 'returned', 1) == 2 then\n"                                 \
+    "    redis.call('HINCRBY', ledger, 'returned_twice', 1) end\n"                                 \
+    "  redis.call('HSETNX', order, 'returned_at_ms', now)\n"                                       \
+    "  if left then redis.call('SET', stock, left) else redis.call('INCRBY', stock, qty) end\n"    \
+    "  redis.call('HINCRBY', ledger, 'returned', qty)\n"                                           \
+    "  redis.call('HINCRBY', ledger, 'held', -qty)\n"                                              \
+    "  redis.call('ZREM', deadlines, id)\n"                                                        \
+    "  redis.call('ZREM', holds, id)\n"                                                            \
+    "  redis.call('DEL', hold_key)\n"                                                              \
+    "end\n"
+
+/* A return's order keys (rq->give_back.order's), in a struct redis_hold:
+ * order, deadlines, holds and hold key. */
+void redis_give_back_of(struct redis_hold *h, const struct deduct_request *rq);
+
+/* Writes rq's return inside a MULTI with the EVAL a MULTI carries: the
+ * order's state change if it is still held, its units back by SET to
+ * `left`, and 1; else 0 and nothing (argv[]: at most REDIS_HOLD_ARGC). */
+int redis_give_back_command(const char **argv, const struct redis_hold *h,
+                            const struct deduct_request *rq, const char *ledger, const char *stock,
+                            const char *left);
+
 /* Adds rq's product to the sweepers' list: before its hold is written. */
 st_result redis_hold_indexed(struct worker *w, const struct deduct_request *rq);
 
@@ -75,11 +117,10 @@ st_result redis_orders_account(struct worker *w, int product, struct store_accou
 /* Deletes the product's orders, payments, holds and deadlines. */
 st_result redis_orders_reset(struct worker *w, int product);
 
-/* One redis-zset sweep of every product on the list: *returned orders. */
-st_result redis_orders_sweep(struct worker *w, int *returned);
-
-/* Returns order `id` of `product` if it is held and past its deadline
- * (redis-keyspace, on its hold key's expiry): *returned 0 or 1. */
-st_result redis_orders_claim(struct worker *w, int product, const char *id, int *returned);
+/* One redis-zset sweep (`e`) of every product on the list: the orders due
+ * by Redis's TIME, each returned through its strategy; *returned how
+ * many. */
+struct expiry;
+st_result redis_orders_sweep(struct worker *w, const struct expiry *e, int *returned);
 
 #endif

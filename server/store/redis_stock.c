@@ -85,12 +85,52 @@ static int exec_applied(const redisReply *result, size_t commands)
     return 1;
 }
 
+/* What EXEC answered for `commands` queued commands: ST_BUSY (no message:
+ * the caller knows what it watched) when a WATCHed key changed. */
+static st_result exec_outcome(struct worker *w, const redisReply *result, size_t commands)
+{
+    if (result->type == REDIS_REPLY_NIL)
+        return ST_BUSY;
+    if (!exec_applied(result, commands))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
+                           result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
+    return ST_OK;
+}
+
+/* A return: MULTI; the EVAL that changes the order's state if it is still
+ * held and SETs the count to `left`; EXEC. ST_EXPIRED when it was no
+ * longer held: nothing written. */
+static st_result return_exec(struct worker *w, const struct deduct_request *rq,
+                             const struct redis_stock *k, const char *left)
+{
+    const char *multi[] = {"MULTI"};
+    const char *exec[] = {"EXEC"};
+    const char *given[REDIS_HOLD_ARGC];
+    struct redis_hold h;
+    redis_give_back_of(&h, rq);
+    const char *const *argvs[] = {multi, given, exec};
+    int argcs[] = {1, redis_give_back_command(given, &h, rq, k->ledger, k->stock, left), 1};
+    redisReply *replies[3];
+    trace_mark(rq->trace, TRACE_WRITE);
+    st_result r = redis_pipeline_sale(w, 3, argcs, argvs, replies);
+    if (r != ST_OK)
+        return r;
+    long long claimed = 0;
+    r = exec_outcome(w, replies[2], 1);
+    if (r == ST_OK && redis_reply_int(replies[2]->element[0], &claimed) == 0 && !claimed)
+        r = worker_fail(w, ST_EXPIRED, "order %s is no longer held", rq->give_back.order);
+    redis_free_replies(replies, 3);
+    return r;
+}
+
 st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
                           const struct redis_stock *k, long long left)
 {
     char left_text[24], qty_text[16];
     snprintf(left_text, sizeof left_text, "%lld", left);
     snprintf(qty_text, sizeof qty_text, "%d", rq->qty);
+    if (rq->give_back.order[0])
+        return return_exec(w, rq, k, left_text);
     const char *multi[] = {"MULTI"};
     const char *set[] = {"SET", k->stock, left_text};
     const char *sold[] = {"HINCRBY", k->ledger, "sold", qty_text};
@@ -121,12 +161,7 @@ st_result redis_sale_exec(struct worker *w, const struct deduct_request *rq,
     st_result r = redis_pipeline_sale(w, count, argcs, argvs, replies);
     if (r != ST_OK)
         return r;
-    redisReply *result = replies[count - 1];
-    if (result->type == REDIS_REPLY_NIL)
-        r = ST_BUSY; /* the caller says which watched key changed */
-    else if (!exec_applied(result, (size_t)count - 2))
-        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: EXEC failed: %s",
-                        result->type == REDIS_REPLY_ERROR ? result->str : "unexpected reply");
+    r = exec_outcome(w, replies[count - 1], (size_t)count - 2);
     redis_free_replies(replies, count);
     return r;
 }
@@ -162,6 +197,15 @@ struct redis_script redis_hold_sale_script = {
     " ARGV[4], ARGV[5])\n"
     "return {1, left}\n",
     .steps = SALE_SCRIPT_STEPS ", HSET the held order, ZADD its deadline",
+};
+
+struct redis_script redis_return_script = {
+    .source = REDIS_GIVE_BACK_FUNCTIONS
+    "if redis.call('HGET', KEYS[3], 'state') ~= 'held' then return {-3, 0} end\n"
+    "give_back(KEYS[3], KEYS[2], KEYS[1], KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], now_ms())\n"
+    "return {1, tonumber(redis.call('GET', KEYS[1]))}\n",
+    .steps = "the return script: HGET the order's state, HSET it, INCRBY the count, HINCRBY the "
+             "ledger's returned",
 };
 
 /* What the keyed scripts share: keep(sold, count) keeps the answer with
@@ -202,14 +246,28 @@ struct redis_script redis_keyed_hold_sale_script = {
              "key's answer",
 };
 
+struct redis_script redis_keyed_stream_sale_script = {
+    .source = REDIS_KEY_LOOKUP("KEYS[5]", "ARGV[4]") KEYED_SALE_BODY(
+        "KEYS[5]", "ARGV[4]", "ARGV[5]", "ARGV[2]") "redis.call('XADD', KEYS[4], '*', 'order', "
+                                                    "ARGV[2], 'product', ARGV[3], 'qty', ARGV[1],"
+                                                    " 'epoch', redis.call('GET', KEYS[3]) or '0', "
+                                                    "'key', ARGV[6], 'fingerprint', ARGV[4])\n"
+                                                    "return keep(1, left)\n",
+    .steps = "the keyed stream sale script: HMGET the key (its answer again if kept), GET, compare "
+             "with qty, DECRBY, HINCRBY the ledger, XADD the order with its key, HSET the key's "
+             "answer",
+};
+
 /* The sale script a row runs: a row that settles later streams its orders;
  * a hold writes its order; a keyed sale keeps its key. */
 static struct redis_script *sale_script_of(const struct deduct_request *rq)
 {
+    if (rq->give_back.order[0])
+        return &redis_return_script;
     if (rq->hold.order[0])
         return rq->key[0] ? &redis_keyed_hold_sale_script : &redis_hold_sale_script;
     if (rq->key[0])
-        return &redis_keyed_sale_script;
+        return rq->streams_order ? &redis_keyed_stream_sale_script : &redis_keyed_sale_script;
     return rq->streams_order ? &redis_stream_sale_script : &redis_sale_script;
 }
 
@@ -252,6 +310,18 @@ static void keyed_args_of(struct redis_script_args *a)
     a->nkeys = 3, a->argc = 6;
 }
 
+/* A return's arguments, after the sale's: its order's keys, then its id
+ * and the state it leaves `held` for. */
+static void return_args_of(struct redis_script_args *a, const struct deduct_request *rq)
+{
+    redis_give_back_of(&a->hold, rq);
+    const char *given[] = {a->stock,           a->ledger,        a->hold.order, a->hold.deadlines,
+                           a->hold.holds,      a->hold.hold_key, a->qty,        rq->give_back.order,
+                           rq->give_back.state};
+    memcpy(a->argv, given, sizeof given);
+    a->nkeys = 6, a->argc = 9;
+}
+
 /* The script's keys and quantity as this thread last formatted them: a
  * loop sells the same few products, mostly one unit at a time, over and
  * over, and formatting is a good part of what a piped sale costs it. */
@@ -260,6 +330,30 @@ static __thread struct {
     char stock[REDIS_KEY_MAX], ledger[REDIS_KEY_MAX], epoch[REDIS_KEY_MAX], product_text[16];
     char qty_text[16];
 } last;
+
+/* A sale that settles later: its epoch key and the stream, then a new
+ * order id (into out->order) and the product; a keyed one, its key's hash
+ * too, then the fingerprint, the key's ttl and the key, which the stream
+ * entry carries to MySQL (order_stream.h). */
+static void streamed_args_of(struct redis_script_args *a, const struct deduct_request *rq,
+                             struct deduct_reply *out)
+{
+    memcpy(a->epoch, last.epoch, sizeof a->epoch);
+    memcpy(a->product, last.product_text, sizeof a->product);
+    order_stream_new_id(out->order);
+    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
+                              a->qty,   out->order, a->product};
+    memcpy(a->argv, streamed, sizeof streamed);
+    a->nkeys = 4, a->argc = 7;
+    if (!rq->key[0])
+        return;
+    const char *keyed[] = {a->stock,       a->ledger,  a->epoch,   ORDER_STREAM_KEY,
+                           a->idem,        a->qty,     out->order, a->product,
+                           a->fingerprint, a->key_ttl, rq->key};
+    _Static_assert(sizeof keyed / sizeof keyed[0] <= sizeof a->argv / sizeof a->argv[0], "argv");
+    memcpy(a->argv, keyed, sizeof keyed);
+    a->nkeys = 5, a->argc = 11;
+}
 
 void redis_script_args_of(struct redis_script_args *a, const struct deduct_request *rq,
                           struct deduct_reply *out)
@@ -284,20 +378,14 @@ void redis_script_args_of(struct redis_script_args *a, const struct deduct_reque
     a->script = sale_script_of(rq), a->nkeys = 2, a->argc = 3;
     if (rq->key[0])
         key_args_of(a, rq);
-    if (rq->hold.order[0])
+    if (a->script == &redis_return_script)
+        return_args_of(a, rq);
+    else if (rq->hold.order[0])
         hold_args_of(a, rq);
+    else if (rq->streams_order)
+        streamed_args_of(a, rq, out);
     else if (rq->key[0])
         keyed_args_of(a);
-    if (a->script != &redis_stream_sale_script)
-        return;
-    memcpy(a->epoch, last.epoch, sizeof a->epoch);
-    memcpy(a->product, last.product_text, sizeof a->product);
-    order_stream_new_id(out->order);
-    const char *streamed[] = {a->stock, a->ledger,  a->epoch,  ORDER_STREAM_KEY,
-                              a->qty,   out->order, a->product};
-    for (int i = 0; i < 7; i++)
-        a->argv[i] = streamed[i];
-    a->nkeys = 4, a->argc = 7;
 }
 
 /* What the script reported back: the count it found when it sold
@@ -332,6 +420,8 @@ static st_result script_outcome(struct worker *w, const struct deduct_request *r
                            "redis: unexpected reply from the sale script");
     if (sold == -2)
         return key_reused(w);
+    if (sold == -3)
+        return worker_fail(w, ST_EXPIRED, "order %s is no longer held", rq->give_back.order);
     if (sold < 0)
         return worker_fail(w, ST_UNKNOWN_PRODUCT, "product %d is not in redis", rq->product);
     if (reply->elements >= 3) /* the key's kept answer */

@@ -32,7 +32,10 @@ st_result redis_watch_and_read(struct worker *w, const struct deduct_request *rq
 
 /* MULTI; SET stock:{P} left; HINCRBY ledger:{P} sold qty; HINCRBY ledger:{P}
  * orders 1; for a hold, the EVAL that writes its order (redis_orders.h);
- * EXEC - in one round trip, applied together or not at all.
+ * EXEC - in one round trip, applied together or not at all. A return
+ * (rq->give_back) is MULTI, the EVAL of its order's state change and the
+ * SET of `left`, EXEC: ST_EXPIRED, nothing written, when the order was no
+ * longer held.
  * ST_BUSY (with no message: the caller knows what it watched) when EXEC
  * was aborted because a WATCHed key changed; ST_OUTCOME_UNKNOWN when
  * EXEC's reply was lost. */
@@ -52,24 +55,35 @@ extern struct redis_script redis_stream_sale_script;
 /* The same sale that also writes its held order (redis_orders.h). */
 extern struct redis_script redis_hold_sale_script;
 
+/* A return (sale/returns.h) as one script (lua): the order's state
+ * change if it is still held, its units back (INCRBY), {1, count}; else
+ * {-3, 0} and nothing. */
+extern struct redis_script redis_return_script;
+
 /* The same sale with an Idempotency-Key (lua): idem:{P}:<key>, under the
  * product's hash tag, holds the request's fingerprint and the answer it
- * got (sold 1 or 0, the count), kept --idempotency-ttl-s. A key it holds
- * already answers its kept answer again, {sold, count, 1}, and sells
- * nothing; a key held with another fingerprint answers {-2, 0}. The check,
- * the sale and the key are one script: the key exists if and only if its
- * sale - or its refusal - does. */
+ * got (sold 1 or 0, the count, the order it streamed or ""), kept
+ * --idempotency-ttl-s. A key it holds already answers its kept answer
+ * again, {sold, count, 1, order}, and sells nothing; a key held with
+ * another fingerprint answers {-2, 0}. The check, the sale and the key are
+ * one script: the key exists if and only if its sale - or its refusal -
+ * does. */
 extern struct redis_script redis_keyed_sale_script;
 
 /* The same hold with an Idempotency-Key: the keyed sale script's key,
  * kept with the hold's order id. */
 extern struct redis_script redis_keyed_hold_sale_script;
+/* The same keyed sale that streams its order (lua-stream), the key and
+ * its fingerprint in the stream entry, so that MySQL keeps the key with
+ * the settled order (order_stream.h). */
+extern struct redis_script redis_keyed_stream_sale_script;
 
 /* One sale's script, keys and arguments, as the script takes them (argv):
  * stock:{P}, ledger:{P}, qty - and for a sale that settles later, its
  * epoch key and the stream too, then a new order id and the product; for a
- * hold, its order's keys, then its id, ttl, seller and expiry; for a keyed
- * sale, its key's, then the fingerprint and the key's ttl in ms. */
+ * hold, its order's keys, then its id, ttl, seller and expiry; for a
+ * return, its order's keys, then its id and state; for a keyed sale, its
+ * key's, then the fingerprint and the key's ttl in ms. */
 struct redis_script_args {
     struct redis_script *script;
     int nkeys, argc;

@@ -39,6 +39,25 @@ struct hold {
     const char *expiry;           /* the expiry mechanism's name (store/expiry.h) */
 };
 
+/* A return: an order's units given back through its strategy's own sale
+ * body, as a sale of -qty units (sale/returns.h), so that they go back
+ * the way that strategy writes stock - its statement, its lock, its
+ * script, or its unprotected read-then-write. Where the ledger record of
+ * a sale goes, the store writes instead the order's state change,
+ * conditional on `held`, and its return record; when the order is no
+ * longer held, that step refuses ST_EXPIRED and the whole write is undone,
+ * so an order is returned once, however many try. */
+struct give_back {
+    char order[ORDER_ID_MAX + 1]; /* "" for a sale                          */
+    const char *state;            /* what it leaves `held` for: "expired" or "cancelled" */
+    const char *by_what;          /* the return record's witness: "cancel", a mechanism */
+    /* Further orders of the same product and strategy returned in the same
+     * step, each claimed the same way (a sweeper's batch: qty is their
+     * units summed); the mysql store only. */
+    const char *const *more;
+    int more_count;
+};
+
 /* The longest Idempotency-Key the contract allows. A key is kept by the
  * store beside the sale it was sent with, in the same atomic step, with
  * the answer its client was given (store/mysql_keys.h; on Redis, the keyed
@@ -53,12 +72,13 @@ struct deduct_request {
     struct later *later;             /* a row that answers later: answered here, once,  */
                                      /* after its deduct_reply is filled (later.h)      */
     int product;                     /* 1 .. 2^31-1                                          */
-    int qty;                         /* 1 .. 1000                                            */
+    int qty;                         /* 1 .. 1000; a return: -1000 .. -1 (give_back)      */
     int hold_ms;                     /* time spent inside the critical section, 0 .. 1000    */
     int ttl_ms;                      /* lock TTL for this request (server default if unset)  */
     int pause_ms;                    /* holder frozen after reading, watchdog included       */
     struct sale_trace *trace;        /* what the sale did, when trace=1 asked; else NULL     */
     struct hold hold;                /* the order it holds, or hold.order "" for a sale      */
+    struct give_back give_back;      /* the order it returns (qty < 0), or "" for a sale   */
 
     /* Its Idempotency-Key, "" when none came or its row keeps none
      * (strategy_idempotent_why()). */

@@ -200,11 +200,18 @@ static void *send_in_background(void *arg)
     return NULL;
 }
 
+void start_post_in_background(struct background *b, const char *path)
+{
+    snprintf(b->path, sizeof b->path, "%s", path);
+    assert_int_equal(pthread_create(&b->thread, NULL, send_in_background, b), 0);
+}
+
 void start_background(struct background *b, const char *strategy, int product, const char *query)
 {
-    snprintf(b->path, sizeof b->path, "/stock/deduct/%s?product=%d%s%s", strategy, product,
+    char path[sizeof b->path];
+    snprintf(path, sizeof path, "/stock/deduct/%s?product=%d%s%s", strategy, product,
              query ? "&" : "", query ? query : "");
-    assert_int_equal(pthread_create(&b->thread, NULL, send_in_background, b), 0);
+    start_post_in_background(b, path);
 }
 
 long finish_background(struct background *b)

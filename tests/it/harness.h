@@ -136,6 +136,9 @@ struct background {
 /* Sends POST /stock/deduct/{strategy}?product=P[&query] from a new thread. */
 void start_background(struct background *b, const char *strategy, int product, const char *query);
 
+/* Sends POST `path` from a new thread. */
+void start_post_in_background(struct background *b, const char *path);
+
 /* Waits for the sale; its status, with the reply kept in b->reply (the
  * caller frees it). */
 long finish_background(struct background *b);

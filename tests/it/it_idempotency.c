@@ -19,7 +19,12 @@
  *     (hold_ms) is 409 in_progress for a second request, which changes
  *     nothing; the first then sells once, and its answer replays;
  *   - /strategies says which rows keep keys, and why the others do not;
- *     a row that keeps none sells every time, as if no key came.
+ *     a row that keeps none sells every time, as if no key came;
+ *   - lua-stream keeps its key with the sale and the order it streamed, and
+ *     the stream entry carries it to MySQL: a replay before and after the
+ *     consumer settled the order answers that order and sells nothing, and
+ *     once Redis has forgotten the key (as a failover may), the purchase
+ *     sold again in Redis is not settled again: MySQL keeps one order.
  */
 #include "harness.h"
 
@@ -38,9 +43,14 @@
 #define PRODUCT_NO_KEY 470061
 #define PRODUCT_HOLD 470071
 #define PRODUCT_PAY 470081
+#define PRODUCT_STREAM 470091
 
-/* A row that keeps no key: its ledger write is its own. */
-#define ROW_KEEPING_NONE "lua-stream"
+/* A row that keeps no key: its segments are shards, and a retry's script
+ * runs on another one. */
+#define ROW_KEEPING_NONE "segmented"
+
+/* How long the stream's consumer may take to settle an order, polled. */
+#define SETTLE_MS 10000
 
 /* The longest key the contract allows. */
 #define IDEMPOTENCY_TEST_MAX 255
@@ -437,6 +447,58 @@ static void test_pay_and_cancel_keep_their_keys(void **state)
     }
 }
 
+/* Polls until MySQL's ledger of `product` has `sold` units: the consumer
+ * settled what Redis accepted. */
+static struct account settled(int product, long long sold)
+{
+    long long until = now_ms() + SETTLE_MS;
+    struct account a = account(product);
+    while (a.mysql.sold != sold && now_ms() < until) {
+        sleep_ms(50);
+        a = account(product);
+    }
+    if (a.mysql.sold != sold)
+        fail_msg("product %d: mysql sold %lld after %d ms, expected %lld", product, a.mysql.sold,
+                 SETTLE_MS, sold);
+    return a;
+}
+
+static void test_a_streamed_sale_keeps_its_key_once_settled(void **state)
+{
+    (void)state;
+    char key[96], out[64], idem[160];
+    fresh_key(key, sizeof key, "stream");
+    assert_true(json_bool_member(find_strategy("lua-stream"), "idempotent"));
+    reset(PRODUCT_STREAM, 10);
+    struct http_reply first = expect_keyed("lua-stream", PRODUCT_STREAM, 2, NULL, key, 200, "", 0);
+    assert_true(strlen(json_str_member(first.json, "order")) > 0);
+    struct http_reply early = expect_keyed("lua-stream", PRODUCT_STREAM, 2, NULL, key, 200, "", 1);
+    expect_same_body(&first, &early);
+    struct account once = settled(PRODUCT_STREAM, 2);
+    assert_int_equal(once.mysql.orders, 1);
+    assert_int_equal(once.redis.sold, 2);
+    struct http_reply late = expect_keyed("lua-stream", PRODUCT_STREAM, 2, NULL, key, 200, "", 1);
+    expect_same_body(&first, &late);
+    /* Redis forgets the key: the retry sells again there, under a new order
+     * id; MySQL, which kept the key with the settled order, settles nothing. */
+    snprintf(idem, sizeof idem, "DEL idem:{%d}:%s", PRODUCT_STREAM, key);
+    assert_int_equal(redis_cli(idem, out, sizeof out), 0);
+    struct http_reply again = expect_keyed("lua-stream", PRODUCT_STREAM, 2, NULL, key, 200, "", 0);
+    assert_string_not_equal(json_str_member(again.json, "order"),
+                            json_str_member(first.json, "order"));
+    long long until = now_ms() + SETTLE_MS;
+    do
+        assert_int_equal(redis_cli("XLEN orders:stream", out, sizeof out), 0);
+    while (atoll(out) && now_ms() < until && (sleep_ms(50), 1));
+    assert_int_equal(atoll(out), 0); /* the consumer took the entry: settled, or not */
+    struct account after = account(PRODUCT_STREAM);
+    assert_int_equal(after.redis.sold, 4);
+    assert_int_equal(after.mysql.sold, 2);
+    assert_int_equal(after.mysql.orders, 1);
+    http_reply_free(&first), http_reply_free(&early), http_reply_free(&late),
+        http_reply_free(&again);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_strategies_say_which_rows_keep_keys),
         cmocka_unit_test(test_a_hold_keeps_its_key),
         cmocka_unit_test(test_pay_and_cancel_keep_their_keys),
+        cmocka_unit_test(test_a_streamed_sale_keeps_its_key_once_settled),
     };
     return cmocka_run_group_tests_name("idempotency keys", tests, stockd_group_setup,
                                        stockd_group_teardown)

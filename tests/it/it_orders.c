@@ -20,6 +20,10 @@
  *     nothing;
  *   - every row of /strategies that says it holds orders holds one and
  *     gives it back;
+ *   - a return goes through its order's strategy: cancels sent at once with
+ *     hold_ms overwrite one another on an unsafe row (nolock, redis-nolock:
+ *     units vanish, every run, each order still returned once), and on a
+ *     safe row (sql, watch) every unit comes back;
  * then with a stockd that sweeps (the default --sweep-ms):
  *   - the mysql-sweeper returns that stranded order exactly once: expired,
  *     its units back, returned once, never before its deadline;
@@ -46,8 +50,9 @@
 #define PRODUCT_REDIS_LATE 460020
 #define PRODUCT_REDIS_SWEPT 460021
 #define PRODUCT_KEYSPACE 460022
-#define PRODUCT_RACE 460030 /* and the next */
-#define PRODUCT_ROWS 460100 /* + the row's index in /strategies */
+#define PRODUCT_RACE 460030    /* and the next */
+#define PRODUCT_RETURNS 460040 /* + the row's index in its test */
+#define PRODUCT_ROWS 460100    /* + the row's index in /strategies */
 
 /* How long a test waits for what the store's clock decides (a deadline
  * plus a sweeper's promised lag), polling: an upper bound, never a sleep
@@ -208,6 +213,51 @@ static void expect_same_figures(const struct figures *a, const struct figures *b
 }
 
 /* ----------------------------------------------------- no sweeper here */
+
+/* Orders cancelled at once in racing_cancels(), and the wait each return
+ * spends inside its strategy's critical section: long enough that they
+ * all read the count before any writes it. */
+#define RACING_CANCELS 6
+#define RACING_HOLD_MS "200"
+
+/* RACING_CANCELS holds of one unit by `strategy`, then their cancels sent
+ * at once, each with hold_ms: every one answered cancelled and returned
+ * once. The units that vanished: the returns others overwrote. */
+static long long racing_cancels(const char *strategy, int product, const char *store)
+{
+    static struct background cancels[RACING_CANCELS];
+    struct order o[RACING_CANCELS];
+    reset(product, 100);
+    for (int i = 0; i < RACING_CANCELS; i++)
+        o[i] = hold(strategy, product, 1, 600000);
+    for (int i = 0; i < RACING_CANCELS; i++) {
+        char path[192];
+        snprintf(path, sizeof path, "/orders/%s/cancel?hold_ms=" RACING_HOLD_MS, o[i].id);
+        start_post_in_background(&cancels[i], path);
+    }
+    for (int i = 0; i < RACING_CANCELS; i++) {
+        assert_int_equal(finish_background(&cancels[i]), 200);
+        http_reply_free(&cancels[i].reply);
+    }
+    for (int i = 0; i < RACING_CANCELS; i++)
+        expect_state(&o[i], "cancelled", 1, 0);
+    struct figures f = store_figures(product, store);
+    assert_int_equal(f.returned, RACING_CANCELS);
+    assert_int_equal(f.returned_twice, 0);
+    assert_int_equal(f.held + f.paid, 0);
+    fprintf(stderr, "%s: %d racing cancels, %lld units vanished\n", strategy, RACING_CANCELS,
+            f.initial - f.remaining);
+    return f.initial - f.remaining;
+}
+
+static void test_returns_race_like_their_sales(void **state)
+{
+    (void)state;
+    assert_true(racing_cancels("nolock", PRODUCT_RETURNS, "mysql") > 0);
+    assert_true(racing_cancels("redis-nolock", PRODUCT_RETURNS + 1, "redis") > 0);
+    assert_int_equal(racing_cancels("sql", PRODUCT_RETURNS + 2, "mysql"), 0);
+    assert_int_equal(racing_cancels("watch", PRODUCT_RETURNS + 3, "redis"), 0);
+}
 
 static int quiet_setup(void **state)
 {
@@ -597,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_paid_late_stays_held),
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_every_row_that_holds),
+        cmocka_unit_test(test_returns_race_like_their_sales),
         cmocka_unit_test(test_redis_hold_then_pay_once),
         cmocka_unit_test(test_redis_paid_late_stays_held),
     };

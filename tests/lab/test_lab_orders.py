@@ -191,6 +191,37 @@ class ViolationTest(unittest.TestCase):
         self.fails("oversold 1", records=r, stock=s)
 
 
+class UnsafeRowTest(unittest.TestCase):
+    """An unsafe strategy's racing returns: the race must show in the units, and only
+    there."""
+
+    UNSAFE = dict(ROW, unsafe=True)
+
+    def test_passes_when_returns_vanished(self):
+        v = verdict(row=self.UNSAFE, stock=dict(clean()[2], remaining=7))
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+        self.assertIn("unsafe, and the race showed: 2 units vanished, 0 appeared",
+                      v["reason"])
+        self.assertEqual((v["vanished"], v["appeared"]), (2, 0))
+
+    def test_passes_when_sales_were_overwritten(self):
+        v = verdict(row=self.UNSAFE, stock=dict(clean()[2], remaining=10))
+        self.assertEqual(v["verdict"], "pass", v["reason"])
+        self.assertEqual((v["vanished"], v["appeared"]), (0, 1))
+
+    def test_fails_when_the_race_did_not_show(self):
+        v = verdict(row=self.UNSAFE)
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn("the race did not show", v["reason"])
+
+    def test_a_double_return_is_no_race_it_may_show(self):
+        _, r, s = clean()
+        r["C"]["returned"] = 2
+        v = verdict(row=self.UNSAFE, records=r, stock=dict(s, remaining=7))
+        self.assertEqual(v["verdict"], "fail")
+        self.assertIn("order C returned 2 times", v["reason"])
+
+
 class StrandingRowTest(unittest.TestCase):
     def stranded_row(self):
         _, r, s = clean()
@@ -334,12 +365,14 @@ class PlanTest(unittest.TestCase):
 
     def test_the_short_form(self):
         self.assertEqual(self.plan("--quick"), [
-            ("m-sweep", "none"), ("m-sweep", "two-sweepers"), ("r-zset", "two-sweepers"),
-            ("r-keys", "stopped")])
+            ("m-sweep", "none"), ("m-sweep", "two-sweepers"), ("m-sweep", "returns-race"),
+            ("r-zset", "two-sweepers"), ("r-keys", "stopped")])
 
     def test_the_whole_run_puts_a_stores_fault_under_its_mechanisms_only(self):
         rows = self.plan()
-        self.assertEqual(len(rows), 3 * len(orders_run.FAULTS) - 3)
+        self.assertEqual(len(rows), 3 * len(orders_run.FAULTS) - 4)
+        self.assertIn(("r-zset", "returns-race"), rows)  # each store's first mechanism
+        self.assertNotIn(("r-keys", "returns-race"), rows)
         self.assertIn(("m-sweep", "mysql-restart"), rows)
         self.assertNotIn(("r-zset", "mysql-restart"), rows)
         self.assertIn(("r-keys", "sentinel-failover"), rows)

@@ -62,6 +62,8 @@ const struct strategy strategy_lua_stream = {
     .contention = CONTENTION_WAITS, /* in Redis's one thread */
     .settles = SETTLES_LATER,
     .answers_later = 1,
+    .keeps_key = KEEPS_KEY_IN_SCRIPT, /* the keyed stream script (redis_stock.h), the key settled
+                                         with its order */
     .orders_why =
         "its order is settled into MySQL later, and a return would have to reach both stores once",
     .deduct = deduct,

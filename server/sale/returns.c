@@ -1,0 +1,135 @@
+/*
+ * returns.c - an order's units given back through its strategy.
+ */
+#include "sale/returns.h"
+
+#include "core/config.h"
+#include "core/worker.h"
+#include "sale/strategy.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <string.h>
+
+/* What a return needs of the order, as its store's GET tells it. */
+struct order_seen {
+    char state[16];
+    const struct strategy *strategy;
+    long long qty;
+};
+
+static st_result order_look(struct worker *w, const struct order_ref *o, struct order_seen *out)
+{
+    json_t *order = json_object();
+    st_result r = o->store->orders->get(w, o, order);
+    const char *state = json_string_value(json_object_get(order, "state"));
+    const char *name = json_string_value(json_object_get(order, "strategy"));
+    *out = (struct order_seen){.strategy = name ? strategy_find(name) : NULL,
+                               .qty = json_integer_value(json_object_get(order, "qty"))};
+    snprintf(out->state, sizeof out->state, "%s", state ? state : "");
+    json_decref(order);
+    if (r == ST_OK && strcmp(out->state, "held") == 0 &&
+        (!out->strategy || strategy_orders_why(out->strategy) || out->qty < 1))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                           "order %s names no strategy that holds orders, or no qty", o->id);
+    return r;
+}
+
+st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
+                          const char *by_what, int hold_ms, int *returned)
+{
+    struct order_seen seen;
+    *returned = 0;
+    st_result r = order_look(w, o, &seen);
+    if (r != ST_OK || strcmp(seen.state, "held") != 0)
+        return r;
+    const struct strategy *s = seen.strategy;
+    assert(s->store == o->store); /* the order's id names its strategy's store */
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = o->product,
+        .qty = -(int)seen.qty,
+        .hold_ms = hold_ms,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = {.state = state, .by_what = by_what},
+    };
+    memcpy(rq.give_back.order, o->id, sizeof rq.give_back.order);
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    r = strategy_run(s, w, &rq, &out);
+    if (r == ST_EXPIRED) /* another return, or a payment, got there first */
+        return ST_OK;
+    *returned = r == ST_OK;
+    return r;
+}
+
+/* A batch's orders returned one by one, each read first: the first
+ * failure answered once every one was tried. */
+static st_result each_alone(struct worker *w, const struct return_batch *b, const char *state,
+                            const char *by_what, int *returned)
+{
+    st_result first = ST_OK;
+    for (int i = 0; i < b->count; i++) {
+        int one;
+        st_result r = order_give_back(w, &b->orders[i], state, by_what, 0, &one);
+        first = first == ST_OK ? r : first;
+        *returned += r == ST_OK ? one : 0;
+    }
+    return first;
+}
+
+/* The most orders one batch returns: a sweeper's due list. */
+#define BATCH_MAX 100
+
+st_result order_give_back_batch(struct worker *w, const struct return_batch *b, const char *state,
+                                const char *by_what, int *returned)
+{
+    const struct strategy *s = strategy_find(b->strategy);
+    assert(b->count >= 1 && b->count <= BATCH_MAX);
+    *returned = 0;
+    if (b->count == 1 || !s || strategy_orders_why(s) || b->qty < 1 || b->qty > INT_MAX)
+        return each_alone(w, b, state, by_what, returned);
+    const char *more[BATCH_MAX];
+    for (int i = 1; i < b->count; i++) {
+        assert(b->orders[i].product == b->orders[0].product); /* one product a batch */
+        more[i - 1] = b->orders[i].id;
+    }
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = b->orders[0].product,
+        .qty = -(int)b->qty,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = {.state = state, .by_what = by_what, .more = more, .more_count = b->count - 1},
+    };
+    memcpy(rq.give_back.order, b->orders[0].id, sizeof rq.give_back.order);
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    st_result r = strategy_run(s, w, &rq, &out);
+    if (r == ST_EXPIRED) /* one of them went another way: nothing written */
+        return each_alone(w, b, state, by_what, returned);
+    *returned = r == ST_OK ? b->count : 0;
+    return r;
+}
+
+st_result order_cancel(struct worker *w, const struct order_ref *o, int hold_ms, int *duplicate)
+{
+    int returned;
+    *duplicate = 0;
+    st_result r = order_give_back(w, o, "cancelled", "cancel", hold_ms, &returned);
+    if (r != ST_OK || returned)
+        return r;
+    /* Not held, or another return won: the answer is the state it is in. */
+    struct order_seen seen;
+    r = order_look(w, o, &seen);
+    if (r != ST_OK)
+        return r;
+    if (strcmp(seen.state, "cancelled") == 0) {
+        *duplicate = 1;
+        return ST_OK;
+    }
+    if (strcmp(seen.state, "paid") == 0)
+        return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
+    if (strcmp(seen.state, "held") == 0) /* the return lost to nobody: impossible */
+        return worker_fail(w, ST_BUSY, "order %s changed under the cancel; try again", o->id);
+    return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
+}
