@@ -52,7 +52,8 @@ enum sql_statement {
     SQL_RESET_RETURNS,  /* (product)                                          */
     SQL_RESET_PAYMENTS, /* (product)                                          */
     /* Idempotency keys (store/mysql_keys.c). */
-    SQL_KEY_INSERT, /* (key, fingerprint, result, remaining or LLONG_MIN, message) */
+    SQL_KEY_INSERT, /* (key, fingerprint, result, remaining or LLONG_MIN, message,
+                       order id or empty)                                     */
     SQL_KEY_READ,   /* (fingerprint, key) -> the kept answer as one JSON text     */
     SQL_KEY_EXPIRE, /* (ttl s): a batch of keys kept longer than that, deleted     */
     SQL_COUNT

@@ -171,10 +171,11 @@ struct settled {
 };
 
 /* A keyed order's key, kept in MySQL as a keyed sale there keeps it
- * (mysql_keys.h: a 200, the count unknown): *fresh 0 when the key was
- * there already - this order, delivered again, or another order of the
- * same purchase, sold twice in Redis after it forgot the key (a failover):
- * either way the purchase is settled, and this order must not be. */
+ * (mysql_keys.h: a 200, the count unknown, the order that settled it):
+ * *fresh 0 when the key was there already - this order, delivered again,
+ * or another order of the same purchase, sold twice in Redis after it
+ * forgot the key (a failover): either way the purchase is settled, and
+ * this order must not be. */
 static st_result settle_key(struct worker *w, const struct order *o, int *fresh)
 {
     *fresh = 1;
@@ -182,7 +183,7 @@ static st_result settle_key(struct worker *w, const struct order *o, int *fresh)
         return ST_OK;
     return sql_insert_unique(w, SQL_KEY_INSERT,
                              SQL_ARGS(SQL_S(o->key), SQL_S(o->fingerprint), SQL_I(ST_OK),
-                                      SQL_I(REMAINING_UNKNOWN), SQL_S("")),
+                                      SQL_I(REMAINING_UNKNOWN), SQL_S(""), SQL_S(o->id)),
                              fresh);
 }
 
