@@ -392,10 +392,11 @@ start_prometheus() {
     [[ -s "$(targets_file)" ]] || echo '[]' >"$(targets_file)"
     printf '%s\n' \
         "# written by scripts/stack.sh: the private stack's Prometheus, scraping" \
-        "# the stockds that 'scripts/stack.sh scrape' names, every second." \
+        "# the stockds that 'scripts/stack.sh scrape' names, every half second" \
+        "# (lab/stack/prometheus.py's SCRAPE_S)." \
         "global:" \
-        "  scrape_interval: 1s" \
-        "  scrape_timeout: 1s" \
+        "  scrape_interval: 500ms" \
+        "  scrape_timeout: 500ms" \
         "scrape_configs:" \
         "  - job_name: stockd" \
         "    file_sd_configs:" \

@@ -20,7 +20,9 @@ import urllib.request
 
 from .service import stack_script
 
-SCRAPE_S = 1.0
+# Every half second: a comparison waits one scrape between its rows (so that each
+# row's figures are its own), and a short row lasts a fraction of a second.
+SCRAPE_S = 0.5
 
 
 class Prometheus:
@@ -48,7 +50,8 @@ class Prometheus:
         deadline = time.time() + wait_s
         while time.time() < deadline:
             if prom.scraping(targets):
-                say(f"Prometheus at {prom.base} scrapes {', '.join(targets)} every second")
+                say(f"Prometheus at {prom.base} scrapes {', '.join(targets)} every "
+                    f"{SCRAPE_S:g} s")
                 return prom
             time.sleep(0.5)
         say(f"Prometheus at {prom.base} did not scrape {', '.join(targets)} within {wait_s} s: "
@@ -80,7 +83,7 @@ class Prometheus:
 
     def peak_in_flight(self, t0, t1):
         v = self.query(f"max_over_time(sum(stockd_in_flight_requests)"
-                       f"[{self.window(t0, t1)}:{SCRAPE_S:g}s])", t1 + SCRAPE_S)
+                       f"[{self.window(t0, t1)}:{round(SCRAPE_S * 1000)}ms])", t1 + SCRAPE_S)
         return None if v is None else int(v)
 
     def lock_wait_p99_ms(self, strategy, t0, t1):
