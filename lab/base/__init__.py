@@ -3,5 +3,6 @@ lab's own below it.
 
     common        errors that stop a run (exit 2), progress lines, options read from
                   flags or the environment, the results directory, REPO
-    waiting       one wait with a deadline (wait_until) for every part that waits
+    waiting       one wait with a deadline (wait_until) for every part that waits, and
+                  a look taken every so often in the background (Periodic)
 """

@@ -15,11 +15,11 @@ import re
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import xml.etree.ElementTree as ET
 
 from ..base.common import REPO, percentile
+from ..base.waiting import Periodic
 from ..client.outcomes import Outcomes
 
 HERE = os.path.join(REPO, "jmeter")
@@ -227,26 +227,20 @@ def split_jtl(jtl, paths):
                 w.writerows(lines[label])
 
 
-class Progress:
+class Progress(Periodic):
     """Says each row of a one-process run as its first answer reaches the JTL (JMeter
     writes it in buffered blocks: the line comes a little late), so that a long run
-    is not silent until its end. A context manager around the run: a thread reads the
-    lines the JTL gained since its last look, every PERIOD_S."""
+    is not silent until its end. A context manager around the run: every PERIOD_S it
+    reads the lines the JTL gained since its last look."""
 
     PERIOD_S = 1.0
 
     def __init__(self, jtl, labels, say):
+        super().__init__(self.PERIOD_S)
         self.jtl, self.labels, self.say = jtl, list(labels), say
         self.seen, self.at, self.offset, self.rest = set(), None, 0, b""
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.follow, daemon=True)
 
-    def follow(self):
-        while not self.stop.wait(self.PERIOD_S):
-            self.look()
-        self.look()
-
-    def look(self):
+    def tick(self):
         try:
             with open(self.jtl, "rb") as f:
                 f.seek(self.offset)
@@ -263,14 +257,6 @@ class Progress:
                 if rec[self.at] in self.labels:
                     n = self.labels.index(rec[self.at]) + 1
                     self.say(f"{rec[self.at]}: running (row {n} of {len(self.labels)})")
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
 
 
 def version(out_dir):

@@ -49,10 +49,10 @@ an empty value means the default."""
 
 import os
 import sys
-import threading
 import time
 
 from ..base.common import REPO, SetupError, comma_list, now_iso, slug, tail, write_text
+from ..base.waiting import Periodic
 from ..client import facts as facts_mod
 from ..stack.prometheus import SCRAPE_S, Prometheus
 from ..drivers import jmeter, race_runs
@@ -270,30 +270,18 @@ def with_jmeter(verdict, reason, run, res, timeout):
     return verdict, reason
 
 
-class MemorySampler:
+class MemorySampler(Periodic):
     """stockd's resident memory sampled in the background while JMeter runs, the rows
     following each other too closely to be read between them: after(window) is what
     a row left, as it was read once the row was over."""
 
     def __init__(self, service):
+        super().__init__(MEMORY_PERIOD_S)
         self.service, self.samples = service, []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.sample, daemon=True)
 
-    def sample(self):
-        while True:
-            rss, by_instance = self.service.memory()
-            self.samples.append((time.time(), rss, by_instance))
-            if self.stop.wait(MEMORY_PERIOD_S):
-                return
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
+    def tick(self):
+        rss, by_instance = self.service.memory()
+        self.samples.append((time.time(), rss, by_instance))
 
     def after(self, window):
         """(KiB, {instance: KiB}) of the first sample after the window's end (in the

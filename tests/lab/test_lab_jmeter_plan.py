@@ -160,13 +160,13 @@ class ProgressTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             jtl = os.path.join(d, "plan.jtl")
             p = jmeter.Progress(jtl, ["calibration /ping", "a row"], said.append)
-            p.look()  # no JTL yet: nothing
+            p.tick()  # no JTL yet: nothing
             with open(jtl, "w") as f:
                 f.write(HEADER + "\n1,2,calibration /ping,200,OK,t,true,9,none,a\n1,2,a r")
-            p.look()
+            p.tick()
             with open(jtl, "a") as f:
                 f.write("ow,200,OK,t,true,9,none,a\n1,2,a row,200,OK,t,true,9,none,a\n")
-            p.look()
+            p.tick()
         self.assertEqual(said, ["calibration /ping: running (row 1 of 2)",
                                 "a row: running (row 2 of 2)"])
 
