@@ -35,24 +35,6 @@ static st_result order_look(struct worker *w, const struct order_ref *o, struct 
     return r;
 }
 
-/* A return of `qty` units of order `o` (the first of a batch) through
- * strategy `s`: a sale of -qty that leaves `held` for `state`. */
-static struct deduct_request give_back_request(const struct strategy *s, const struct order_ref *o,
-                                               long long qty, const char *state,
-                                               const char *by_what)
-{
-    struct deduct_request rq = {
-        .strategy = s,
-        .seller = s->name,
-        .product = o->product,
-        .qty = -(int)qty,
-        .ttl_ms = config.lock_ttl_ms,
-        .give_back = {.state = state, .by_what = by_what},
-    };
-    memcpy(rq.give_back.order, o->id, sizeof rq.give_back.order);
-    return rq;
-}
-
 st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
                           const char *by_what, int hold_ms, int *returned)
 {
@@ -63,8 +45,16 @@ st_result order_give_back(struct worker *w, const struct order_ref *o, const cha
         return r;
     const struct strategy *s = seen.strategy;
     assert(s->store == o->store); /* the order's id names its strategy's store */
-    struct deduct_request rq = give_back_request(s, o, seen.qty, state, by_what);
-    rq.hold_ms = hold_ms;
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = o->product,
+        .qty = -(int)seen.qty,
+        .hold_ms = hold_ms,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = {.state = state, .by_what = by_what},
+    };
+    memcpy(rq.give_back.order, o->id, sizeof rq.give_back.order);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* another return, or a payment, got there first */
@@ -104,8 +94,15 @@ st_result order_give_back_batch(struct worker *w, const struct return_batch *b, 
         assert(b->orders[i].product == b->orders[0].product); /* one product a batch */
         more[i - 1] = b->orders[i].id;
     }
-    struct deduct_request rq = give_back_request(s, &b->orders[0], b->qty, state, by_what);
-    rq.give_back.more = more, rq.give_back.more_count = b->count - 1;
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = b->orders[0].product,
+        .qty = -(int)b->qty,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = {.state = state, .by_what = by_what, .more = more, .more_count = b->count - 1},
+    };
+    memcpy(rq.give_back.order, b->orders[0].id, sizeof rq.give_back.order);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     st_result r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* one of them went another way: nothing written */
