@@ -136,6 +136,41 @@ class RetryingBuyers:
         return not any(t.is_alive() for t in self.threads)
 
 
+class KeepBuying(RetryingBuyers):
+    """`conns` buyers at host:port who make purchase after purchase of POST `path`, each
+    retried as RetryingBuyers retries it, until stop(): a buyer stopped in the middle
+    of a purchase finishes it (its tries are bounded). with_keys: a key per purchase."""
+
+    def __init__(self, host, port, path, conns, *, with_keys, timeout_s, attempts=8,
+                 confirm=True):
+        super().__init__(host, port, path, 0, with_keys=with_keys, timeout_s=timeout_s,
+                         attempts=attempts, confirm=confirm)
+        self.with_keys = with_keys
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.keep_buying, daemon=True)
+                        for _ in range(conns)]
+
+    def keep_buying(self):
+        while not self.stopping.is_set():
+            purchase = Purchase(str(uuid.uuid4()) if self.with_keys else None)
+            with self.lock:
+                self.purchases.append(purchase)
+            self.buy(purchase)
+
+    def stop(self):
+        self.stopping.set()
+
+    def resolve(self):
+        """Once the fault is over, each keyed purchase that gave up is tried again with
+        its key, as a client would: its tries go on from where they stopped, so the
+        service says what its first tries came to. A keyless one is left as it is (a
+        new try would be a new purchase)."""
+        for purchase in self.purchases:
+            if purchase.key and purchase.final() is None:
+                self.buy(purchase)
+
+
 def jtl_answer(rec):
     """One JTL row of jmeter/retry.jmx as an Answer (times in seconds): a row with no
     HTTP status got no answer, "client timeout" when JMeter's timeout fired."""

@@ -10,4 +10,6 @@ borrows another's insides.
                   setup apart from the verdicts: for the failover window and the Sentinel
                   and Galera partitions
     auditing      the audit of one target, for make audit and make audit-stockd
+    retrying_mode  the retrying client mode of a fault run: buyers with and without
+                  Idempotency-Keys beside each row's clients, their double buys and verdict
 """

@@ -13,11 +13,12 @@ import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 from lab.drivers.load import NO_ANSWER, Answer
-from lab.drivers.retrying import (KEY_HEADER, PLAN, Purchase, RetryingBuyers, purchases_from_jtl,
-                                  retried)
+from lab.drivers.retrying import (KEY_HEADER, PLAN, KeepBuying, Purchase, RetryingBuyers,
+                                  purchases_from_jtl, retried)
 from lab.base.common import SetupError
 from lab.judges import history, retries
 from lab.nemesis import retry_faults
+from lab.scaffold import retrying_mode
 
 
 class Losing(http.server.BaseHTTPRequestHandler):
@@ -44,16 +45,42 @@ class Losing(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def buyers_against(script, with_keys, attempts=8, count=1, confirm=False):
+def losing_server(script):
+    """A Losing server on a free port of 127.0.0.1, serving in the background."""
     Losing.script, Losing.keys = list(script), []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Losing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def buyers_against(script, with_keys, attempts=8, count=1, confirm=False):
+    server = losing_server(script)
     try:
         b = RetryingBuyers("127.0.0.1", server.server_address[1], "/stock/deduct/x", count,
                            with_keys=with_keys, timeout_s=2, attempts=attempts,
                            backoff_s=0.001, backoff_cap_s=0.002, confirm=confirm)
         b.start()
         assert b.join(10)
+        return b
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def keep_buying_against(script, with_keys, purchases):
+    """One KeepBuying buyer of 3 tries a purchase, stopped once it has begun
+    `purchases` purchases; resolved, then the server closed."""
+    server = losing_server(script)
+    try:
+        b = KeepBuying("127.0.0.1", server.server_address[1], "/stock/deduct/x", 1,
+                       with_keys=with_keys, timeout_s=2, attempts=3, confirm=False)
+        b.backoff_s = b.backoff_cap_s = 0.001
+        b.start()
+        while len(b.purchases) < purchases:
+            threading.Event().wait(0.001)
+        b.stop()
+        assert b.join(10)
+        b.resolve()
         return b
     finally:
         server.shutdown()
@@ -108,6 +135,56 @@ class RetryingBuyersTest(unittest.TestCase):
         b = buyers_against([200, 200], with_keys=False, confirm=True)
         self.assertIsNone(b.purchases[0].check)
         self.assertEqual(Losing.keys, [None])
+
+
+class KeepBuyingTest(unittest.TestCase):
+    def test_a_buyer_buys_until_stopped_each_purchase_with_its_own_key(self):
+        b = keep_buying_against([], with_keys=True, purchases=5)
+        self.assertGreaterEqual(len(b.purchases), 5)
+        self.assertEqual(len({p.key for p in b.purchases}), len(b.purchases))
+        self.assertTrue(all(p.final().status == 200 for p in b.purchases))
+
+    def test_a_keyed_purchase_that_gave_up_is_resolved_with_its_key(self):
+        b = keep_buying_against([503, 503, 503], with_keys=True, purchases=1)
+        first = b.purchases[0]
+        self.assertEqual([a.status for a in first.tries], [503, 503, 503, 200])
+        self.assertEqual(Losing.keys.count(first.key), 4)
+
+    def test_a_keyless_purchase_that_gave_up_is_left(self):
+        b = keep_buying_against([503, 503, 503], with_keys=False, purchases=1)
+        self.assertEqual([a.status for a in b.purchases[0].tries], [503, 503, 503])
+        self.assertIsNone(b.purchases[0].final())
+
+
+def figures(extra=0, keys=True, gave_up=0, disagree=0):
+    return {"keys": keys, "claims": True, "qty": 1, "purchases": 10, "tries": 14,
+            "first_tries_lost": 3, "ok": 10 - gave_up, "sold": 10 + extra - gave_up,
+            "refused": 0, "gave_up": gave_up, "extra": extra, "disagree": disagree,
+            "history_linearizable": True, "history_ops": 10}
+
+
+class RetryingModeTest(unittest.TestCase):
+    def test_a_row_gains_each_kinds_double_buys(self):
+        row = retrying_mode.RetryingClients.row({"keys": figures(),
+                                                 "nokeys": figures(extra=4, keys=False)})
+        self.assertEqual((row["double_buys_keys"], row["double_buys_nokeys"]), (0, 4))
+        self.assertEqual((row["retry_purchases"], row["retry_tries"], row["retry_lost"]),
+                         (20, 28, 6))
+        self.assertEqual(row["retry_verdict"], retries.PASS)
+
+    def test_a_keyed_double_buy_fails_a_row_that_passed(self):
+        row = retrying_mode.RetryingClients.row({"keys": figures(extra=1),
+                                                 "nokeys": figures(keys=False)})
+        self.assertEqual(row["retry_verdict"], retries.FAIL)
+        verdict, reason = retrying_mode.folded(retries.PASS, "", row)
+        self.assertEqual(verdict, retries.FAIL)
+        self.assertIn("retrying clients", reason)
+        self.assertEqual(retrying_mode.folded("setup", "why", row), ("setup", "why"))
+
+    def test_the_mode_is_inert_without_buyers(self):
+        clients = retrying_mode.RetryingClients(SimpleNamespace(retrying_buyers=0), {})
+        clients.start("127.0.0.1", 1, None, "s", "mysql", 1)
+        self.assertEqual(clients.finish(None, "/nonexistent", "row"), {})
 
 
 class JudgeTest(unittest.TestCase):

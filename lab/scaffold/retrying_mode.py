@@ -1,0 +1,152 @@
+"""The retrying client mode of a fault run (make compare, make failover, make stream-chaos,
+the partition runs): what a client that retries does to each row's fault.
+
+With `--retrying-buyers N` (RETRYING_BUYERS; 0, the default, leaves the run as it was),
+each row runs, beside its own clients and through its own fault, N buyers who send an
+Idempotency-Key with every purchase and N who send none, all of them retrying every
+lost answer (no answer, a 5xx: outcome_unknown, timeout, backend_unavailable; a key's
+409 in_progress) with the same request, bounded, with backoff (lab.drivers.retrying's
+KeepBuying). Each kind buys one unit at a time of a product of its own, reset to a
+stock that never runs out, so that the ledger can tell a retry's second effect from a
+sale: every unit beyond one per purchase is a double buy (lab.judges.retries). A keyed
+buyer sends its key once more after its answer: the answers must agree.
+
+The row gains, for each kind, its purchases, tries, lost first tries and double buys,
+and for the keys, the keys answered two ways and a history checked with each key's
+tries as one operation. When the row's strategy claims keys (its `idempotent` in GET
+/strategies), the keyed figures are judged as make retry judges them, and a run folds
+that verdict into its row's (`verdict`); otherwise they are measured. The keyless
+figures are always measured: what retries cost without keys."""
+
+import os
+
+from ..base.common import ENDLESS_STOCK, SETTLE_S, SetupError
+from ..client.sales import deduct_path
+from ..drivers.retrying import KeepBuying
+from ..judges import history, retries
+
+KINDS = (("keys", True), ("nokeys", False))
+COLUMNS = ["retry_purchases", "retry_tries", "retry_lost", "double_buys_keys",
+           "double_buys_nokeys", "retry_disagree", "retry_history", "retry_verdict",
+           "retry_reason"]
+
+
+def retrying_options(o, env):
+    """The mode's flags, each also read from `env` + its name's variable (RETRYING_BUYERS
+    for env "RETRYING_")."""
+    o.add("--retrying-buyers", [env + "BUYERS"], 0, int,
+          "retrying buyers with keys, and as many without, beside each row's clients "
+          "(0: none)", 0)
+    o.add("--retrying-timeout-ms", [env + "TIMEOUT_MS"], 300, int,
+          "each retrying try's client timeout", 10)
+    o.add("--retrying-attempts", [env + "ATTEMPTS"], 8, int,
+          "tries per retrying purchase at most", 1)
+
+
+def claims_of(strategies_doc):
+    """{strategy name: whether its row says it keeps Idempotency-Keys} of a GET
+    /strategies document."""
+    return {r["name"]: bool(r.get("idempotent")) for r in strategies_doc["strategies"]}
+
+
+class RetryingClients:
+    """One row's retrying buyers: start() them on two products before the fault,
+    finish() after it for the row's figures. Inert when the run asked for none."""
+
+    def __init__(self, args, claims):
+        self.args, self.claims = args, claims
+        self.buyers = {}
+        self.before = {}
+        self.product = self.store = self.strategy = None
+
+    @property
+    def on(self):
+        return self.args.retrying_buyers > 0
+
+    def start(self, host, port, api, strategy, store, product):
+        """Reset `product` (keyed buyers) and product + 1 (keyless) to an endless stock,
+        read their ledgers, and start both kinds at host:port."""
+        if not self.on:
+            return
+        a = self.args
+        self.product, self.store, self.strategy = product, store, strategy
+        for k, (kind, keyed) in enumerate(KINDS):
+            api.must_reset(product + k, ENDLESS_STOCK)
+            self.before[kind] = self.account(api, product + k)
+            self.buyers[kind] = KeepBuying(
+                host, port, deduct_path(strategy, product + k), a.retrying_buyers,
+                with_keys=keyed, timeout_s=a.retrying_timeout_ms / 1000,
+                attempts=a.retrying_attempts)
+        for b in self.buyers.values():
+            b.start()
+
+    def stop(self):
+        for b in self.buyers.values():
+            b.stop()
+
+    def finish(self, api, out_dir, label):
+        """Stop the buyers, wait for their last purchases and for stockd (`api`, the one
+        that answers after the fault) to be idle, and read the ledgers: the row's figures
+        ({} when the mode is off)."""
+        if not self.on:
+            return {}
+        self.stop()
+        bound = SETTLE_S + self.args.retrying_attempts * 2
+        for kind, b in self.buyers.items():
+            if not b.join(bound):
+                raise SetupError(f"{self.strategy}: retrying buyers ({kind}) still trying "
+                                 f"{bound} s after the row")
+            b.resolve()
+        api.wait_idle(SETTLE_S)
+        figures = {kind: self.figures(api, kind, k, out_dir, label)
+                   for k, (kind, _) in enumerate(KINDS)}
+        return self.row(figures)
+
+    def figures(self, api, kind, k, out_dir, label):
+        purchases = self.buyers[kind].purchases
+        after = self.account(api, self.product + k)
+        sold = after["sold"] - self.before[kind]["sold"]
+        fig = {"keys": kind == "keys", "claims": self.claims.get(self.strategy, False),
+               "qty": 1, "sold": sold, **retries.tally(purchases)}
+        fig["extra"] = retries.extra_units(sold, fig["purchases"], 1)
+        path = os.path.join(out_dir, f"retrying-{label}-{kind}.jsonl")
+        ops = history.from_purchases(purchases, path, 1)
+        fig.update(history.judge_final(self.before[kind]["remaining"], ops,
+                                       after["remaining"], path)
+                   if fig["keys"] else history.not_judged("each try is a purchase of its own"))
+        return fig
+
+    @staticmethod
+    def row(figures):
+        keyed, keyless = figures["keys"], figures["nokeys"]
+        verdict, reason = retries.verdict(keyed)
+        return {
+            "retry_purchases": keyed["purchases"] + keyless["purchases"],
+            "retry_tries": keyed["tries"] + keyless["tries"],
+            "retry_lost": keyed["first_tries_lost"] + keyless["first_tries_lost"],
+            "double_buys_keys": keyed["extra"], "double_buys_nokeys": keyless["extra"],
+            "retry_disagree": keyed["disagree"],
+            "retry_history": history.short(keyed) or "-",
+            "retry_verdict": verdict, "retry_reason": reason,
+        }
+
+    def account(self, api, product):
+        account = api.account(product, self.store)
+        if account is None:
+            raise SetupError(f"GET /stock/{product} has no {self.store} accounting")
+        return account
+
+
+def folded(verdict, reason, row):
+    """A row's (verdict, reason) with its retrying figures' verdict folded in: a keyed
+    strategy's double buy fails a row that passed."""
+    if row.get("retry_verdict") == retries.FAIL and verdict == retries.PASS:
+        return retries.FAIL, f"retrying clients: {row['retry_reason']}"
+    return verdict, reason
+
+
+def table_columns():
+    """The printed columns of the mode, for a run's table when the mode is on."""
+    return [("dbl buys keys", "double_buys_keys", ">"),
+            ("dbl buys no keys", "double_buys_nokeys", ">"),
+            ("retry", lambda r: r.get("retry_verdict", "-").upper(), "<")]
