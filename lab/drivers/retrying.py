@@ -139,17 +139,28 @@ class RetryingBuyers:
 class KeepBuying(RetryingBuyers):
     """`conns` buyers at host:port who make purchase after purchase of POST `path`, each
     retried as RetryingBuyers retries it, until stop(): a buyer stopped in the middle
-    of a purchase finishes it (its tries are bounded). with_keys: a key per purchase."""
+    of a purchase finishes it (its tries are bounded). with_keys: a key per purchase.
+
+    `also`: other (host, port) of the same service, tried in turn: a purchase's first
+    try goes to host:port, each retry to the next of them, as a load balancer sends a
+    request whose answer was lost to another instance; the key goes with it."""
 
     def __init__(self, host, port, path, conns, *, with_keys, timeout_s, attempts=8,
-                 confirm=True):
+                 confirm=True, also=()):
         super().__init__(host, port, path, 0, with_keys=with_keys, timeout_s=timeout_s,
                          attempts=attempts, confirm=confirm)
         self.with_keys = with_keys
+        self.targets = [(host, port), *also]
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.keep_buying, daemon=True)
                         for _ in range(conns)]
+
+    def one(self, purchase):
+        """One try of `purchase` at the target whose turn it is: the first try at
+        host:port, the next at the next target, round and round."""
+        host, port = self.targets[len(purchase.tries) % len(self.targets)]
+        return one_try(host, port, self.path, purchase.key, self.timeout_s)
 
     def keep_buying(self):
         while not self.stopping.is_set():

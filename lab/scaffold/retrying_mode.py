@@ -63,9 +63,10 @@ class RetryingClients:
     def on(self):
         return self.args.retrying_buyers > 0
 
-    def start(self, host, port, api, strategy, store, product):
+    def start(self, host, port, api, strategy, store, product, also=()):
         """Reset `product` (keyed buyers) and product + 1 (keyless) to an endless stock,
-        read their ledgers, and start both kinds at host:port."""
+        read their ledgers, and start both kinds at host:port (their retries in turn at
+        `also`'s other (host, port) too, when given: KeepBuying)."""
         if not self.on:
             return
         a = self.args
@@ -76,7 +77,7 @@ class RetryingClients:
             self.buyers[kind] = KeepBuying(
                 host, port, deduct_path(strategy, product + k), a.retrying_buyers,
                 with_keys=keyed, timeout_s=a.retrying_timeout_ms / 1000,
-                attempts=a.retrying_attempts)
+                attempts=a.retrying_attempts, also=also)
         for b in self.buyers.values():
             b.start()
 
@@ -150,3 +151,11 @@ def table_columns():
     return [("dbl buys keys", "double_buys_keys", ">"),
             ("dbl buys no keys", "double_buys_nokeys", ">"),
             ("retry", lambda r: r.get("retry_verdict", "-").upper(), "<")]
+
+
+def with_columns(args, fields, table):
+    """A run's (row fields, printed table) with the mode's added when it is on, and as
+    they were when it is off."""
+    if args.retrying_buyers <= 0:
+        return fields, table
+    return fields + COLUMNS, table + table_columns()
