@@ -52,6 +52,15 @@ and points results/partition_galera-latest at it.
 Exit status 1 when a row breaks the rule or its fact, 2 when the run cannot be made
 (not root: it says so).
 
+--retrying-buyers N (PARTITION_GALERA_RETRYING_BUYERS; lab.scaffold.retrying_mode): on
+each row, beside its buyers and through its cut, N buyers with an Idempotency-Key and N
+without, on two products of their own, each purchase's first try sent to A and each
+retry to the next stockd in turn (B, C, A...), as a load balancer sends a request whose
+answer was lost to another instance: A's refusals while its node is out, its COMMITs
+that wait out the cut, and the client's own timeouts are retried through the majority.
+The row gains each kind's double buys; a keyed double buy on a strategy that claims
+keys fails it. Off (0) by default: the run is then as it was.
+
 --quick (the test gate): the first row of each of the two safe facts, a shorter cut; no
 two_holders row."""
 
@@ -73,6 +82,8 @@ from ..judges.gate import judge_history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
 from ..scaffold import setup_retry
+from ..scaffold.retrying_mode import (RetryingClients, claims_of, folded, retrying_options,
+                                      with_columns)
 
 NODE_HOSTS = ("127.0.0.31", "127.0.0.32", "127.0.0.33")
 STOCKD_HOSTS = {"A": "127.0.0.2", "B": "127.0.0.3", "C": "127.0.0.4"}
@@ -82,6 +93,8 @@ HEAL_GOAL_S = 30.0
 # cut did not take (Galera notices a silent peer after its suspect timeout; a loaded
 # machine has taken longer than the row's whole cut to).
 OUT_GOAL_S = 15.0
+# The retrying buyers' products: row i's are product + RETRYING_PRODUCTS + 2i and the next.
+RETRYING_PRODUCTS = 100
 
 ROW_FIELDS = ["strategy", "fact", "cut_s", "ok_before", "ok_minority", "minority_503",
               "minority_busy", "minority_unknown", "minority_other", "minority_held",
@@ -114,6 +127,7 @@ def options(o):
           "every sale's stay in its critical section", 0)
     o.add("--product", ["PARTITION_GALERA_PRODUCT"], 8701, int, "first product id", 1)
     o.flag("--quick", "the test gate's version: the first row of each fact, a 4 s cut")
+    retrying_options(o, "PARTITION_GALERA_RETRYING_")
 
 
 def after_parse(args, error):
@@ -324,9 +338,9 @@ def table_md(rows):
 
 
 class Galera:
-    def __init__(self, args, nodes, instances, cuts, say):
+    def __init__(self, args, nodes, instances, cuts, say, claims, out_dir):
         self.args, self.nodes, self.instances = args, nodes, instances
-        self.cuts, self.say = cuts, say
+        self.cuts, self.say, self.claims, self.out_dir = cuts, say, claims, out_dir
         self.n1 = nodes[0]
 
     def cut(self):
@@ -350,8 +364,14 @@ class Galera:
         buyers = Buyers([STOCKD_PORT] * 3, deduct_path(s.name, product, hold_ms=self.args.hold_ms),
                         self.args.conns, hosts=[i.api.host for i in self.instances],
                         timeout_s=30)
+        retrying = RetryingClients(self.args, self.claims)
         log = node_log(self.n1)
         log_at = os.path.getsize(log)
+        # A's first, then B's and C's: a retry goes to the next stockd, as a balancer's does
+        hosts = [i.api.host for i in self.instances]
+        first = self.args.product + RETRYING_PRODUCTS + 2 * (product - self.args.product)
+        retrying.start(hosts[0], STOCKD_PORT, self.instances[0].api, s.name, s.store, first,
+                       also=[(h, STOCKD_PORT) for h in hosts[1:]])
         t0 = buyers.start()
         marks = {}
         try:
@@ -370,6 +390,7 @@ class Galera:
         finally:
             self.cuts.heal()
             buyers.stop()
+            retrying.stop()
             buyers.join()
         seconds = time.monotonic() - t0
         with open(log, errors="replace") as f:
@@ -396,6 +417,7 @@ class Galera:
             row["extra_in_ledger"] = max(0, row["sold"] - row["ok"])
         if account.get("initial") is not None:
             judge_history(row, buyers.answers, account)
+        row.update(retrying.finish(api, self.out_dir, s.name))
         return row
 
     def wait_out(self, cut):
@@ -497,10 +519,12 @@ def work(run):
         if len(nodes) != len(NODE_HOSTS):
             raise SetupError(f"the cluster has {len(nodes)} nodes, the run wants 3")
         start_instances(nodes, out_dir, say, instances)
-        facts = facts_mod.parse(instances[1].api.strategies().body)
-        g = Galera(args, nodes, instances, cuts, say)
+        doc = instances[1].api.strategies().body
+        facts = facts_mod.parse(doc)
+        g = Galera(args, nodes, instances, cuts, say, claims_of(doc), out_dir)
         for i, s in enumerate(chosen(facts, args)):
             row = judge(g.tried_row(s, args.product + i))
+            row["verdict"], row["reason"] = folded(row["verdict"], row["reason"], row)
             row.pop("minority_answers_seen", None)
             row.pop("witnesses", None)
             rows.append(row)
@@ -525,7 +549,8 @@ def work(run):
            "hold_ms": args.hold_ms, "conns": args.conns, "nodes": list(NODE_HOSTS),
            "stockds": STOCKD_HOSTS}
     write_text(os.path.join(out_dir, "galera.json"), tables.json_text(doc))
-    write_text(os.path.join(out_dir, "galera.csv"), tables.csv_text(rows, ROW_FIELDS))
+    fields, _ = with_columns(args, ROW_FIELDS, TABLE)
+    write_text(os.path.join(out_dir, "galera.csv"), tables.csv_text(rows, fields))
     write_text(os.path.join(out_dir, "galera.md"), table_md(rows))
     if rows:
         write_text(os.path.join(out_dir, "timeline.svg"), timeline_svg(rows[0]))
@@ -536,7 +561,8 @@ def work(run):
 
 
 def report(run, done):
-    return report_fact_rows(run, done, TABLE, "rule and cluster fact",
+    _, table = with_columns(run.args, ROW_FIELDS, TABLE)
+    return report_fact_rows(run, done, table, "rule and cluster fact",
                             lambda r: f"{r['strategy']} N1 cut")
 
 

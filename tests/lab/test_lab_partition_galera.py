@@ -1,14 +1,19 @@
 """The Galera partition run's judging, which needs no root and no cluster: which
 answers count as the minority's sales, which as allowed refusals, and the rule each
 row is held to (nothing sold while out, the majority selling, the ledger against the
-200s and the outcome_unknown answers)."""
+200s and the outcome_unknown answers); and its retrying client mode, whose retries go
+from one stockd to the next as a load balancer's do."""
 
+import http.server
+import threading
 import unittest
 
 from fakestockd import document, strategy
 from lab.client import facts
 from lab.drivers.load import Answer
+from lab.drivers.retrying import KEY_HEADER, KeepBuying
 from lab.runs import partition_galera as pg
+from lab.scaffold import retrying_mode
 
 CUT, HEAL = 10.0, 20.0
 
@@ -197,6 +202,63 @@ class Setup(unittest.TestCase):
 
 
 STRATEGY = type("Strategy", (), {"name": "plain", "cluster": "safe"})()
+
+
+def instance(status, seen):
+    """A stockd stand-in on a free port of 127.0.0.1 that answers every POST `status`,
+    recording (its port, the request's Idempotency-Key) in `seen`."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append((self.server.server_address[1], self.headers.get(KEY_HEADER)))
+            body = b'{"ok": false, "error": "backend_unavailable"}' if status != 200 \
+                else b'{"ok": true, "remaining": 5}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class RetryingMode(unittest.TestCase):
+    def test_a_retry_goes_to_the_next_instance_with_its_key(self):
+        seen = []
+        cut, majority = instance(503, seen), instance(200, seen)
+        try:
+            b = KeepBuying("127.0.0.1", cut.server_address[1], "/stock/deduct/x", 1,
+                           with_keys=True, timeout_s=2, attempts=3,
+                           also=[("127.0.0.1", majority.server_address[1])])
+            b.backoff_s = b.backoff_cap_s = 0.001
+            b.start()
+            while len(b.purchases) < 2:
+                threading.Event().wait(0.001)
+            b.stop()
+            self.assertTrue(b.join(10))
+        finally:
+            for server in (cut, majority):
+                server.shutdown()
+                server.server_close()
+        first = b.purchases[0]
+        self.assertEqual([a.status for a in first.tries], [503, 200])
+        self.assertEqual(first.check.status, 503)  # the confirming try: the next in turn
+        ports = [cut.server_address[1], majority.server_address[1], cut.server_address[1]]
+        self.assertEqual(seen[:3], [(port, first.key) for port in ports])
+
+    def test_off_by_default_and_its_columns_only_when_on(self):
+        off = pg.parse_args([])
+        self.assertEqual(retrying_mode.with_columns(off, pg.ROW_FIELDS, pg.TABLE),
+                         (pg.ROW_FIELDS, pg.TABLE))
+        on = pg.parse_args(["--retrying-buyers", "2"])
+        fields, table = retrying_mode.with_columns(on, pg.ROW_FIELDS, pg.TABLE)
+        self.assertEqual(fields, pg.ROW_FIELDS + retrying_mode.COLUMNS)
+        self.assertEqual([c[0] for c in table[len(pg.TABLE):]],
+                         [c[0] for c in retrying_mode.table_columns()])
 
 
 if __name__ == "__main__":
