@@ -143,7 +143,8 @@ class KeepBuying(RetryingBuyers):
 
     `also`: other (host, port) of the same service, tried in turn: a purchase's first
     try goes to host:port, each retry to the next of them, as a load balancer sends a
-    request whose answer was lost to another instance; the key goes with it."""
+    request whose answer was lost to another instance; the key goes with it. The
+    confirming try goes where the answer came from."""
 
     def __init__(self, host, port, path, conns, *, with_keys, timeout_s, attempts=8,
                  confirm=True, also=()):
@@ -158,8 +159,10 @@ class KeepBuying(RetryingBuyers):
 
     def one(self, purchase):
         """One try of `purchase` at the target whose turn it is: the first try at
-        host:port, the next at the next target, round and round."""
-        host, port = self.targets[len(purchase.tries) % len(self.targets)]
+        host:port, each retry at the next target, round and round; the confirming try
+        where the answer came from."""
+        turn = len(purchase.tries) - (purchase.final() is not None)
+        host, port = self.targets[turn % len(self.targets)]
         return one_try(host, port, self.path, purchase.key, self.timeout_s)
 
     def keep_buying(self):
