@@ -54,6 +54,15 @@ sales row beside it; junit.xml) and points results/partition_sentinel-latest at 
 Exit status 1 when a row contradicts its fact, 2 when the run cannot be made (not
 root: it says so).
 
+--retrying-buyers N (PARTITION_RETRYING_BUYERS; lab.scaffold.retrying_mode): on each
+row, from before the cut until the heal, N buyers with an Idempotency-Key and N without,
+on two products of their own, through B: the majority's side, where the partition
+loses answers (B's connections to the old primary hang until it follows the new one)
+and the retries reach the promoted replica. Not through A: what A's old primary
+acknowledges is lost at the heal by the row's own fact, not by a retry. The row gains
+each kind's double buys; a keyed double buy on a strategy that claims keys fails it.
+Off (0) by default: the run is then as it was.
+
 --quick (the test gate): the first row of each kind, partition fact and frozen-holder
 lease (today watch, redis-lock, redis-lock-wait, lua-wait, lua-stream, fenced), and the
 first sales row that loses sales again with min-replicas (watch)."""
@@ -77,6 +86,8 @@ from ..judges.failover_gate import kind_of
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
 from ..scaffold import setup_retry
+from ..scaffold.retrying_mode import (RetryingClients, claims_of, folded, retrying_options,
+                                      with_columns)
 
 GROUP = {"G1": "127.0.0.30", "G2": "127.0.0.31"}
 SENTINELS = {"S1": "127.0.0.41", "S2": "127.0.0.42", "S3": "127.0.0.43"}
@@ -92,6 +103,7 @@ B_FOLLOW_S = 3       # B's through the promoted one (a row that waits for a repl
 # ACK may precede the cut by that much), and the primary counts the lag in whole
 # seconds and recounts its good replicas in its once-a-second cron.
 LAG_SLACK_S = 2.0
+RETRYING_PRODUCTS = 100  # a row's retrying buyers': its product + this, and the next
 
 ROW_FIELDS = ["strategy", "kind", "min_replicas", "lag", "fact", "old_primary", "new_primary",
               "a_acked", "b_acked", "acked", "store_sold", "acked_lost", "two_holders",
@@ -120,6 +132,7 @@ def options(o):
     o.add("--product", ["PARTITION_PRODUCT"], 8701, int, "first product id (two per row)", 1)
     o.flag("--quick", "the test gate's version: the first row of each kind, partition fact "
            "and frozen-holder lease; one sales row with min-replicas")
+    retrying_options(o, "PARTITION_RETRYING_")
 
 
 def plan(facts, args):
@@ -286,14 +299,15 @@ class Group:
 
     @staticmethod
     def wait_caught_up(primary, replica, seconds=10):
-        """Until the replica has applied all the primary wrote (the rows' resets and the
-        sales that checked them): a cut before that would leave the promoted replica
-        without the rows' products, and every sale through it a 404. SetupError past
-        `seconds`."""
+        """Until the replica has applied all the primary wrote so far (the rows' resets
+        and the sales that checked them; the retrying buyers' writes go on meanwhile):
+        a cut before that would leave the promoted replica without the rows' products,
+        and every sale through it a 404. SetupError past `seconds`."""
         deadline = time.monotonic() + seconds
+        offset = role(primary)[3]
         while True:
-            offset, applied = role(primary)[3], role(replica)[4]
-            if offset and offset == applied:
+            applied = role(replica)[4]
+            if offset and applied and int(applied) >= int(offset):
                 return
             if time.monotonic() >= deadline:
                 raise SetupError(f"the replica {replica} had not applied the rows' resets "
@@ -335,8 +349,9 @@ class SentinelPartition:
     every row of one min-replicas setting inside it: A sells or holds on each row's
     own product, B on the same product through the new primary."""
 
-    def __init__(self, args, group, cuts, a, b, say):
+    def __init__(self, args, group, cuts, a, b, say, claims, out_dir):
         self.args, self.group, self.cuts, self.a, self.b, self.say = args, group, cuts, a, b, say
+        self.claims, self.out_dir = claims, out_dir
 
     def cut(self, primary, replica):
         minority = [primary, ADDRESS["A"]]
@@ -474,9 +489,10 @@ class SentinelPartition:
                 if not self.follows(node, r["s"], r["product"] + 1, FOLLOW_S):
                     raise SetupError(f"{node.name} sells nothing with {r['strategy']} "
                                      f"through the primary {primary}")
-        self.group.wait_caught_up(primary, replica)
-        self.group.min_replicas(primary, min_replicas, self.args.max_lag_s)
+        retrying = [self.retrying(r) for r in rows]
         try:
+            self.group.wait_caught_up(primary, replica)
+            self.group.min_replicas(primary, min_replicas, self.args.max_lag_s)
             cut = self.cut(primary, replica)
             for r in rows:
                 r["cut_at"] = cut
@@ -494,13 +510,27 @@ class SentinelPartition:
                         self.b_sells(r, self.args.sales)
         finally:
             self.cuts.heal()
+            for clients in retrying:
+                clients.stop()
             self.group.min_replicas(primary, False, self.args.max_lag_s)
         healed = time.monotonic()
         rejoined = self.group.wait_rejoined(primary, replica)
-        for r in rows:
+        for r, clients in zip(rows, retrying):
+            label = r["strategy"] + ("-min-replicas" if min_replicas else "")
+            r.update(clients.finish(self.b.api, self.out_dir, label))
             self.settle_row(r, cut, promotion.at, healed, rejoined)
+            r["verdict"], r["reason"] = folded(r["verdict"], r["reason"], r)
             r["seconds"] = round(time.monotonic() - t0, 2)
         return rows
+
+    def retrying(self, row):
+        """The row's retrying buyers (lab.scaffold.retrying_mode), started through B on
+        their own two products."""
+        clients = RetryingClients(self.args, self.claims)
+        s = row["s"]
+        clients.start(self.b.api.host, self.b.api.port, self.b.api, s.name, s.store,
+                      row["product"] + RETRYING_PRODUCTS)
+        return clients
 
     def settled(self, product, acked, seconds=10):
         """MySQL's count of the product's orders once it holds at least `acked` (the
@@ -642,8 +672,9 @@ def work(run):
         a, b = (Node(n, 8080, env, common, out_dir) for n in ("A", "B"))
         a.start()
         b.start()
-        facts = facts_mod.parse(b.api.strategies().body)
-        p = SentinelPartition(args, group, cuts, a, b, say)
+        doc = b.api.strategies().body
+        facts = facts_mod.parse(doc)
+        p = SentinelPartition(args, group, cuts, a, b, say, claims_of(doc), out_dir)
         plain, again = plan(facts, args)
         rows += p.run(plain, False, args.product)
         if again:
@@ -660,8 +691,9 @@ def work(run):
            "sell_s": SELL_S, "hold_ms": HOLD_MS}
     name = "partition_sentinel"
     write_text(os.path.join(out_dir, f"{name}.json"), tables.json_text(doc))
-    write_text(os.path.join(out_dir, f"{name}.csv"), tables.csv_text(rows, ROW_FIELDS))
-    write_text(os.path.join(out_dir, f"{name}.md"), tables.markdown_table(rows, TABLE))
+    fields, table = with_columns(args, ROW_FIELDS, TABLE)
+    write_text(os.path.join(out_dir, f"{name}.csv"), tables.csv_text(rows, fields))
+    write_text(os.path.join(out_dir, f"{name}.md"), tables.markdown_table(rows, table))
     lost, safe = drawn_rows(rows)
     if lost:
         write_text(os.path.join(out_dir, "timeline.svg"), timeline_svg(lost, safe))
@@ -672,7 +704,8 @@ def work(run):
 
 
 def report(run, done):
-    return report_fact_rows(run, done, TABLE, "partition fact",
+    _, table = with_columns(run.args, ROW_FIELDS, TABLE)
+    return report_fact_rows(run, done, table, "partition fact",
                             lambda r: f"{r['strategy']} (min-replicas {r['lag']})")
 
 
