@@ -42,6 +42,16 @@ its real clock, junit.xml) and points results/partition-latest at it.
 Exit status 1 when a row contradicts its fact, 2 when the run cannot be made (not
 root: it says so).
 
+--retrying-buyers N (PARTITION_RETRYING_BUYERS; lab.scaffold.retrying_mode): on each
+clock_jump and empty_restart row, N buyers with an Idempotency-Key and N without, on two
+products of their own, sent to A once the row has frozen it: each try waits in A's
+socket past the client's timeout and is retried, and the thaw runs every one of them.
+Started only then, since before, a buyer asleep in its own critical section would pass
+for A's sale holding its lock. A late_grant row has none: it watches the lock servers'
+keys expire, which the buyers' locks would keep there, and A's way to its lock is
+delayed. The row gains each kind's double buys; a keyed double buy on a strategy that
+claims keys fails it. Off (0) by default: the run is then as it was.
+
 --quick (the test gate): the first row of each case, fact and kind of servers, with
 its control."""
 
@@ -62,12 +72,15 @@ from ..nemesis.delay_proxy import DelayProxy
 from ..judges import history
 from ..reports import failover_report, junit, tables
 from ..scaffold.runner import Runner, report_fact_rows
+from ..scaffold.retrying_mode import (RetryingClients, claims_of, folded, retrying_options,
+                                      with_columns)
 
 CASES = ("clock_jump", "empty_restart", "late_grant")
 CONTROLS = {"clock_jump": "no jump", "empty_restart": "delayed restart"}
 PROXIED = {"R0": "127.0.0.20", "R3": "127.0.0.23"}  # A's way to these servers
 HOLD_MS = 1000  # the holder's stay between its read and its write: it is frozen there
 WARM_UP = 500  # a late_grant row's undelayed first sale: on its product + WARM_UP
+RETRYING_PRODUCTS = 1000  # row i's retrying buyers': first product + this + 2i, and the next
 
 ROW_FIELDS = ["strategy", "case", "fault", "servers", "fact", "first_holder", "second_holder",
               "store_sold", "oversold", "lost_updates", "history", "history_linearizable",
@@ -89,6 +102,7 @@ def options(o):
     o.add("--product", ["PARTITION_PRODUCT"], 8501, int, "first product id (one per row)", 1)
     o.flag("--quick", "the test gate's version: the first row of each case, fact and "
            "kind of servers, with its control")
+    retrying_options(o, "PARTITION_RETRYING_")
 
 
 def after_parse(args, error):
@@ -131,9 +145,18 @@ def plan(facts, args):
 
 
 class Partition:
-    def __init__(self, args, redis, proxies, cuts, a, b, say):
+    def __init__(self, args, redis, proxies, cuts, a, b, say, claims, out_dir):
         self.args, self.redis, self.proxies, self.cuts = args, redis, proxies, cuts
         self.a, self.b, self.say = a, b, say
+        self.claims, self.out_dir = claims, out_dir
+        self.retrying = None  # the row's RetryingClients
+
+    def frozen_buyers(self, s, product):
+        """The row's retrying buyers, sent to A (just frozen) on their two products,
+        which B resets."""
+        first = self.args.product + RETRYING_PRODUCTS + 2 * (product - self.args.product)
+        self.retrying.start(self.a.api.host, self.a.api.port, self.b.api, s.name, s.store,
+                            first)
 
     def lock_servers(self, kind):
         return [self.redis[n] for n in (("R1", "R2", "R3") if kind == "quorum" else ("R0",))]
@@ -168,6 +191,7 @@ class Partition:
         if holding:
             self.a.freeze(True)
         try:
+            self.frozen_buyers(s, product)
             if row["case"] == "clock_jump" and fault:
                 victim.set_clock(jump)
                 moments["jump"] = time.monotonic()
@@ -247,12 +271,14 @@ class Partition:
                  f"on {kind} (expect {expect})")
         t0 = time.monotonic()
         self.b.api.must_reset(product, 1)
+        self.retrying = RetryingClients(self.args, self.claims)
         try:
             if case == "late_grant":
                 first, second = self.late_row(s, row, product, kind)
             else:
                 first, second = self.holder_row(s, row, product, kind, fault)
         finally:
+            self.retrying.stop()
             self.mend()
         account = self.b.api.account(product, s.store) or {}
         row.update(first_holder=answer_word(first[0]) if first else "no answer",
@@ -264,6 +290,10 @@ class Partition:
         row.update(history.judge_final(1, history.from_answers(answers, None, 1),
                                        account.get("remaining")))
         self.judge(row, fault, second)
+        if case != "late_grant":  # it has no retrying buyers: see the module's docstring
+            row.update(self.retrying.finish(self.b.api, self.out_dir,
+                                            f"{s.name}-{case}{'' if fault else '-control'}"))
+            row["verdict"], row["reason"] = folded(row["verdict"], row["reason"], row)
         return row
 
     @staticmethod
@@ -370,11 +400,12 @@ def work(run):
     try:
         a.start()
         b.start()
-        facts = facts_mod.parse(b.api.strategies().body)
+        doc = b.api.strategies().body
+        facts = facts_mod.parse(doc)
         rows_planned = plan(facts, args)
         sources_seen = check_sources(redis)
         say(f"R2 sees connections from {', '.join(sources_seen)}")
-        p = Partition(args, redis, proxies, cuts, a, b, say)
+        p = Partition(args, redis, proxies, cuts, a, b, say, claims_of(doc), out_dir)
         for i, (s, case, fault) in enumerate(rows_planned):
             rows.append(p.run_row(s, case, fault, args.product + i))
     finally:
@@ -390,7 +421,8 @@ def work(run):
            "quick": args.quick, "routes": routes, "sources_seen": sources_seen,
            "ttl_ms": args.ttl_ms, "hold_ms": HOLD_MS, "wait_ms": args.wait_ms}
     write_text(os.path.join(out_dir, "partition.json"), tables.json_text(doc))
-    write_text(os.path.join(out_dir, "partition.csv"), tables.csv_text(rows, ROW_FIELDS))
+    fields, _ = with_columns(args, ROW_FIELDS, TABLE)
+    write_text(os.path.join(out_dir, "partition.csv"), tables.csv_text(rows, fields))
     write_text(os.path.join(out_dir, "partition.md"), debate_columns(rows))
     drawn = [r for r in rows if r.get("timeline")]
     if drawn:
@@ -418,7 +450,8 @@ def debate_columns(rows):
 
 
 def report(run, done):
-    return report_fact_rows(run, done, TABLE, "fact",
+    _, table = with_columns(run.args, ROW_FIELDS, TABLE)
+    return report_fact_rows(run, done, table, "fact",
                             lambda r: f"{r['strategy']} {r['case']} ({r['fault']})")
 
 
