@@ -257,7 +257,10 @@ orders: build build/clockshim.so
 # min-replicas-to-write. Then MySQL's half (lab/runs/partition_galera.py, docs/cluster.md):
 # one Galera node and its stockd cut from the other two under load, the node's stockd
 # answering 503 while the majority sells on, the heal's IST, the ledger against the
-# 200s. PARTITION_QUICK=1: the gate's short versions.
+# 200s. PARTITION_QUICK=1: the gate's short versions. PARTITION_RETRYING_BUYERS=N (the
+# Redis runs) and PARTITION_GALERA_RETRYING_BUYERS=N (the Galera run): the retrying client
+# mode, N buyers with keys and N without beside each row, its double buys per row
+# (docs/retries.md); 0, the default, leaves every run as it was.
 partition: build build/clockshim.so
 	@$(DEPS) stack partition cluster
 	@python3 -B -m lab partition $(if $(PARTITION_QUICK),--quick)
