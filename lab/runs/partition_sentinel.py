@@ -187,6 +187,14 @@ def judge(row, args):
     row["reason"] = "; ".join(row.pop("problems"))
 
 
+def fold_retrying(row):
+    """The row's verdict with its retrying buyers' folded in (retrying_mode.folded): any
+    row's by a keyed double buy, a safe row's by the rest of the keyed verdict too (a
+    row whose fact loses acknowledged sales may lose a buyer's at the cut)."""
+    if row["fact"] == "safe" or row.get("double_buys_keys"):
+        row["verdict"], row["reason"] = folded(row["verdict"], row["reason"], row)
+
+
 def judge_history(row):
     """The second witness: a safe row's history must be linearizable, any other's not
     (an acknowledged sale the store lost, or a unit sold twice, has no order that
@@ -521,8 +529,7 @@ class SentinelPartition:
             label = r["strategy"] + ("-min-replicas" if min_replicas else "")
             r.update(clients.finish(self.b.api, self.out_dir, label))
             self.settle_row(r, cut, promotion.at, healed, rejoined)
-            if r["fact"] == "safe" or r.get("double_buys_keys"):  # see the docstring
-                r["verdict"], r["reason"] = folded(r["verdict"], r["reason"], r)
+            fold_retrying(r)
             r["seconds"] = round(time.monotonic() - t0, 2)
         return rows
 

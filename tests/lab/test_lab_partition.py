@@ -1,13 +1,15 @@
 """The partition lab's parts that need no root: which routes its namespace may have,
-and the delay proxy, which must hold a real server's replies for the delay it is set
-to, and pass them at once without one."""
+the delay proxy, which must hold a real server's replies for the delay it is set
+to, and pass them at once without one, and where a row's retrying buyers go."""
 
 import os
 import socket
 import threading
 import time
+import types
 import unittest
 
+from lab.client import sources
 from lab.nemesis import netns
 from lab.nemesis.delay_proxy import DelayProxy
 from lab.runs import partition
@@ -86,6 +88,70 @@ class Proxy(unittest.TestCase):
         finally:
             proxy.stop()
         echo.sock.close()
+
+
+class Clients:
+    """A stand-in for a row's RetryingClients: what it was asked, and a failing keyed
+    verdict."""
+
+    def __init__(self, args, claims):
+        self.started, self.stopped = None, False
+
+    def start(self, *started):
+        self.started = started
+
+    def stop(self):
+        self.stopped = True
+
+    def finish(self, api, out_dir, label):
+        return {"double_buys_keys": 1, "retry_verdict": "fail",
+                "retry_reason": "1 units sold beyond one per purchase", "label": label}
+
+
+class RetryingMode(unittest.TestCase):
+    def setUp(self):
+        self.saved = partition.RetryingClients
+        partition.RetryingClients = Clients
+
+    def tearDown(self):
+        partition.RetryingClients = self.saved
+
+    def run_row(self, case):
+        api = types.SimpleNamespace(host="127.0.0.2", port=8080, must_reset=lambda *a: None,
+                                    account=lambda product, store: {"sold": 1, "oversold": 0,
+                                                                    "lost_updates": 0,
+                                                                    "remaining": 0})
+        p = partition.Partition(types.SimpleNamespace(product=8501), None, None, None,
+                                types.SimpleNamespace(api=api), types.SimpleNamespace(api=api),
+                                lambda line: None, {}, "/nonexistent")
+        sale = ((200, "", {"remaining": 0}), 1.0, 1.1), ((409, "busy", {}), 1.2, 1.3)
+
+        def row(s, row, product, *rest):
+            row["fault"] = "a fault"
+            p.frozen_buyers(s, product)
+            return sale
+        p.holder_row = p.late_row = row
+        p.mend = lambda: None
+        s = types.SimpleNamespace(name="locked", store="mysql", lease={case: "safe"},
+                                  needs=[sources.backend_name("redis.c")])
+        return p, p.run_row(s, case, True, 8503)
+
+    def test_a_holder_row_s_buyers_go_to_frozen_a_on_products_of_their_own(self):
+        p, row = self.run_row("clock_jump")
+        self.assertEqual(p.retrying.started[:2], ("127.0.0.2", 8080))
+        self.assertEqual(p.retrying.started[3:], ("locked", "mysql", 8501 + 1000 + 4))
+        self.assertTrue(p.retrying.stopped)
+        self.assertEqual((row["double_buys_keys"], row["label"]), (1, "locked-clock_jump"))
+        self.assertEqual(row["verdict"], "fail")
+        self.assertIn("retrying clients", row["reason"])
+
+    def test_a_late_grant_row_has_none(self):
+        _, row = self.run_row("late_grant")
+        self.assertNotIn("double_buys_keys", row)
+        self.assertEqual(row["verdict"], "pass")
+
+    def test_off_by_default(self):
+        self.assertEqual(partition.parse_args([]).retrying_buyers, 0)
 
 
 if __name__ == "__main__":

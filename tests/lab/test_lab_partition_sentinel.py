@@ -1,6 +1,7 @@
 """The Sentinel partition's judging, which needs no root: acknowledged sales lost from
-the ledger, each row against its failover fact, the min-replicas window's bound, and
-which rows each partition runs."""
+the ledger, each row against its failover fact, the min-replicas window's bound, which
+rows each partition runs, the replica waited for while the retrying buyers write on,
+and what their verdict does to a row."""
 
 import contextlib
 import html
@@ -12,7 +13,9 @@ import unittest
 from lab.base.common import SetupError
 from lab.client import facts as facts_mod, sources
 from lab.reports import tables
+from lab.judges import retries
 from lab.runs import partition_sentinel as ps
+from lab.scaffold import retrying_mode
 
 
 QUORUM = sources.backend_name("redlock.c")  # the Redlock servers: no replicated group
@@ -305,6 +308,48 @@ class Setup(unittest.TestCase):
         rows = self.partition(SetupError("no reset"), SetupError("no reset"))
         self.assertEqual((rows[0]["verdict"], rows[0]["reason"], rows[0]["diagnosis"]),
                          ("setup", "setup: no reset", ["the account"]))
+
+
+def retried_row(fact, double_buys_keys, reason="the ledger holds 9 units for 10 purchases"):
+    return {"fact": fact, "verdict": "pass", "reason": "", "double_buys_keys": double_buys_keys,
+            "retry_verdict": retries.FAIL, "retry_reason": reason}
+
+
+class RetryingMode(unittest.TestCase):
+    def test_a_keyed_double_buy_fails_every_row(self):
+        for fact in ("safe", "loses_sales", "oversells"):
+            r = retried_row(fact, 1)
+            ps.fold_retrying(r)
+            self.assertEqual(r["verdict"], "fail", fact)
+
+    def test_a_lost_sale_of_the_buyers_fails_a_safe_row_only(self):
+        safe, losing = retried_row("safe", 0), retried_row("loses_sales", 0)
+        ps.fold_retrying(safe)
+        ps.fold_retrying(losing)
+        self.assertEqual((safe["verdict"], losing["verdict"]), ("fail", "pass"))
+        self.assertIn("retrying clients", safe["reason"])
+
+    def test_off_by_default_and_its_columns_only_when_on(self):
+        self.assertEqual(ps.parse_args([]).retrying_buyers, 0)
+        on = ps.parse_args(["--retrying-buyers", "2"])
+        fields, table = retrying_mode.with_columns(on, ps.ROW_FIELDS, ps.TABLE)
+        self.assertEqual(fields, ps.ROW_FIELDS + retrying_mode.COLUMNS)
+        self.assertEqual(len(table), len(ps.TABLE) + len(retrying_mode.table_columns()))
+
+    def test_the_replica_is_waited_for_up_to_the_offset_read_once(self):
+        # the primary's offset goes on growing; the replica reaches what it was at first
+        offsets = {"primary": iter(["100", "150", "200"]), "replica": iter(["90", "120", "180"])}
+        saved = ps.role
+
+        def role(host):
+            offset = next(offsets[host])
+            return None, None, True, offset, offset
+        ps.role = role
+        try:
+            ps.Group.wait_caught_up("primary", "replica", seconds=5)
+        finally:
+            ps.role = saved
+        self.assertEqual(list(offsets["replica"]), ["180"])  # 120 >= 100 sufficed
 
 
 if __name__ == "__main__":
