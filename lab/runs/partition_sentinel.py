@@ -499,8 +499,10 @@ class SentinelPartition:
                 if not self.follows(node, r["s"], r["product"] + 1, FOLLOW_S):
                     raise SetupError(f"{node.name} sells nothing with {r['strategy']} "
                                      f"through the primary {primary}")
-        retrying = [self.retrying(r) for r in rows]
+        retrying = []
         try:
+            for r in rows:
+                retrying.append(self.retrying(r))
             self.group.wait_caught_up(primary, replica)
             self.group.min_replicas(primary, min_replicas, self.args.max_lag_s)
             cut = self.cut(primary, replica)
