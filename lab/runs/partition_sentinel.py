@@ -314,8 +314,9 @@ class Group:
         a cut before that would leave the promoted replica without the rows' products,
         and every sale through it a 404. SetupError past `seconds`."""
         deadline = time.monotonic() + seconds
-        offset = role(primary)[3]
+        offset = None
         while True:
+            offset = offset or role(primary)[3]  # read once it answers
             applied = role(replica)[4]
             if offset and applied and int(applied) >= int(offset):
                 return
