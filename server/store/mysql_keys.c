@@ -42,6 +42,26 @@ static st_result answer_kept(struct worker *w, const char *text, struct deduct_r
     return r;
 }
 
+/* ST_BUSY while a key is read or kept - a lock wait on another request's
+ * uncommitted row of the same key, a Galera node that could not catch up
+ * within the wait (wsrep_sync_wait), or a certification conflict with
+ * another node's commit of that key - says nothing of the purchase: the
+ * key's first request may have sold. Answering it as the final `busy`
+ * would tell a buyer "not sold" while the key has a sale (or let a later
+ * try sell what this answer refused). ST_IN_PROGRESS is the answer that
+ * is true: the key's outcome is not known here yet; a retry learns it. */
+static st_result key_contended(struct worker *w, st_result r)
+{
+    if (r != ST_BUSY)
+        return r;
+    char why[sizeof w->error];
+    snprintf(why, sizeof why, "%s", w->error);
+    return worker_fail(w, ST_IN_PROGRESS,
+                       "this Idempotency-Key's row could not be read or kept for contention "
+                       "(%.200s); retry for its answer",
+                       why);
+}
+
 st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
                          struct deduct_reply *out, int *found)
 {
@@ -49,7 +69,7 @@ st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
     key_fingerprint(fingerprint, rq);
     st_result r = sql_exec_text(w, SQL_KEY_READ, SQL_ARGS(SQL_S(fingerprint), SQL_S(rq->key)), text,
                                 sizeof text, found);
-    return r == ST_OK && *found ? answer_kept(w, text, out) : r;
+    return r == ST_OK && *found ? answer_kept(w, text, out) : key_contended(w, r);
 }
 
 st_result mysql_key_keep(struct worker *w, const struct deduct_request *rq, st_result answer,
@@ -86,7 +106,7 @@ st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *
         r = mysql_key_find(w, rq, out, &found);
     if (r == ST_OK && !found) /* kept and swept in between: ours stands */
         return worker_fail(w, refused, "%s", message);
-    return r;
+    return key_contended(w, r);
 }
 
 /* A request that is no sale keeps its answer in the same row: its result,

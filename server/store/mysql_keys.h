@@ -22,7 +22,8 @@ struct worker;
 
 /* Looks rq->key up: *found 0 when the store has no answer for it; else
  * *found 1 and the kept answer again (key_replay()), or ST_KEY_REUSED when
- * the key was sent with another fingerprint. */
+ * the key was sent with another fingerprint. ST_IN_PROGRESS, never ST_BUSY,
+ * when the read met contention: the key's outcome is not known here yet. */
 st_result mysql_key_find(struct worker *w, const struct deduct_request *rq,
                          struct deduct_reply *out, int *found);
 
@@ -41,7 +42,8 @@ st_result mysql_key_keep_sale(struct worker *w, const struct deduct_request *rq,
  * what it saw in *out): rq->key's row with that answer. When another
  * request recorded the key meanwhile, its answer instead. ST_IN_PROGRESS
  * (key_taken()) is answered as it is: the store has the other request's
- * row, for the retry. */
+ * row, for the retry; and so is a keep or a look that met contention (the
+ * key's other request may have sold): never the refusal then. */
 st_result mysql_key_keep_refusal(struct worker *w, const struct deduct_request *rq,
                                  st_result refused, struct deduct_reply *out);
 
