@@ -29,10 +29,32 @@ static st_result order_look(struct worker *w, const struct order_ref *o, struct 
     snprintf(out->state, sizeof out->state, "%s", state ? state : "");
     json_decref(order);
     if (r == ST_OK && strcmp(out->state, "held") == 0 &&
-        (!out->strategy || strategy_orders_why(out->strategy) || out->qty < 1))
+        (!out->strategy || strategy_orders_why(out->strategy) || out->qty < 1 ||
+         out->qty > INT_MAX))
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "order %s names no strategy that holds orders, or no qty", o->id);
     return r;
+}
+
+/* A return of `qty` units through strategy `s`: a sale of -qty whose
+ * ledger step is `g` for order `o` (the first of a batch, g->more the
+ * others), hold_ms spent inside its critical section. */
+static struct deduct_request give_back_request(const struct strategy *s, const struct order_ref *o,
+                                               long long qty, int hold_ms,
+                                               const struct give_back *g)
+{
+    assert(qty >= 1 && qty <= INT_MAX);
+    struct deduct_request rq = {
+        .strategy = s,
+        .seller = s->name,
+        .product = o->product,
+        .qty = -(int)qty,
+        .hold_ms = hold_ms,
+        .ttl_ms = config.lock_ttl_ms,
+        .give_back = *g,
+    };
+    memcpy(rq.give_back.order, o->id, sizeof rq.give_back.order);
+    return rq;
 }
 
 st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
@@ -45,16 +67,8 @@ st_result order_give_back(struct worker *w, const struct order_ref *o, const cha
         return r;
     const struct strategy *s = seen.strategy;
     assert(s->store == o->store); /* the order's id names its strategy's store */
-    struct deduct_request rq = {
-        .strategy = s,
-        .seller = s->name,
-        .product = o->product,
-        .qty = -(int)seen.qty,
-        .hold_ms = hold_ms,
-        .ttl_ms = config.lock_ttl_ms,
-        .give_back = {.state = state, .by_what = by_what},
-    };
-    memcpy(rq.give_back.order, o->id, sizeof rq.give_back.order);
+    const struct give_back g = {.state = state, .by_what = by_what};
+    struct deduct_request rq = give_back_request(s, o, seen.qty, hold_ms, &g);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* another return, or a payment, got there first */
@@ -94,15 +108,9 @@ st_result order_give_back_batch(struct worker *w, const struct return_batch *b, 
         assert(b->orders[i].product == b->orders[0].product); /* one product a batch */
         more[i - 1] = b->orders[i].id;
     }
-    struct deduct_request rq = {
-        .strategy = s,
-        .seller = s->name,
-        .product = b->orders[0].product,
-        .qty = -(int)b->qty,
-        .ttl_ms = config.lock_ttl_ms,
-        .give_back = {.state = state, .by_what = by_what, .more = more, .more_count = b->count - 1},
-    };
-    memcpy(rq.give_back.order, b->orders[0].id, sizeof rq.give_back.order);
+    const struct give_back g = {
+        .state = state, .by_what = by_what, .more = more, .more_count = b->count - 1};
+    struct deduct_request rq = give_back_request(s, &b->orders[0], b->qty, 0, &g);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     st_result r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* one of them went another way: nothing written */
