@@ -57,24 +57,34 @@ static struct deduct_request give_back_request(const struct strategy *s, const s
     return rq;
 }
 
-st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
-                          const char *by_what, int hold_ms, int *returned)
+/* order_give_back(), with what its one read of the order saw left in
+ * *seen: the state the order is in when it was not held, or "held" when
+ * this call returned it or lost it to another return or a payment. */
+static st_result give_back_seen(struct worker *w, const struct order_ref *o, const char *state,
+                                const char *by_what, int hold_ms, struct order_seen *seen,
+                                int *returned)
 {
-    struct order_seen seen;
     *returned = 0;
-    st_result r = order_look(w, o, &seen);
-    if (r != ST_OK || strcmp(seen.state, "held") != 0)
+    st_result r = order_look(w, o, seen);
+    if (r != ST_OK || strcmp(seen->state, "held") != 0)
         return r;
-    const struct strategy *s = seen.strategy;
+    const struct strategy *s = seen->strategy;
     assert(s->store == o->store); /* the order's id names its strategy's store */
     const struct give_back g = {.state = state, .by_what = by_what};
-    struct deduct_request rq = give_back_request(s, o, seen.qty, hold_ms, &g);
+    struct deduct_request rq = give_back_request(s, o, seen->qty, hold_ms, &g);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* another return, or a payment, got there first */
         return ST_OK;
     *returned = r == ST_OK;
     return r;
+}
+
+st_result order_give_back(struct worker *w, const struct order_ref *o, const char *state,
+                          const char *by_what, int hold_ms, int *returned)
+{
+    struct order_seen seen;
+    return give_back_seen(w, o, state, by_what, hold_ms, &seen, returned);
 }
 
 /* A batch's orders returned one by one, each read first: the first
@@ -121,14 +131,16 @@ st_result order_give_back_batch(struct worker *w, const struct return_batch *b, 
 
 st_result order_cancel(struct worker *w, const struct order_ref *o, int hold_ms, int *duplicate)
 {
+    struct order_seen seen;
     int returned;
     *duplicate = 0;
-    st_result r = order_give_back(w, o, "cancelled", "cancel", hold_ms, &returned);
+    st_result r = give_back_seen(w, o, "cancelled", "cancel", hold_ms, &seen, &returned);
     if (r != ST_OK || returned)
         return r;
-    /* Not held, or another return won: the answer is the state it is in. */
-    struct order_seen seen;
-    r = order_look(w, o, &seen);
+    /* Not held: the answer is the state the one read saw. Held, and
+     * another return or a payment won: the state it left for, read now. */
+    if (strcmp(seen.state, "held") == 0)
+        r = order_look(w, o, &seen);
     if (r != ST_OK)
         return r;
     if (strcmp(seen.state, "cancelled") == 0) {
