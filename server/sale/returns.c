@@ -11,26 +11,19 @@
 #include <limits.h>
 #include <string.h>
 
-/* What a return needs of the order, as its store's GET tells it. */
+/* What a return needs of the order: its store's facts, its strategy found. */
 struct order_seen {
-    char state[16];
+    struct order_facts facts;
     const struct strategy *strategy;
-    long long qty;
 };
 
 static st_result order_look(struct worker *w, const struct order_ref *o, struct order_seen *out)
 {
-    json_t *order = json_object();
-    st_result r = o->store->orders->get(w, o, order);
-    const char *state = json_string_value(json_object_get(order, "state"));
-    const char *name = json_string_value(json_object_get(order, "strategy"));
-    *out = (struct order_seen){.strategy = name ? strategy_find(name) : NULL,
-                               .qty = json_integer_value(json_object_get(order, "qty"))};
-    snprintf(out->state, sizeof out->state, "%s", state ? state : "");
-    json_decref(order);
-    if (r == ST_OK && strcmp(out->state, "held") == 0 &&
-        (!out->strategy || strategy_orders_why(out->strategy) || out->qty < 1 ||
-         out->qty > INT_MAX))
+    st_result r = o->store->orders->facts(w, o, &out->facts);
+    out->strategy = r == ST_OK ? strategy_find(out->facts.strategy) : NULL;
+    if (r == ST_OK && out->facts.state == ORDER_HELD &&
+        (!out->strategy || strategy_orders_why(out->strategy) || out->facts.qty < 1 ||
+         out->facts.qty > INT_MAX))
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "order %s names no strategy that holds orders, or no qty", o->id);
     return r;
@@ -58,7 +51,7 @@ static struct deduct_request give_back_request(const struct strategy *s, const s
 }
 
 /* order_give_back(), with what its one read of the order saw left in
- * *seen: the state the order is in when it was not held, or "held" when
+ * *seen: the state the order is in when it was not held, or ORDER_HELD when
  * this call returned it or lost it to another return or a payment. */
 static st_result give_back_seen(struct worker *w, const struct order_ref *o, const char *state,
                                 const char *by_what, int hold_ms, struct order_seen *seen,
@@ -66,12 +59,12 @@ static st_result give_back_seen(struct worker *w, const struct order_ref *o, con
 {
     *returned = 0;
     st_result r = order_look(w, o, seen);
-    if (r != ST_OK || strcmp(seen->state, "held") != 0)
+    if (r != ST_OK || seen->facts.state != ORDER_HELD)
         return r;
     const struct strategy *s = seen->strategy;
     assert(s->store == o->store); /* the order's id names its strategy's store */
     const struct give_back g = {.state = state, .by_what = by_what};
-    struct deduct_request rq = give_back_request(s, o, seen->qty, hold_ms, &g);
+    struct deduct_request rq = give_back_request(s, o, seen->facts.qty, hold_ms, &g);
     struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
     r = strategy_run(s, w, &rq, &out);
     if (r == ST_EXPIRED) /* another return, or a payment, got there first */
@@ -139,17 +132,17 @@ st_result order_cancel(struct worker *w, const struct order_ref *o, int hold_ms,
         return r;
     /* Not held: the answer is the state the one read saw. Held, and
      * another return or a payment won: the state it left for, read now. */
-    if (strcmp(seen.state, "held") == 0)
+    if (seen.facts.state == ORDER_HELD)
         r = order_look(w, o, &seen);
     if (r != ST_OK)
         return r;
-    if (strcmp(seen.state, "cancelled") == 0) {
+    if (seen.facts.state == ORDER_CANCELLED) {
         *duplicate = 1;
         return ST_OK;
     }
-    if (strcmp(seen.state, "paid") == 0)
+    if (seen.facts.state == ORDER_PAID)
         return worker_fail(w, ST_PAID, "order %s is paid: it cannot be cancelled", o->id);
-    if (strcmp(seen.state, "held") == 0) /* the return lost to nobody: impossible */
+    if (seen.facts.state == ORDER_HELD) /* the return lost to nobody: impossible */
         return worker_fail(w, ST_BUSY, "order %s changed under the cancel; try again", o->id);
     return worker_fail(w, ST_EXPIRED, "order %s expired: its units are back already", o->id);
 }

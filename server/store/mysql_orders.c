@@ -8,6 +8,7 @@
 
 #include <assert.h>
 #include <jansson.h>
+#include <stdio.h>
 
 /* The most held orders one sweep returns, each in a transaction of its
  * own (its strategy's): a round short enough to end well inside the lag
@@ -171,6 +172,29 @@ static st_result get(struct worker *w, const struct order_ref *o, json_t *reply)
     return ST_OK;
 }
 
+/* SQL_ORDER_FACTS's text: a state, a qty and a strategy name, with room
+ * to spare. */
+#define FACTS_TEXT_MAX (48 + ORDER_STRATEGY_MAX)
+
+static st_result facts(struct worker *w, const struct order_ref *o, struct order_facts *out)
+{
+    _Static_assert(ORDER_STRATEGY_MAX == 32, "the %32s below");
+    char text[FACTS_TEXT_MAX];
+    int found, state;
+    *out = (struct order_facts){0};
+    st_result r =
+        sql_exec_text(w, SQL_ORDER_FACTS, SQL_ARGS(SQL_S(o->id)), text, sizeof text, &found);
+    if (r != ST_OK)
+        return r;
+    if (!found)
+        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
+    if (sscanf(text, "%d %lld %32s", &state, &out->qty, out->strategy) != 3)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: the order %s reads '%.64s'", o->id,
+                           text);
+    out->state = (enum order_state)state;
+    return ST_OK;
+}
+
 static st_result deadline(struct worker *w, const struct order_ref *o, long long *ms)
 {
     struct sql_outcome row;
@@ -231,5 +255,6 @@ const struct order_store mysql_order_store = {
     .letter = 'm',
     .pay = pay,
     .get = get,
+    .facts = facts,
     .deadline = deadline,
 };
