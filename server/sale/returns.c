@@ -11,6 +11,13 @@
 #include <limits.h>
 #include <string.h>
 
+/* Whether `qty` units can go back through `s`: a strategy that holds
+ * orders, and a qty a request carries. */
+static int returnable(const struct strategy *s, long long qty)
+{
+    return s && !strategy_orders_why(s) && qty >= 1 && qty <= INT_MAX;
+}
+
 /* What a return needs of the order: its store's facts, its strategy found. */
 struct order_seen {
     struct order_facts facts;
@@ -21,9 +28,7 @@ static st_result order_look(struct worker *w, const struct order_ref *o, struct 
 {
     st_result r = o->store->orders->facts(w, o, &out->facts);
     out->strategy = r == ST_OK ? strategy_find(out->facts.strategy) : NULL;
-    if (r == ST_OK && out->facts.state == ORDER_HELD &&
-        (!out->strategy || strategy_orders_why(out->strategy) || out->facts.qty < 1 ||
-         out->facts.qty > INT_MAX))
+    if (r == ST_OK && out->facts.state == ORDER_HELD && !returnable(out->strategy, out->facts.qty))
         return worker_fail(w, ST_BACKEND_UNAVAILABLE,
                            "order %s names no strategy that holds orders, or no qty", o->id);
     return r;
@@ -80,46 +85,83 @@ st_result order_give_back(struct worker *w, const struct order_ref *o, const cha
     return give_back_seen(w, o, state, by_what, hold_ms, &seen, returned);
 }
 
-/* A batch's orders returned one by one, each read first: the first
- * failure answered once every one was tried. */
-static st_result each_alone(struct worker *w, const struct return_batch *b, const char *state,
-                            const char *by_what, int *returned)
-{
-    st_result first = ST_OK;
-    for (int i = 0; i < b->count; i++) {
-        int one;
-        st_result r = order_give_back(w, &b->orders[i], state, by_what, 0, &one);
-        first = first == ST_OK ? r : first;
-        *returned += r == ST_OK ? one : 0;
-    }
-    return first;
-}
-
 /* The most orders one batch returns: a sweeper's due list. */
 #define BATCH_MAX 100
+
+/* A batch's orders, as the loop below narrows them. */
+struct batch_left {
+    struct order_ref orders[BATCH_MAX];
+    int count;
+    long long qty; /* their units summed */
+};
+
+/* One run of strategy `s`'s body returning every order of `left`: all of
+ * them, or - one no longer held - ST_EXPIRED, with nothing written. */
+static st_result give_back_together(struct worker *w, const struct strategy *s,
+                                    const struct batch_left *left, const char *state,
+                                    const char *by_what)
+{
+    const char *more[BATCH_MAX];
+    assert(left->count >= 1);
+    if (!returnable(s, left->qty))
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE,
+                           "orders of %s due: no strategy that holds orders, or no qty",
+                           s ? s->name : "a strategy unknown here");
+    for (int i = 1; i < left->count; i++) {
+        assert(left->orders[i].product == left->orders[0].product); /* one product a batch */
+        more[i - 1] = left->orders[i].id;
+    }
+    const struct give_back g = {
+        .state = state, .by_what = by_what, .more = more, .more_count = left->count - 1};
+    struct deduct_request rq = give_back_request(s, &left->orders[0], left->qty, 0, &g);
+    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
+    return strategy_run(s, w, &rq, &out);
+}
+
+/* Keeps in `left` the orders a read finds still held, their units summed
+ * again: those another return or a payment took since are dropped, and so
+ * is one that cannot be read, its failure kept in *first. */
+static void keep_still_held(struct worker *w, struct batch_left *left, st_result *first)
+{
+    int kept = 0;
+    left->qty = 0;
+    for (int i = 0; i < left->count; i++) {
+        struct order_seen seen;
+        st_result r = order_look(w, &left->orders[i], &seen);
+        *first = *first == ST_OK ? r : *first;
+        if (r != ST_OK || seen.facts.state != ORDER_HELD)
+            continue;
+        left->orders[kept++] = left->orders[i];
+        left->qty += seen.facts.qty;
+    }
+    left->count = kept;
+}
 
 st_result order_give_back_batch(struct worker *w, const struct return_batch *b, const char *state,
                                 const char *by_what, int *returned)
 {
     const struct strategy *s = strategy_find(b->strategy);
+    struct batch_left left = {.count = b->count, .qty = b->qty};
+    st_result first = ST_OK; /* a read's failure, answered once the rest are back */
     assert(b->count >= 1 && b->count <= BATCH_MAX);
+    memcpy(left.orders, b->orders, (size_t)b->count * sizeof left.orders[0]);
     *returned = 0;
-    if (b->count == 1 || !s || strategy_orders_why(s) || b->qty < 1 || b->qty > INT_MAX)
-        return each_alone(w, b, state, by_what, returned);
-    const char *more[BATCH_MAX];
-    for (int i = 1; i < b->count; i++) {
-        assert(b->orders[i].product == b->orders[0].product); /* one product a batch */
-        more[i - 1] = b->orders[i].id;
+    /* Each round either returns every order left, or finds one of them
+     * no longer held: states leave `held` for good, so the read drops it,
+     * and the rounds end within the batch's count. */
+    for (;;) {
+        st_result r = give_back_together(w, s, &left, state, by_what);
+        if (r != ST_EXPIRED) {
+            *returned = r == ST_OK ? left.count : 0;
+            return first == ST_OK ? r : first;
+        }
+        int before = left.count;
+        keep_still_held(w, &left, &first);
+        if (left.count == 0)
+            return first;
+        if (left.count == before) /* the claim refused an order the read finds held */
+            return worker_fail(w, ST_BUSY, "due orders of %s changed under their return", s->name);
     }
-    const struct give_back g = {
-        .state = state, .by_what = by_what, .more = more, .more_count = b->count - 1};
-    struct deduct_request rq = give_back_request(s, &b->orders[0], b->qty, 0, &g);
-    struct deduct_reply out = {.remaining = REMAINING_UNKNOWN};
-    st_result r = strategy_run(s, w, &rq, &out);
-    if (r == ST_EXPIRED) /* one of them went another way: nothing written */
-        return each_alone(w, b, state, by_what, returned);
-    *returned = r == ST_OK ? b->count : 0;
-    return r;
 }
 
 st_result order_cancel(struct worker *w, const struct order_ref *o, int hold_ms, int *duplicate)

@@ -10,9 +10,9 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* The most held orders one sweep returns, each in a transaction of its
- * own (its strategy's): a round short enough to end well inside the lag
- * the sweeper promises. */
+/* The most held orders one sweep returns, a product's of one strategy in
+ * one transaction (its strategy's): a round short enough to end well
+ * inside the lag the sweeper promises. */
 #define SWEEP_BATCH 100
 
 /* A return's step where a sale's ledger row goes: each order leaves `held`

@@ -97,9 +97,10 @@ struct return_batch {
     long long qty;
 };
 
-/* Returns the batch's orders, all still held, in one run of their
- * strategy's body; when one was not, each alone (order_give_back_fn):
- * *returned how many. Implemented above the stores (sale/returns.h). */
+/* Returns the batch's orders still held in one run of their strategy's
+ * body (one that another return or a payment took makes the run write
+ * nothing, and it goes again without it): *returned how many.
+ * Implemented above the stores (sale/returns.h). */
 typedef st_result (*order_give_back_batch_fn)(struct worker *w, const struct return_batch *b,
                                               const char *state, const char *by_what,
                                               int *returned);
