@@ -148,19 +148,27 @@ static st_result pay(struct worker *w, const struct order_ref *o, const char *pa
     return settle(w, r);
 }
 
+/* Order `o` as statement `s` words it in one text: ST_UNKNOWN_ORDER when
+ * there is no such order. */
+static st_result order_text(struct worker *w, enum sql_statement s, const struct order_ref *o,
+                            char *text, size_t size)
+{
+    int found;
+    st_result r = sql_exec_text(w, s, SQL_ARGS(SQL_S(o->id)), text, size, &found);
+    if (r == ST_OK && !found)
+        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
+    return r;
+}
+
 /* An order's JSON text: its dozen fields, with room to spare. */
 #define ORDER_TEXT_MAX 1024
 
 static st_result get(struct worker *w, const struct order_ref *o, json_t *reply)
 {
     char text[ORDER_TEXT_MAX];
-    int found;
-    st_result r =
-        sql_exec_text(w, SQL_ORDER_JSON, SQL_ARGS(SQL_S(o->id)), text, sizeof text, &found);
+    st_result r = order_text(w, SQL_ORDER_JSON, o, text, sizeof text);
     if (r != ST_OK)
         return r;
-    if (!found)
-        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
     json_t *order = json_loads(text, 0, NULL);
     if (!json_is_object(order)) {
         json_decref(order);
@@ -180,14 +188,11 @@ static st_result facts(struct worker *w, const struct order_ref *o, struct order
 {
     _Static_assert(ORDER_STRATEGY_MAX == 32, "the %32s below");
     char text[FACTS_TEXT_MAX];
-    int found, state;
+    int state;
     *out = (struct order_facts){0};
-    st_result r =
-        sql_exec_text(w, SQL_ORDER_FACTS, SQL_ARGS(SQL_S(o->id)), text, sizeof text, &found);
+    st_result r = order_text(w, SQL_ORDER_FACTS, o, text, sizeof text);
     if (r != ST_OK)
         return r;
-    if (!found)
-        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
     if (sscanf(text, "%d %lld %32s", &state, &out->qty, out->strategy) != 3)
         return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: the order %s reads '%.64s'", o->id,
                            text);
