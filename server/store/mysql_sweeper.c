@@ -28,10 +28,11 @@
  * read. Locked first, the due rows would be held across that lock's wait,
  * and a cancel holding the lock (a Redis, ZooKeeper or process lock, which
  * MySQL cannot see) while it waits on one of those rows would wait on the
- * sweeper as the sweeper waits on it, until the lock's lease ran out under
- * its holder. Nor can the claim skip a taken order inside that
- * transaction: a read-then-write row counts the units it writes back
- * before the transaction opens.
+ * sweeper as the sweeper waits on it, until MySQL's lock wait timeout
+ * refused the cancel or the lock's lease ran out under its holder. Nor
+ * can the claim skip a taken order inside that transaction: a
+ * read-then-write row counts the units it writes back before the
+ * transaction opens.
  *
  * Each sweep also deletes a batch of Idempotency-Keys older than
  * --idempotency-ttl-s (mysql_keys.h): the one thread that already visits
