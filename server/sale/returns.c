@@ -119,8 +119,8 @@ static st_result give_back_together(struct worker *w, const struct strategy *s,
 }
 
 /* Keeps in `left` the orders a read finds still held, their units summed
- * again: those another return or a payment took since are dropped, and so
- * is one that cannot be read, its failure kept in *first. */
+ * again: those another return (a cancel, another sweeper) took since are
+ * dropped, and so is one that cannot be read, its failure kept in *first. */
 static void keep_still_held(struct worker *w, struct batch_left *left, st_result *first)
 {
     int kept = 0;

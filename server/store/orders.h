@@ -98,8 +98,8 @@ struct return_batch {
 };
 
 /* Returns the batch's orders still held in one run of their strategy's
- * body (one that another return or a payment took makes the run write
- * nothing, and it goes again without it): *returned how many.
+ * body (one that another return took makes the run write nothing, and it
+ * goes again without it): *returned how many.
  * Implemented above the stores (sale/returns.h). */
 typedef st_result (*order_give_back_batch_fn)(struct worker *w, const struct return_batch *b,
                                               const char *state, const char *by_what,
