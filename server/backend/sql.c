@@ -82,6 +82,9 @@ static const char *const texts[SQL_COUNT] = {
         " 'refunds_due', (SELECT COUNT(*) FROM payments p WHERE p.order_id = o.order_id"
         " AND p.outcome = 'refund_due'))"
         " FROM orders o WHERE o.order_id = ? AND o.state IS NOT NULL",
+    [SQL_ORDER_FACTS] =
+        "SELECT CONCAT_WS(' ', FIELD(state, 'held', 'paid', 'expired', 'cancelled'),"
+        " qty, strategy) FROM orders WHERE order_id = ? AND state IS NOT NULL",
     [SQL_ORDERS_ACCOUNT] =
         "SELECT CAST(COALESCE(SUM(IF(o.state = 'held', o.qty, 0)), 0) AS SIGNED),"
         " CAST(COALESCE(SUM(IF(o.state = 'paid', o.qty, 0)), 0) AS SIGNED),"

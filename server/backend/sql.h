@@ -4,9 +4,9 @@
  * Each is prepared once per worker connection and re-executed with new
  * parameters, so the hot path sends only the statement id and the values.
  * All result columns are integers (BIGINT), which keeps the binding code to
- * one shape - except the statements that answer one JSON text (an order as
- * the server renders it, a kept key, the ids a sweep returns), read with
- * sql_exec_text() (mysql.h).
+ * one shape - except the statements that answer one text (an order as the
+ * server renders it, or its facts, a kept key, the ids a sweep returns),
+ * read with sql_exec_text() (mysql.h).
  */
 #ifndef STOCKD_SQL_H
 #define STOCKD_SQL_H
@@ -46,6 +46,8 @@ enum sql_statement {
                            the oldest hundred: [{o: id, p: product, s: strategy,
                            q: qty}, ...]                                       */
     SQL_ORDER_JSON,     /* (order id) -> the order as one JSON text           */
+    SQL_ORDER_FACTS,    /* (order id) -> one text: "state qty strategy", the
+                           state as SQL_ORDER_READ's                          */
     SQL_ORDERS_ACCOUNT, /* (lag us, product x4) -> held, paid, stranded,
                            paid and returned, returned, refunds due,
                            returned twice                                     */

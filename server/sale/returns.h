@@ -32,8 +32,9 @@ st_result order_give_back(struct worker *w, const struct order_ref *o, const cha
                           const char *by_what, int hold_ms, int *returned);
 
 /* The order_give_back_batch_fn of store/orders.h: one run of the batch's
- * strategy for all its units (an expiry: no hold_ms), or each order alone
- * when one was no longer held. */
+ * strategy for all its units (an expiry: no hold_ms); when one order was
+ * no longer held, nothing is written and the run goes again with the
+ * orders a read finds still held. */
 st_result order_give_back_batch(struct worker *w, const struct return_batch *b, const char *state,
                                 const char *by_what, int *returned);
 

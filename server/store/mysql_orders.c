@@ -8,10 +8,11 @@
 
 #include <assert.h>
 #include <jansson.h>
+#include <stdio.h>
 
-/* The most held orders one sweep returns, each in a transaction of its
- * own (its strategy's): a round short enough to end well inside the lag
- * the sweeper promises. */
+/* The most held orders one sweep returns, a product's of one strategy in
+ * one transaction (its strategy's): a round short enough to end well
+ * inside the lag the sweeper promises. */
 #define SWEEP_BATCH 100
 
 /* A return's step where a sale's ledger row goes: each order leaves `held`
@@ -147,19 +148,27 @@ static st_result pay(struct worker *w, const struct order_ref *o, const char *pa
     return settle(w, r);
 }
 
+/* Order `o` as statement `s` words it in one text: ST_UNKNOWN_ORDER when
+ * there is no such order. */
+static st_result order_text(struct worker *w, enum sql_statement s, const struct order_ref *o,
+                            char *text, size_t size)
+{
+    int found;
+    st_result r = sql_exec_text(w, s, SQL_ARGS(SQL_S(o->id)), text, size, &found);
+    if (r == ST_OK && !found)
+        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
+    return r;
+}
+
 /* An order's JSON text: its dozen fields, with room to spare. */
 #define ORDER_TEXT_MAX 1024
 
 static st_result get(struct worker *w, const struct order_ref *o, json_t *reply)
 {
     char text[ORDER_TEXT_MAX];
-    int found;
-    st_result r =
-        sql_exec_text(w, SQL_ORDER_JSON, SQL_ARGS(SQL_S(o->id)), text, sizeof text, &found);
+    st_result r = order_text(w, SQL_ORDER_JSON, o, text, sizeof text);
     if (r != ST_OK)
         return r;
-    if (!found)
-        return worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in mysql", o->id);
     json_t *order = json_loads(text, 0, NULL);
     if (!json_is_object(order)) {
         json_decref(order);
@@ -168,6 +177,26 @@ static st_result get(struct worker *w, const struct order_ref *o, json_t *reply)
     }
     json_object_update(reply, order);
     json_decref(order);
+    return ST_OK;
+}
+
+/* SQL_ORDER_FACTS's text: a state, a qty and a strategy name, with room
+ * to spare. */
+#define FACTS_TEXT_MAX (48 + ORDER_STRATEGY_MAX)
+
+static st_result facts(struct worker *w, const struct order_ref *o, struct order_facts *out)
+{
+    _Static_assert(ORDER_STRATEGY_MAX == 32, "the %32s below");
+    char text[FACTS_TEXT_MAX];
+    int state;
+    *out = (struct order_facts){0};
+    st_result r = order_text(w, SQL_ORDER_FACTS, o, text, sizeof text);
+    if (r != ST_OK)
+        return r;
+    if (sscanf(text, "%d %lld %32s", &state, &out->qty, out->strategy) != 3)
+        return worker_fail(w, ST_BACKEND_UNAVAILABLE, "mysql: the order %s reads '%.64s'", o->id,
+                           text);
+    out->state = (enum order_state)state;
     return ST_OK;
 }
 
@@ -231,5 +260,6 @@ const struct order_store mysql_order_store = {
     .letter = 'm',
     .pay = pay,
     .get = get,
+    .facts = facts,
     .deadline = deadline,
 };

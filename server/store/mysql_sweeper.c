@@ -8,10 +8,10 @@
  * the way it writes stock, in the transaction that expires each order,
  * conditional on `held`, and records each return. (One transaction per
  * order costs a sweeper that falls behind its promised lag when two sweep
- * at once under load; should one order of a batch be no longer held, the
- * batch writes nothing and its orders are returned one by one.) So any number of
- * instances sweep at once: two that take the same order both try, and the
- * second finds it no longer held and writes nothing. A sweeper killed
+ * at once under load.) So any number of instances sweep at once: two that
+ * take the same order both try, and the second finds it no longer held:
+ * its batch writes nothing, and runs again with the orders still held
+ * (sale/returns.h), a round fewer each time one was taken. A sweeper killed
  * mid-batch has committed the returns before the kill and nothing of the
  * one it was in: the rest are still held, and the next sweep, here or
  * elsewhere, takes them. A payment racing the sweep waits on the order's
@@ -20,6 +20,19 @@
  *
  * The lag it promises: an order whose deadline has passed is in the next
  * sweep of any live instance - two rounds and a second for a slow server.
+ *
+ * The due orders are read without FOR UPDATE SKIP LOCKED, the usual way
+ * to keep two sweepers off each other's rows, because a row lock lasts as
+ * long as the transaction that took it, and a return's transaction is its
+ * strategy's: it opens at the strategy's write, after its lock and its
+ * read. Locked first, the due rows would be held across that lock's wait,
+ * and a cancel holding the lock (a Redis, ZooKeeper or process lock, which
+ * MySQL cannot see) while it waits on one of those rows would wait on the
+ * sweeper as the sweeper waits on it, until MySQL's lock wait timeout
+ * refused the cancel or the lock's lease ran out under its holder. Nor
+ * can the claim skip a taken order inside that transaction: a
+ * read-then-write row counts the units it writes back before the
+ * transaction opens.
  *
  * Each sweep also deletes a batch of Idempotency-Keys older than
  * --idempotency-ttl-s (mysql_keys.h): the one thread that already visits

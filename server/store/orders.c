@@ -55,6 +55,20 @@ int order_id_parse(const char *text, struct order_ref *out)
     return -1;
 }
 
+enum order_state order_state_parse(const char *name)
+{
+    static const char *const names[] = {
+        [ORDER_HELD] = "held",
+        [ORDER_PAID] = "paid",
+        [ORDER_EXPIRED] = "expired",
+        [ORDER_CANCELLED] = "cancelled",
+    };
+    for (size_t i = ORDER_HELD; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], name) == 0)
+            return (enum order_state)i;
+    return 0;
+}
+
 int payment_id_valid(const char *text)
 {
     size_t len = text ? strlen(text) : 0;

@@ -43,6 +43,21 @@ struct order_ref {
     int product;
 };
 
+/* The states an order is in, as the stores record and the API names them. */
+enum order_state { ORDER_HELD = 1, ORDER_PAID, ORDER_EXPIRED, ORDER_CANCELLED };
+
+/* The longest strategy name an order records (the MySQL column's width). */
+#define ORDER_STRATEGY_MAX 32
+
+/* What a return needs of an order, read from its store as it keeps it:
+ * the store's words made typed, so that the layers above read fields,
+ * not GET /orders/{ID}'s document. */
+struct order_facts {
+    enum order_state state; /* 0 for a state the store names no known way */
+    char strategy[ORDER_STRATEGY_MAX + 1];
+    long long qty; /* 0 when the store has none */
+};
+
 /* The transitions of a store that holds orders (store.h, `orders`). Each
  * answers, beside its result, whether it was a repeat of an earlier one
  * that changed nothing (*duplicate). */
@@ -56,6 +71,9 @@ struct order_store {
                      int *duplicate);
     /* The order as GET /orders/{ID} answers it, into `reply`. */
     st_result (*get)(struct worker *w, const struct order_ref *o, json_t *reply);
+    /* The order's state, strategy and qty: ST_UNKNOWN_ORDER when there is
+     * no such order. */
+    st_result (*facts)(struct worker *w, const struct order_ref *o, struct order_facts *out);
     /* A held order's deadline, by the store's clock, in ms since the epoch. */
     st_result (*deadline)(struct worker *w, const struct order_ref *o, long long *ms);
 };
@@ -79,15 +97,13 @@ struct return_batch {
     long long qty;
 };
 
-/* Returns the batch's orders, all still held, in one run of their
- * strategy's body; when one was not, each alone (order_give_back_fn):
- * *returned how many. Implemented above the stores (sale/returns.h). */
+/* Returns the batch's orders still held in one run of their strategy's
+ * body (one that another return took makes the run write nothing, and it
+ * goes again without it): *returned how many.
+ * Implemented above the stores (sale/returns.h). */
 typedef st_result (*order_give_back_batch_fn)(struct worker *w, const struct return_batch *b,
                                               const char *state, const char *by_what,
                                               int *returned);
-
-/* The states an order is in, as the stores record and the API names them. */
-enum order_state { ORDER_HELD = 1, ORDER_PAID, ORDER_EXPIRED, ORDER_CANCELLED };
 
 /* A new order id for `product` in `store` (which holds orders). */
 void order_id_make(char out[ORDER_ID_MAX + 1], const struct store *store, int product);
@@ -95,6 +111,10 @@ void order_id_make(char out[ORDER_ID_MAX + 1], const struct store *store, int pr
 /* Parses `text` as an order id: 0 with *out filled, or -1 when it is not
  * one (the letter of no store, a product out of range, not 16 hex). */
 int order_id_parse(const char *text, struct order_ref *out);
+
+/* The state a store names `name` ("held", "paid", "expired",
+ * "cancelled"), or 0 for none of them. */
+enum order_state order_state_parse(const char *name);
 
 /* Whether `text` is a payment id: 1..64 characters of [A-Za-z0-9._:-]. */
 int payment_id_valid(const char *text);

@@ -292,6 +292,31 @@ static st_result get(struct worker *w, const struct order_ref *o, json_t *reply)
     return ST_OK;
 }
 
+static st_result facts(struct worker *w, const struct order_ref *o, struct order_facts *out)
+{
+    struct order_keys k;
+    order_keys(&k, o->product, o->id);
+    redisReply *f;
+    *out = (struct order_facts){0};
+    st_result r =
+        redis_call(w, &f, 5, (const char *[]){"HMGET", k.order, "state", "strategy", "qty"});
+    if (r != ST_OK)
+        return r;
+    if (f->type != REDIS_REPLY_ARRAY || f->elements != 3)
+        r = worker_fail(w, ST_BACKEND_UNAVAILABLE, "redis: HMGET of order %s is no array of 3",
+                        o->id);
+    else if (!f->element[0]->str) /* no hash, or none with a state */
+        r = worker_fail(w, ST_UNKNOWN_ORDER, "no order %s in redis", o->id);
+    else {
+        out->state = order_state_parse(f->element[0]->str);
+        snprintf(out->strategy, sizeof out->strategy, "%s",
+                 f->element[1]->str ? f->element[1]->str : "");
+        out->qty = f->element[2]->str ? strtoll(f->element[2]->str, NULL, 10) : 0;
+    }
+    freeReplyObject(f);
+    return r;
+}
+
 static st_result deadline(struct worker *w, const struct order_ref *o, long long *ms)
 {
     struct order_keys k;
@@ -310,6 +335,7 @@ const struct order_store redis_order_store = {
     .letter = 'r',
     .pay = pay,
     .get = get,
+    .facts = facts,
     .deadline = deadline,
 };
 

@@ -29,6 +29,8 @@
  *     its units back, returned once, never before its deadline;
  *   - a fresh hold stays held until its deadline and is returned after it,
  *     within the lag /expiry promises;
+ *   - a sweeper's batch that meets an order a cancel took after the batch
+ *     was read returns the others, and each order once;
  *   - payments racing their orders' deadlines and the sweepers end each
  *     order once: paid and never returned, or expired, returned once and
  *     the payment refund due;
@@ -46,6 +48,7 @@
 #define PRODUCT_LATE 460003
 #define PRODUCT_BAD 460004
 #define PRODUCT_SWEPT 460005
+#define PRODUCT_TAKEN 460006
 #define PRODUCT_REDIS 460010 /* + the row's index in its test */
 #define PRODUCT_REDIS_LATE 460020
 #define PRODUCT_REDIS_SWEPT 460021
@@ -520,6 +523,23 @@ static void test_a_hold_is_returned_after_its_deadline_within_the_lag(void **sta
     assert_int_equal(figures(PRODUCT_SWEPT).sold, 3);
 }
 
+/* Two holds due together, one of them cancelled with hold_ms across both
+ * deadlines: the cancel holds for-update's row lock while the sweeper
+ * reads both orders due, so the sweeper's batch meets an order the cancel
+ * took once it gets the row. The cancel answers cancelled, the other order
+ * expires, and each is returned once. */
+static void test_a_batch_returns_the_orders_a_cancel_left(void **state)
+{
+    (void)state;
+    reset(PRODUCT_TAKEN, 4);
+    struct order taken = hold("for-update", PRODUCT_TAKEN, 1, 300);
+    struct order left = hold("for-update", PRODUCT_TAKEN, 2, 300);
+    expect_answer(&taken, "cancel", "hold_ms=1000", 200, "", 0);
+    expect_expired_once(&left, 0);
+    expect_state(&taken, "cancelled", 1, 0);
+    expect_units(PRODUCT_TAKEN, "mysql", (struct units){.remaining = 4, .returned = 3});
+}
+
 static void test_redis_zset_returns_once(void **state)
 {
     (void)state;
@@ -654,6 +674,7 @@ int main(void)
     const struct CMUnitTest sweeping[] = {
         cmocka_unit_test(test_the_sweeper_returns_the_late_order_once),
         cmocka_unit_test(test_a_hold_is_returned_after_its_deadline_within_the_lag),
+        cmocka_unit_test(test_a_batch_returns_the_orders_a_cancel_left),
         cmocka_unit_test(test_redis_zset_returns_once),
         cmocka_unit_test(test_redis_keyspace_returns_on_the_event),
         cmocka_unit_test(test_payments_racing_the_sweepers),
