@@ -230,6 +230,9 @@ reconcile: build
 # that follow the Sentinels at PORT and PORT+1 and the stack; prints the table,
 # writes results/failover-<timestamp>/ (the debate table, timeline.svg), exits 1
 # when a row contradicts its fact. Knobs: STRATEGIES=lua,fenced FAILOVER_SALES=5
+# FAILOVER_RETRYING_BUYERS=4: each row also runs 4 buyers who retry every lost answer
+# through the second stockd with an Idempotency-Key and 4 who retry without one,
+# across the kill and the promotion: the row gains their double buys (off: 0).
 failover: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab failover

@@ -1,0 +1,98 @@
+"""The retrying client mode inside the runs that carry it, without a stack: a failover
+row's buyers start once the group is settled and before its fault, and their verdict
+folds into the row's; a row whose fact loses acknowledged sales judges its keys by their
+double buys."""
+
+import unittest
+import unittest.mock
+from types import SimpleNamespace
+
+from lab.judges import retries
+from lab.runs import failover
+from lab.scaffold import failover_window, retrying_mode
+
+
+def keyed(**kw):
+    fig = {"keys": True, "claims": True, "qty": 1, "purchases": 10, "tries": 12, "ok": 10,
+           "sold": 10, "refused": 0, "gave_up": 0, "extra": 0, "disagree": 0,
+           "first_tries_lost": 2, "history_linearizable": True, "history_ops": 10}
+    fig.update(kw)
+    return fig
+
+
+class LossyVerdictTest(unittest.TestCase):
+    def test_a_key_lost_with_its_sale_passes(self):
+        lost = keyed(sold=7, disagree=2, history_linearizable=False, history="NOT lin")
+        self.assertEqual(retries.verdict(lost)[0], retries.FAIL)
+        self.assertEqual(retrying_mode.lossy_verdict(lost), (retries.PASS, ""))
+
+    def test_a_double_buy_or_an_unanswered_purchase_still_fails(self):
+        self.assertEqual(retrying_mode.lossy_verdict(keyed(sold=11, extra=1))[0], retries.FAIL)
+        self.assertEqual(retrying_mode.lossy_verdict(keyed(ok=9, gave_up=1, sold=9))[0],
+                         retries.FAIL)
+
+    def test_keyless_figures_are_measured(self):
+        self.assertEqual(retrying_mode.lossy_verdict(keyed(keys=False, extra=3))[0],
+                         retries.MEASURED)
+
+    def test_a_lossy_row_is_judged_so(self):
+        figures = {"keys": keyed(sold=8), "nokeys": keyed(keys=False, extra=4)}
+        clients = retrying_mode.RetryingClients(SimpleNamespace(retrying_buyers=1), {},
+                                                lossy=True)
+        row = clients.row(figures, clients.judge)
+        self.assertEqual((row["retry_verdict"], row["double_buys_nokeys"]), (retries.PASS, 4))
+        self.assertEqual(retrying_mode.RetryingClients.row(figures)["retry_verdict"],
+                         retries.FAIL)
+
+    def test_failover_defaults_wait_past_the_promotion(self):
+        args = failover.parse_args(["--retrying-buyers", "2"])
+        self.assertEqual((args.retrying_buyers, args.retrying_attempts,
+                          args.retrying_timeout_ms), (2, 16, 2500))
+        self.assertEqual(failover.parse_args([]).retrying_buyers, 0)
+
+
+class FailoverWindowTest(unittest.TestCase):
+    def window(self):
+        calls = unittest.mock.Mock()
+        run = failover_window.Failover.__new__(failover_window.Failover)
+        run.args, run.held, run.dead = SimpleNamespace(sales=1), None, None
+        run.group, run.a, run.b = calls.group, calls.a, calls.b
+        run.group.settled.return_value = (1, 2)
+        run.b.api.account.return_value = {"sold": 1, "oversold": 0, "lost_updates": 0}
+        run.b.api.host, run.b.api.port = "127.0.0.1", 9
+        run.retrying = (calls.clients, 9001, "out")
+        run.fail_over = lambda *a: {}
+        return run, calls
+
+    def test_the_buyers_start_once_the_replica_caught_up_and_before_the_cut(self):
+        run, calls = self.window()
+        s = SimpleNamespace(name="x", store="redis")
+        with unittest.mock.patch.object(failover_window, "deduct", return_value=(200, None)):
+            run.sales_row(s, {}, 1, 2)
+        order = [c[0] for c in calls.mock_calls]
+        self.assertLess(order.index("group.wait_caught_up"), order.index("clients.start"))
+        self.assertLess(order.index("clients.start"), order.index("group.hold_back"))
+        calls.clients.start.assert_called_once_with("127.0.0.1", 9, run.b.api, "x", "redis",
+                                                    9001)
+
+    def test_their_verdict_folds_into_the_row_s(self):
+        run, calls = self.window()
+        calls.clients.finish.return_value = {"retry_verdict": retries.FAIL,
+                                             "retry_reason": "1 units sold beyond one"}
+        row = {"verdict": "pass", "reason": ""}
+        run.retrying_figures(SimpleNamespace(name="x"), row)
+        self.assertEqual(row["verdict"], retries.FAIL)
+        self.assertIn("retrying clients", row["reason"])
+        calls.clients.finish.assert_called_once_with(run.b.api, "out", "x")
+
+    def test_without_buyers_nothing_changes(self):
+        run, _ = self.window()
+        run.retrying = None
+        row = {"verdict": "pass", "reason": ""}
+        run.start_retrying(SimpleNamespace(name="x", store="redis"))
+        run.retrying_figures(SimpleNamespace(name="x"), row)
+        self.assertEqual(row, {"verdict": "pass", "reason": ""})
+
+
+if __name__ == "__main__":
+    unittest.main()
