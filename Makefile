@@ -206,6 +206,9 @@ chaos: build
 # before its COMMIT and between COMMIT and XACK, MariaDB down, Redis killed -9;
 # each row drains the stream and checks every 200's order id is in MySQL once.
 # Knobs: STREAM_ROWS=none,kill-before-commit,... STREAM_PORT=23089
+# STREAM_RETRYING_BUYERS=4: each row also runs 4 buyers who retry every lost answer
+# with an Idempotency-Key and 4 who retry without one, through its fault; their
+# double buys are read in MySQL once the stream drained (off: 0).
 stream-chaos: build
 	@$(DEPS) stack
 	@python3 -B -m lab stream chaos

@@ -1,14 +1,16 @@
-"""The retrying client mode inside the runs that carry it, without a stack: a failover
-row's buyers start once the group is settled and before its fault, and their verdict
-folds into the row's; a row whose fact loses acknowledged sales judges its keys by their
-double buys."""
+"""The retrying client mode inside the runs that carry it (make failover, make
+stream-chaos), without a stack: a failover row's buyers start once the group is
+settled and before its fault, and their verdict folds into the row's; a row whose fact
+loses acknowledged sales judges its keys by their double buys; a row that settles later
+is read once its stream has drained."""
 
+import tempfile
 import unittest
 import unittest.mock
 from types import SimpleNamespace
 
 from lab.judges import retries
-from lab.runs import failover
+from lab.runs import failover, stream
 from lab.scaffold import failover_window, retrying_mode
 
 
@@ -49,6 +51,62 @@ class LossyVerdictTest(unittest.TestCase):
         self.assertEqual((args.retrying_buyers, args.retrying_attempts,
                           args.retrying_timeout_ms), (2, 16, 2500))
         self.assertEqual(failover.parse_args([]).retrying_buyers, 0)
+
+
+class Buyers:
+    """A kind of buyers that bought nothing."""
+
+    def __init__(self):
+        self.purchases = []
+
+    def stop(self):
+        pass
+
+    def join(self, seconds):
+        return True
+
+    def resolve(self):
+        pass
+
+
+class StreamApi:
+    """GET /stock with a stream that drains after `busy` looks."""
+
+    def __init__(self, busy):
+        self.busy, self.looked = busy, []
+
+    def wait_idle(self, seconds):
+        pass
+
+    def call(self, method, path):
+        self.looked.append(path)
+        self.busy -= 1
+        length = 1 if self.busy >= 0 else 0
+        return SimpleNamespace(status=200, body={"stream": {"length": length, "pending": 0}})
+
+    def account(self, product, store):
+        self.read = (product, store, len(self.looked))
+        return {"sold": 0, "remaining": 100}
+
+
+class SettlesTest(unittest.TestCase):
+    def test_a_row_that_settles_later_is_read_after_the_drain(self):
+        clients = retrying_mode.RetryingClients(SimpleNamespace(retrying_buyers=1,
+                                                                retrying_attempts=1), {})
+        clients.buyers = {"keys": Buyers(), "nokeys": Buyers()}
+        clients.before = {k: {"sold": 0, "remaining": 100} for k in clients.buyers}
+        clients.product, clients.store, clients.settles = 7, "mysql", True
+        api = StreamApi(busy=2)
+        with tempfile.TemporaryDirectory() as d, \
+                unittest.mock.patch("lab.base.waiting.time.sleep"):
+            row = clients.finish(api, d, "row")
+        self.assertEqual(row["double_buys_keys"], 0)
+        self.assertEqual(api.looked[:3], ["/stock/7"] * 3)
+        self.assertEqual(api.read, (8, "mysql", len(api.looked)))
+
+    def test_stream_chaos_declares_the_mode(self):
+        args = stream.parse_args(["chaos", "--retrying-buyers", "3"])
+        self.assertEqual((args.retrying_buyers, args.retrying_timeout_ms), (3, 300))
 
 
 class FailoverWindowTest(unittest.TestCase):
