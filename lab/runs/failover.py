@@ -46,7 +46,8 @@ who retry without one, from just before its fault until the group is whole again
 kind on a product of its own (after every row's pair). The row gains their double
 buys, and a strategy that claims keys fails the row with one; a loses_sales row loses
 keys with their sales, so its keys are judged by their double buys and unanswered
-purchases only (lab.scaffold.retrying_mode.lossy_verdict)."""
+purchases only (lab.scaffold.retrying_mode.lossy_verdict), and an unsafe strategy's
+race is left to its own row (racy_verdict)."""
 
 import os
 import subprocess
@@ -122,7 +123,8 @@ def work(run):
         failover = Failover(args, group, a, b, say)
         for i, s in enumerate(strategies):
             retrying = RetryingClients(args, claims_of(strategies_doc),
-                                       lossy=s.failover == "loses_sales")
+                                       lossy=s.failover == "loses_sales",
+                                       racy=not s.safe_for(1))  # all through B
             buyers = (retrying, args.product + 2 * (len(strategies) + i), out_dir)
             try:
                 rows.append(failover.run_row(s, args.product + 2 * i, env, buyers))

@@ -55,11 +55,12 @@ class RetryingClients:
     """One row's retrying buyers: start() them on two products before the fault,
     finish() after it for the row's figures. Inert when the run asked for none.
     lossy: the row's fault loses acknowledged sales by its strategy's own fact, and its
-    keyed figures are judged by lossy_verdict."""
+    keyed figures are judged by lossy_verdict; racy: the strategy does not claim safety
+    for the row, and they are judged by racy_verdict."""
 
-    def __init__(self, args, claims, lossy=False):
+    def __init__(self, args, claims, lossy=False, racy=False):
         self.args, self.claims = args, claims
-        self.judge = lossy_verdict if lossy else retries.verdict
+        self.judge = lossy_verdict if lossy else racy_verdict if racy else retries.verdict
         self.buyers = {}
         self.before = {}
         self.product = self.store = self.strategy = None
@@ -159,6 +160,14 @@ def lossy_verdict(keyed):
     judged."""
     return retries.verdict({**keyed, "ok": keyed["sold"] // keyed["qty"], "disagree": 0,
                             "history_linearizable": None})
+
+
+def racy_verdict(keyed):
+    """The keyed figures' (verdict, reason) on a strategy that does not claim safety for
+    the row (nolock's race, a process mutex across instances): concurrent buyers lose
+    each other's updates, so their history is not linearizable whatever the keys do.
+    That is the strategy's race, which its own row judges: the rest is judged."""
+    return retries.verdict({**keyed, "history_linearizable": None})
 
 
 def folded(verdict, reason, row):

@@ -33,6 +33,14 @@ class LossyVerdictTest(unittest.TestCase):
         self.assertEqual(retrying_mode.lossy_verdict(keyed(ok=9, gave_up=1, sold=9))[0],
                          retries.FAIL)
 
+    def test_an_unsafe_strategy_s_race_is_its_row_s(self):
+        raced = keyed(history_linearizable=False, history="NOT lin")
+        self.assertEqual(retrying_mode.racy_verdict(raced), (retries.PASS, ""))
+        self.assertEqual(retrying_mode.racy_verdict(keyed(disagree=1))[0], retries.FAIL)
+        self.assertEqual(retrying_mode.racy_verdict(keyed(sold=11, extra=1))[0], retries.FAIL)
+        clients = retrying_mode.RetryingClients(None, {}, racy=True)
+        self.assertIs(clients.judge, retrying_mode.racy_verdict)
+
     def test_keyless_figures_are_measured(self):
         self.assertEqual(retrying_mode.lossy_verdict(keyed(keys=False, extra=3))[0],
                          retries.MEASURED)
