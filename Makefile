@@ -159,8 +159,11 @@ check: build/.deps-build
 # started keeps running for it) and what it left running (make stack-down
 # stops it). make compare is the same with knobs, and stops its stockd:
 #   make compare STRATEGIES=nolock,sql THREADS=20 LOOPS=10 STOCK=100 QTY=1 \
-#                HOLD_MS=0 INSTANCES=1
-# (the variables reach python3 -m lab compare through the environment).
+#                HOLD_MS=0 INSTANCES=1 COMPARE_RETRYING_BUYERS=4
+# (the variables reach python3 -m lab compare through the environment;
+# COMPARE_RETRYING_BUYERS=4: during each row 4 buyers who retry every lost answer
+# with an Idempotency-Key and 4 who retry without one, on products of their own,
+# each try given 0.3 s: each row gains their double buys; off: 0).
 demo compare: build
 	@$(DEPS) stack zk jmeter prometheus
 	@python3 -B -m lab compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \

@@ -1,16 +1,21 @@
 """The retrying client mode inside the runs that carry it (make failover, make
-stream-chaos), without a stack: a failover row's buyers start once the group is
-settled and before its fault, and their verdict folds into the row's; a row whose fact
-loses acknowledged sales judges its keys by their double buys; a row that settles later
-is read once its stream has drained."""
+stream-chaos, make compare), without a stack: a failover row's buyers start once the
+group is settled and before its fault, and their verdict folds into the row's; a row
+whose fact loses acknowledged sales judges its keys by their double buys; a row that
+settles later is read once its stream has drained; the comparison's buyers follow the
+rows of its one JMeter run."""
 
+import os
 import tempfile
 import unittest
 import unittest.mock
 from types import SimpleNamespace
 
-from lab.judges import retries
-from lab.runs import failover, stream
+from fakestockd import document, strategy
+from lab.client import facts
+from lab.drivers import jmeter
+from lab.judges import plan, retries
+from lab.runs import compare, failover, stream
 from lab.scaffold import failover_window, retrying_mode
 
 
@@ -158,6 +163,74 @@ class FailoverWindowTest(unittest.TestCase):
         run.start_retrying(SimpleNamespace(name="x", store="redis"))
         run.retrying_figures(SimpleNamespace(name="x"), row)
         self.assertEqual(row, {"verdict": "pass", "reason": ""})
+
+
+class Clients:
+    """RetryingClients as the comparison drives it, recorded."""
+
+    log = []
+
+    def __init__(self, args, claims, racy=False):
+        self.buyers, self.racy = {}, racy
+
+    def start(self, host, port, api, strategy, store, product, settles=False):
+        self.buyers = {"keys": None}
+        Clients.log.append(("start", strategy, store, product, settles))
+
+    def stop(self):
+        Clients.log.append(("stop",))
+
+    def finish(self, api, out_dir, label):
+        return {"retry_verdict": retries.PASS, "label": label}
+
+
+FACTS = facts.parse(document([strategy("plain", store="mysql"),
+                              dict(strategy("later", store="redis", safe=False),
+                                   settles="async")]))
+
+
+class CompareBuyersTest(unittest.TestCase):
+    def buyers(self, n):
+        rows = [plan.Row("calibration /ping", None, "calibration", {}, None, 1, None),
+                plan.Row("plain", "plain", "normal", {}, True, 1, 10),
+                plan.Row("later hold", "later", "exposed", {}, False, 1, 10)]
+        c = SimpleNamespace(args=SimpleNamespace(retrying_buyers=n, host="h", port=1,
+                                                 instances=1),
+                            api=None, facts=FACTS, out_dir="out")
+        return rows, compare.RowBuyers(c, rows, 100)
+
+    def test_each_row_s_buyers_span_its_window_on_products_of_their_own(self):
+        Clients.log = []
+        with unittest.mock.patch.object(compare, "RetryingClients", Clients):
+            rows, b = self.buyers(2)
+            for label in ("calibration /ping", "plain", "later hold"):
+                b.started(label)
+            b.plan_over()
+            self.assertEqual(Clients.log, [("start", "plain", "mysql", 100, False), ("stop",),
+                                           ("start", "later", "mysql", 102, True), ("stop",)])
+            self.assertEqual(b.finish(rows[2])["label"], "later_hold")
+            self.assertEqual(b.finish(rows[0]), {})
+            self.assertEqual([b.clients[r.label].racy for r in rows[1:]], [False, True])
+
+    def test_a_row_whose_buyers_never_started_fails(self):
+        with unittest.mock.patch.object(compare, "RetryingClients", Clients):
+            rows, b = self.buyers(2)
+            self.assertEqual(b.finish(rows[1])["retry_verdict"], retries.FAIL)
+
+    def test_off_the_buyers_are_inert(self):
+        with unittest.mock.patch.object(compare, "RetryingClients", Clients):
+            rows, b = self.buyers(0)
+            self.assertFalse(b.on)
+            self.assertEqual(b.finish(rows[1]), {})
+
+    def test_progress_tells_each_row_s_start(self):
+        started = []
+        with tempfile.TemporaryDirectory() as d:
+            jtl = os.path.join(d, "plan.jtl")
+            with open(jtl, "w") as f:
+                f.write("timeStamp,elapsed,label\n1,2,a row\n1,2,a row\n1,2,b row\n")
+            jmeter.Progress(jtl, ["a row", "b row"], lambda line: None, started.append).tick()
+        self.assertEqual(started, ["a row", "b row"])
 
 
 if __name__ == "__main__":
