@@ -159,8 +159,11 @@ check: build/.deps-build
 # started keeps running for it) and what it left running (make stack-down
 # stops it). make compare is the same with knobs, and stops its stockd:
 #   make compare STRATEGIES=nolock,sql THREADS=20 LOOPS=10 STOCK=100 QTY=1 \
-#                HOLD_MS=0 INSTANCES=1
-# (the variables reach python3 -m lab compare through the environment).
+#                HOLD_MS=0 INSTANCES=1 COMPARE_RETRYING_BUYERS=4
+# (the variables reach python3 -m lab compare through the environment;
+# COMPARE_RETRYING_BUYERS=4: during each row 4 buyers who retry every lost answer
+# with an Idempotency-Key and 4 who retry without one, on products of their own,
+# each try given 0.3 s: each row gains their double buys; off: 0).
 demo compare: build
 	@$(DEPS) stack zk jmeter prometheus
 	@python3 -B -m lab compare $(if $(filter demo,$@),--keep-stockd); status=$$?; \
@@ -206,6 +209,9 @@ chaos: build
 # before its COMMIT and between COMMIT and XACK, MariaDB down, Redis killed -9;
 # each row drains the stream and checks every 200's order id is in MySQL once.
 # Knobs: STREAM_ROWS=none,kill-before-commit,... STREAM_PORT=23089
+# STREAM_RETRYING_BUYERS=4: each row also runs 4 buyers who retry every lost answer
+# with an Idempotency-Key and 4 who retry without one, through its fault; their
+# double buys are read in MySQL once the stream drained (off: 0).
 stream-chaos: build
 	@$(DEPS) stack
 	@python3 -B -m lab stream chaos
@@ -230,6 +236,9 @@ reconcile: build
 # that follow the Sentinels at PORT and PORT+1 and the stack; prints the table,
 # writes results/failover-<timestamp>/ (the debate table, timeline.svg), exits 1
 # when a row contradicts its fact. Knobs: STRATEGIES=lua,fenced FAILOVER_SALES=5
+# FAILOVER_RETRYING_BUYERS=4: each row also runs 4 buyers who retry every lost answer
+# through the second stockd with an Idempotency-Key and 4 who retry without one,
+# across the kill and the promotion: the row gains their double buys (off: 0).
 failover: build
 	@$(DEPS) stack zk
 	@python3 -B -m lab failover

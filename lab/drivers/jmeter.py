@@ -231,13 +231,15 @@ class Progress(Periodic):
     """Says each row of a one-process run as its first answer reaches the JTL (JMeter
     writes it in buffered blocks: the line comes a little late), so that a long run
     is not silent until its end. A context manager around the run: every PERIOD_S it
-    reads the lines the JTL gained since its last look."""
+    reads the lines the JTL gained since its last look. started, when given, is called
+    with each row's label as it is said."""
 
     PERIOD_S = 1.0
 
-    def __init__(self, jtl, labels, say):
+    def __init__(self, jtl, labels, say, started=None):
         super().__init__(self.PERIOD_S)
         self.jtl, self.labels, self.say = jtl, list(labels), say
+        self.started = started
         self.seen, self.at, self.offset, self.rest = set(), None, 0, b""
 
     def tick(self):
@@ -257,6 +259,8 @@ class Progress(Periodic):
                 if rec[self.at] in self.labels:
                     n = self.labels.index(rec[self.at]) + 1
                     self.say(f"{rec[self.at]}: running (row {n} of {len(self.labels)})")
+                    if self.started:
+                        self.started(rec[self.at])
 
 
 def version(out_dir):

@@ -11,6 +11,8 @@ from ..base.waiting import wait_until
 
 # The longest wait for the stream to drain before a row is judged.
 DRAIN_S = 120
+# The store a row that settles later settles into: its ledger once the stream drained.
+SETTLED_IN = "mysql"
 
 
 def stream_figures(api, product):
@@ -46,7 +48,7 @@ def settled_account(api, product, accepted, seconds=DRAIN_S):
         wait_drained(api, product, seconds)
     except SetupError as e:
         return accepted, str(e)
-    settled = api.account(product, "mysql")
+    settled = api.account(product, SETTLED_IN)
     if settled is None:
         return accepted, "could not read MySQL's accounting after the drain"
     if settled["sold"] != accepted["sold"] or settled["orders"] != accepted["orders"]:

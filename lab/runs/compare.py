@@ -44,6 +44,14 @@ private nginx listening on host:port instead (scripts/stack.sh instances-up N, i
 ports from STACK_STOCKD_PORT_BASE) and stops them and nginx at the end. With
 STOCKD_ADMIN_TOKEN set, resets carry it (Authorization: Bearer) and so does the plan.
 
+With --retrying-buyers N (COMPARE_RETRYING_BUYERS; lab.scaffold.retrying_mode; 0, the
+default, leaves the run as it was) each strategy row also has, while it runs, N buyers
+who retry every lost answer with an Idempotency-Key and N who retry without one, each
+kind on a product of its own after the plan's, through the same host:port (RowBuyers):
+no fault is injected, but a try's 0.3 s runs out in a lock row's queue. Each row gains
+their double buys, and a strategy that claims keys fails its row with one (the race of
+a strategy that does not claim safety is its own row's to show: racy_verdict).
+
 Every flag also reads an environment variable (so `make compare THREADS=20` works);
 an empty value means the default."""
 
@@ -59,8 +67,10 @@ from ..drivers import jmeter, race_runs
 from ..judges import history, plan as plan_mod
 from ..judges.gate import (ceiling_text, compare_verdict, mark_driver_bound, race_check,
                           with_witnesses)
-from ..judges.settlement import settled_account
+from ..judges.settlement import SETTLED_IN, settled_account
 from ..reports import compare_report, junit, tables
+from ..scaffold.retrying_mode import (COLUMNS, RetryingClients, folded, retrying_options,
+                                     table_columns)
 from ..scaffold.runner import Runner
 
 
@@ -99,6 +109,7 @@ def options(o):
           "seconds a row may take before the JMeter run is stopped (that many per row)", 1)
     o.flag("--keep-stockd", "leave the stockd (or instances) this run started running at the "
            "end, for the live page (make demo); make stack-down stops them")
+    retrying_options(o, "COMPARE_RETRYING_")
 
 
 def check_instances(api, n):
@@ -152,7 +163,8 @@ class Comparison:
                           gap_ms=int(ROW_GAP_S * 1000))
         self.say(f"one JMeter run of {len(rows)} rows: {os.path.basename(path)}")
         progress = jmeter.Progress(os.path.join(self.out_dir, name + ".jtl"),
-                                   [row.label for row in rows], self.say)
+                                   [row.label for row in rows], self.say,
+                                   self.buyers.started if self.buyers.on else None)
         with MemorySampler(self.service) as memory, progress:
             run = jmeter.run(a.jmeter, self.out_dir, name, {}, a.jmeter_timeout * len(rows),
                              self.api.token, plan=path)
@@ -184,11 +196,14 @@ class Comparison:
             verdict, reason = "fail", f"not run: {reset_error}"
         else:
             verdict, reason = with_jmeter(verdict, reason, run, res, a.jmeter_timeout)
+        retrying = self.buyers.finish(row)
+        verdict, reason = folded(verdict, reason, retrying)
         self.say(f"{row.label}: {verdict.upper()} - {reason} "
                  f"({res.requests} requests in {res.duration_s or 0:.1f}s)")
         window = (res.first_s, res.last_s) if res.first_s is not None else None
         r = self.result(row, strategy, res, acct or {}, verdict, reason, jtl, window)
         r.update(hist)
+        r.update(retrying)
         r["window"] = window
         return r
 
@@ -251,10 +266,75 @@ class Comparison:
         for i, row in enumerate(planned):
             row.product = self.args.product + i  # its own: no reset between rows
         resets = [self.reset(row) for row in planned]
-        run = self.run_plan([row for row, e in zip(planned, resets) if not e])
+        ran = [row for row, e in zip(planned, resets) if not e]
+        self.buyers = RowBuyers(self, ran, self.args.product + len(planned))
+        try:
+            run = self.run_plan(ran)
+        finally:
+            self.buyers.plan_over()
         rows = [self.run_row(row, e, run) for row, e in zip(planned, resets)]
         self.inside_figures(rows)
         return rows, judge_ceiling(rows)
+
+
+class RowBuyers:
+    """The comparison's retrying buyers (lab.scaffold.retrying_mode; none unless asked
+    for): each strategy row's on a product pair of its own, from `first` on, through
+    the same host:port as JMeter, while its row runs. Every row runs in one JMeter
+    process, so a row's window is seen from outside: its buyers start when its first
+    answer reaches the JTL and stop when the next row's does, or when the plan ends;
+    both ends late by the JTL's buffering and the look taken every second. Their
+    figures are read once the plan is over."""
+
+    def __init__(self, comparison, rows, first):
+        c = comparison
+        self.args, self.api, self.facts, self.out_dir = c.args, c.api, c.facts, c.out_dir
+        claims = {s.name: s.idempotent for s in c.facts.strategies}
+        selling = [row for row in rows if row.kind != "calibration"]
+        self.rows = {row.label: (row, first + 2 * i) for i, row in enumerate(selling)}
+        racy = {s.name: not s.safe_for(c.args.instances) for s in c.facts.strategies}
+        self.clients = {label: RetryingClients(c.args, claims, racy=racy[row.strategy])
+                        for label, (row, _) in self.rows.items()}
+        self.running, self.errors = None, {}
+
+    @property
+    def on(self):
+        return self.args.retrying_buyers > 0
+
+    def started(self, label):
+        """A row's first answer reached the JTL: the previous row's buyers stop, its
+        own start. Buyers that cannot start stop no run: their row fails once read."""
+        self.plan_over()
+        if label not in self.rows:
+            return
+        row, product = self.rows[label]
+        strategy = self.facts.by_name[row.strategy]
+        store = SETTLED_IN if strategy.settles else strategy.store
+        self.running = self.clients[label]
+        try:
+            self.running.start(self.args.host, self.args.port, self.api, strategy.name,
+                               store, product, settles=bool(strategy.settles))
+        except SetupError as e:
+            self.errors[label] = str(e)
+
+    def plan_over(self):
+        if self.running:
+            self.running.stop()
+            self.running = None
+
+    def finish(self, row):
+        """The row's retrying figures and verdict ({} when the row had no buyers)."""
+        if not self.on or row.label not in self.rows:
+            return {}
+        if row.label in self.errors:
+            return {"retry_verdict": "fail",
+                    "retry_reason": f"its retrying buyers did not start: {self.errors[row.label]}"}
+        clients = self.clients[row.label]
+        if not clients.buyers:
+            return {"retry_verdict": "fail",
+                    "retry_reason": "its retrying buyers never started: no answer of the "
+                                    "row reached the JTL"}
+        return clients.finish(self.api, self.out_dir, slug(row.label))
 
 
 def with_jmeter(verdict, reason, run, res, timeout):
@@ -318,14 +398,15 @@ def ceiling_figures(best, samples, beaten):
             "driver_ceiling_beaten_by": {r["label"]: r["throughput_vs_ceiling"] for r in beaten}}
 
 
-def write_outputs(out_dir, rows, params, races=None):
+def write_outputs(out_dir, rows, params, races=None, retrying=False):
+    """Every file of the run; retrying: the retrying buyers' columns in results.csv."""
     path = os.path.join(out_dir, "report.html")
     write_text(os.path.join(out_dir, "results.json"), tables.json_text(rows))
     write_text(os.path.join(out_dir, "params.json"), tables.json_text(params))
     if races:
         write_text(os.path.join(out_dir, "races.json"), tables.json_text(races))
     write_text(os.path.join(out_dir, "results.csv"),
-               tables.csv_text(rows, compare_report.ROW_FIELDS))
+               tables.csv_text(rows, compare_report.ROW_FIELDS + (COLUMNS if retrying else [])))
     write_text(path, compare_report.render(rows, params, races))
     junit.write(os.path.join(out_dir, "junit.xml"), "stockd.compare", rows,
                 lambda r: r["label"], lambda r: r.get("duration_s"), params)
@@ -383,7 +464,8 @@ def work(run):
     seen = sorted({n for r in rows for n in r["instances_seen"]})
     params = run_params(args, selected, service, seen or names, ceiling, peak, out_dir,
                         run.started)
-    return rows, write_outputs(out_dir, rows, params, races), peak, ceiling, seen
+    page = write_outputs(out_dir, rows, params, races, args.retrying_buyers > 0)
+    return rows, page, peak, ceiling, seen
 
 
 def ceiling_line(rows, ceiling):
@@ -403,7 +485,8 @@ def ceiling_line(rows, ceiling):
 def report(run, done):
     rows, path, peak, ceiling, seen = done
     args = run.args
-    print(tables.text_table(rows, compare_report.TABLE))
+    retrying = table_columns() if args.retrying_buyers else []
+    print(tables.text_table(rows, compare_report.TABLE + retrying))
     failed = [r for r in rows if r["verdict"] != "pass"]
     print()
     for r in rows:

@@ -38,7 +38,16 @@ Exit status 1 when a row contradicts its fact, 2 when the run cannot be made or 
 could not be set up twice (lab.scaffold.failover_window: a row whose group did not do
 what it asked is run once more, then reported as setup, apart from the verdicts).
 
---quick (the test gate): the first row of each kind and fact."""
+--quick (the test gate): the first row of each kind and fact.
+
+--retrying-buyers N (FAILOVER_RETRYING_BUYERS; lab.scaffold.retrying_mode): each row
+also runs N buyers who retry every lost answer through B with an Idempotency-Key and N
+who retry without one, from just before its fault until the group is whole again, each
+kind on a product of its own (after every row's pair). The row gains their double
+buys, and a strategy that claims keys fails the row with one; a loses_sales row loses
+keys with their sales, so its keys are judged by their double buys and unanswered
+purchases only (lab.scaffold.retrying_mode.lossy_verdict), and an unsafe strategy's
+race is left to its own row (racy_verdict)."""
 
 import os
 import subprocess
@@ -52,6 +61,8 @@ from ..nemesis.redis_group import Group, sentinel_env
 from ..judges.failover_gate import FACT_KINDS, kind_of
 from ..reports import failover_report
 from ..scaffold.failover_window import ROW_FIELDS, Failover, window_options
+from ..scaffold.retrying_mode import (COLUMNS, RetryingClients, claims_of, retrying_options,
+                                     table_columns)
 from ..scaffold.runner import Runner, report_fact_rows
 
 TABLE = failover_report.WINDOW_COLUMNS + [failover_report.VERDICT_COLUMN]
@@ -63,6 +74,10 @@ def options(o):
     window_options(o)
     o.add("--product", ["FAILOVER_PRODUCT"], 8001, int, "first product id (two per row)", 1)
     o.flag("--quick", "the test gate's version: the first row of each kind and fact")
+    # Tries past a promotion's 2 s of quick refusals, each waiting past B's deadline and
+    # margin: a lost answer is the fault's, not a queue's behind a lock (lost answers
+    # under a short timeout are the comparison's to show).
+    retrying_options(o, "FAILOVER_RETRYING_", attempts=16, timeout_ms=2500)
 
 
 def chosen(facts, args):
@@ -102,23 +117,33 @@ def work(run):
     try:
         a.start()
         b.start()
-        facts = facts_mod.parse(b.api.strategies().body)
+        strategies_doc = b.api.strategies().body
+        facts = facts_mod.parse(strategies_doc)
         strategies = chosen(facts, args)
         failover = Failover(args, group, a, b, say)
         for i, s in enumerate(strategies):
-            rows.append(failover.run_row(s, args.product + 2 * i, env))
+            retrying = RetryingClients(args, claims_of(strategies_doc),
+                                       lossy=s.failover == "loses_sales",
+                                       racy=not s.safe_for(1))  # all through B
+            buyers = (retrying, args.product + 2 * (len(strategies) + i), out_dir)
+            try:
+                rows.append(failover.run_row(s, args.product + 2 * i, env, buyers))
+            finally:
+                retrying.stop()
     finally:
         group.unwatch()
         for inst in (a, b):
             inst.stop()
     doc = {"started": now_iso(), "seconds": round(run.elapsed(), 1), "rows": rows,
            "quick": args.quick}
-    failover_report.write(out_dir, doc, ROW_FIELDS, facts, failover.timeline)
+    fields = ROW_FIELDS + (COLUMNS if args.retrying_buyers else [])
+    failover_report.write(out_dir, doc, fields, facts, failover.timeline)
     return rows, out_dir
 
 
 def report(run, done):
-    return report_fact_rows(run, done, TABLE, "failover fact", lambda r: r["strategy"])
+    table = TABLE + (table_columns() if run.args.retrying_buyers else [])
+    return report_fact_rows(run, done, table, "failover fact", lambda r: r["strategy"])
 
 
 RUNNER = Runner("failover", __doc__, options=options, work=work, report=report,

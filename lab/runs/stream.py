@@ -21,6 +21,12 @@ proved and measured: every 200 a client saw reaches MySQL exactly once, through 
                             (appendonly, appendfsync: stated in the row) loses
         A row passes with 0 missing, 0 duplicated and no extra order beyond the
         answers whose outcome the client could not know.
+        --retrying-buyers N (STREAM_RETRYING_BUYERS; lab.scaffold.retrying_mode):
+        each row also runs, from before its fault until after it, N buyers who
+        retry every lost answer with an Idempotency-Key and N who retry without
+        one, on --product + 1 and + 2; their ledgers are read in MySQL once the
+        stream has drained (what the row settles into), and the row gains their
+        double buys (a double buy with keys fails the row).
     python3 -m lab stream bench
         accepted sales/s of the stream row beside the two it is measured against, the
         sql batch and the lua script (their names read from their C files), in one run
@@ -48,7 +54,8 @@ from ..client import facts as facts_mod, sources
 from ..client.sales import deduct_path
 from ..stack.service import run_dir, stack_env, stack_script, stop_process
 from ..drivers import wrk
-from ..judges.settlement import reconcile, stream_figures, wait_drained
+from ..judges.settlement import SETTLED_IN, reconcile, stream_figures, wait_drained
+from ..scaffold.retrying_mode import RetryingClients, claims_of, folded, retrying_options
 from ..scaffold.runner import Runner
 
 # The strategies the stream row is measured against: the same script without the
@@ -80,6 +87,7 @@ def options(o):
     o.add("--pair-seconds", ["STREAM_PAIR_SECONDS"], 4, int, "bench: seconds per paired measure",
           1)
     o.add("--batch", ["STREAM_BATCH"], 256, int, "the consumers' --stream-batch", 1)
+    retrying_options(o, "STREAM_RETRYING_", attempts=16)  # past Redis's restart
 
 
 # ------------------------------------------------------------------ the stores
@@ -220,12 +228,15 @@ def redis_persistence(env):
     return got
 
 
-def chaos_row(name, args, api, say, env):
-    """Runs one row: load, its fault, the drain, the reconciliation."""
+def chaos_row(name, args, api, say, env, retrying, out_dir):
+    """Runs one row: load (and the retrying buyers, when asked for), its fault, the
+    drain, the reconciliation."""
     api.must_reset(args.product, STOCK, RESET_TIMEOUT_S)
     clients = Clients(api, args.product, args.clients, args.strategy)
     row = {"row": name}
     consumer = None if name.startswith("kill-") else Consumer(say, args.batch)
+    retrying.start(api.host, api.port, api, args.strategy, SETTLED_IN, args.product + 1,
+                   settles=True)
     clients.start()
     time.sleep(1.0)
     if name.startswith("kill-"):
@@ -249,14 +260,31 @@ def chaos_row(name, args, api, say, env):
         stack("start-one", "redis")
     time.sleep(1.0)
     clients.finish()
-    row["drain_s"] = round(wait_drained(api, args.product), 2)
+    stopped = time.monotonic()
+    row.update(retrying.finish(api, out_dir, name))  # its purchases drained too
+    wait_drained(api, args.product)
+    row["drain_s"] = round(time.monotonic() - stopped, 2)
     consumer.stop()
     row.update(reconcile(clients.ok_ids, clients.unknown, mysql_orders(args.product, args.strategy)))
+    row["verdict"], _ = folded(row["verdict"], "", row)
     row["other_answers"] = clients.other
     say(f"{name}: {row['accepted']} accepted, {row['in_mysql']} in MySQL: missing "
         f"{row['missing']}, duplicated {row['duplicated']}, extra {row['extra']} "
         f"(unknown {row['unknown']}) - {row['verdict'].upper()}")
+    if retrying.on:
+        say(f"{name}: retrying buyers' double buys {row['double_buys_keys']} with keys, "
+            f"{row['double_buys_nokeys']} without - {row['retry_verdict'].upper()}"
+            + (f" ({row['retry_reason']})" if row["retry_reason"] else ""))
     return row
+
+
+def chaos_rows(name, args, api, say, env, out_dir):
+    """One chaos row with the run's retrying buyers (none unless asked for)."""
+    retrying = RetryingClients(args, claims_of(api.strategies().body))
+    try:
+        return chaos_row(name, args, api, say, env, retrying, out_dir)
+    finally:
+        retrying.stop()
 
 
 # ---------------------------------------------------------------------- bench
@@ -355,7 +383,7 @@ def work(run):
     elif command == "chaos":
         env = stack_env()
         names = comma_list(args.rows) or list(ROWS)
-        doc["rows"] = [chaos_row(n, args, api, say, env) for n in names]
+        doc["rows"] = [chaos_rows(n, args, api, say, env, out_dir) for n in names]
     else:
         doc["bench"] = bench(args, api, say, out_dir)
         doc["rows"] = []

@@ -14,7 +14,14 @@ Sentinels' events (lab.nemesis.redis_group.SentinelEvents) must show one switch 
 the kill, to the held-back replica, and the replica must have held the row's reset
 before it. Otherwise the row is run once more, then reported as setup, apart from the
 verdicts (lab.scaffold.setup_retry). A row that does not pass carries its diagnosis:
-the Sentinels' events and each stockd's log lines of its window."""
+the Sentinels' events and each stockd's log lines of its window.
+
+A run with retrying buyers (lab.scaffold.retrying_mode) gives each row its own: they
+buy through B, the instance that answers across the window (A is frozen in a holder
+row), from just before the row's fault until the group is whole again. They start only
+once the group has settled and the row's reset has reached the replica: buyers that
+never pause would keep the replica from ever catching up. An attempt whose setup failed
+stops them unread; the next attempt starts them afresh."""
 
 import threading
 import time
@@ -24,7 +31,7 @@ from ..client.sales import Sale, answer_word, deduct
 from ..nemesis import faults as faults_mod
 from ..judges import failover_gate
 from ..nemesis.redis_group import UNFINISHED
-from . import setup_retry
+from . import retrying_mode, setup_retry
 
 
 def window_options(o):
@@ -56,6 +63,7 @@ class Failover:
         self.timeline = None
         self.dead = None  # the group server this row killed, until it is back
         self.held = None  # the replica this row held back, until it is released
+        self.retrying = None  # the row's retrying buyers: (RetryingClients, product, out_dir)
 
     def reset(self, product, count):
         self.b.api.must_reset(product, count)
@@ -117,6 +125,7 @@ class Failover:
         self.reset(product, ENDLESS_STOCK)
         self.reset(probe, ENDLESS_STOCK)
         self.group.wait_caught_up(primary, replica)
+        self.start_retrying(s)
         self.group.hold_back(replica)
         self.held = replica
         cut = time.monotonic()
@@ -136,6 +145,7 @@ class Failover:
         self.reset(product, 1)
         self.reset(probe, ENDLESS_STOCK)
         self.group.wait_caught_up(primary, replica)
+        self.start_retrying(s)
         self.group.hold_back(replica)
         self.held = replica
         cut = time.monotonic()
@@ -168,6 +178,7 @@ class Failover:
         """Sales through Redlock while one of its three servers is killed and restarted."""
         self.reset(product, ENDLESS_STOCK)
         victim = faults_mod.redlock_names(env)[0]
+        self.start_retrying(s)
         before = [deduct(self.b.api, s, product) for _ in range(5)]
         faults_mod.run_stack("kill-one", victim)
         try:
@@ -184,12 +195,14 @@ class Failover:
         if ok_during == 0:
             row["problems"].append(f"no sale with one of three servers ({victim}) dead")
 
-    def run_row(self, s, product, env):
+    def run_row(self, s, product, env, retrying=None):
         """The row of strategy s on `product` (and its probe on product + 1), measured
         and judged; env: the stack's, whose Redlock servers a quorum row kills. Run once
         more when its setup failed (the group did not do what the row asked of it), and
         reported as setup, apart from the verdicts, when it fails again. A row that does
-        not pass carries its diagnosis."""
+        not pass carries its diagnosis. retrying: the row's retrying buyers, their first
+        product and the directory of their histories, or None."""
+        self.retrying = retrying
         (row, m, window), setup = setup_retry.tried(
             lambda: self.attempt(s, product, env), lambda tried: tried[0]["setup"], self.say,
             f"{s.name}: the row's setup failed")
@@ -213,6 +226,7 @@ class Failover:
         if row["kind"] == "quorum":
             self.quorum_row(s, row, product, env)
             failover_gate.judge(row)
+            self.retrying_figures(s, row)
             return row, m, window + (time.monotonic(), time.time())
         sequence = self.sales_row if row["kind"] == "sales" else self.holder_row
         try:
@@ -225,11 +239,33 @@ class Failover:
         window += (time.monotonic(), time.time())
         if row["setup"]:
             row.pop("problems")
+            self.stop_retrying()
             return row, None, window
         failover_gate.measured(row, m, cut, self.bound_s)
         failover_gate.judge(row)
+        self.retrying_figures(s, row)
         row["setup"] = self.group_misbehaved(row, m, window)
         return row, m, window
+
+    def start_retrying(self, s):
+        """The row's retrying buyers, if it has any, started through B."""
+        if self.retrying:
+            clients, product, _ = self.retrying
+            api = self.b.api
+            clients.start(api.host, api.port, api, s.name, s.store, product)
+
+    def stop_retrying(self):
+        if self.retrying:
+            self.retrying[0].stop()
+
+    def retrying_figures(self, s, row):
+        """The row's retrying buyers finished, once the group is whole again: their
+        figures in the row, their verdict folded into its."""
+        if self.retrying:
+            clients, _, out_dir = self.retrying
+            row.update(clients.finish(self.b.api, out_dir, s.name))
+            row["verdict"], row["reason"] = retrying_mode.folded(row["verdict"], row["reason"],
+                                                                 row)
 
     def group_misbehaved(self, row, m, window):
         """Why the row's failover was not the one it asked for, or None: any switch but

@@ -24,6 +24,7 @@ from ..base.common import ENDLESS_STOCK, SETTLE_S, SetupError
 from ..client.sales import deduct_path
 from ..drivers.retrying import KeepBuying
 from ..judges import history, retries
+from ..judges.settlement import wait_drained
 
 KINDS = (("keys", True), ("nokeys", False))
 COLUMNS = ["retry_purchases", "retry_tries", "retry_lost", "double_buys_keys",
@@ -31,15 +32,16 @@ COLUMNS = ["retry_purchases", "retry_tries", "retry_lost", "double_buys_keys",
            "retry_reason"]
 
 
-def retrying_options(o, env):
+def retrying_options(o, env, attempts=8, timeout_ms=300):
     """The mode's flags, each also read from `env` + its name's variable (RETRYING_BUYERS
-    for env "RETRYING_")."""
+    for env "RETRYING_"); attempts and timeout_ms: their defaults (a fault whose outage
+    outlasts eight quick refusals wants more tries)."""
     o.add("--retrying-buyers", [env + "BUYERS"], 0, int,
           "retrying buyers with keys, and as many without, beside each row's clients "
           "(0: none)", 0)
-    o.add("--retrying-timeout-ms", [env + "TIMEOUT_MS"], 300, int,
+    o.add("--retrying-timeout-ms", [env + "TIMEOUT_MS"], timeout_ms, int,
           "each retrying try's client timeout", 10)
-    o.add("--retrying-attempts", [env + "ATTEMPTS"], 8, int,
+    o.add("--retrying-attempts", [env + "ATTEMPTS"], attempts, int,
           "tries per retrying purchase at most", 1)
 
 
@@ -51,26 +53,34 @@ def claims_of(strategies_doc):
 
 class RetryingClients:
     """One row's retrying buyers: start() them on two products before the fault,
-    finish() after it for the row's figures. Inert when the run asked for none."""
+    finish() after it for the row's figures. Inert when the run asked for none.
+    lossy: the row's fault loses acknowledged sales by its strategy's own fact, and its
+    keyed figures are judged by lossy_verdict; racy: the strategy does not claim safety
+    for the row, and they are judged by racy_verdict."""
 
-    def __init__(self, args, claims):
+    def __init__(self, args, claims, lossy=False, racy=False):
         self.args, self.claims = args, claims
+        self.judge = lossy_verdict if lossy else racy_verdict if racy else retries.verdict
         self.buyers = {}
         self.before = {}
         self.product = self.store = self.strategy = None
+        self.settles = False
 
     @property
     def on(self):
         return self.args.retrying_buyers > 0
 
-    def start(self, host, port, api, strategy, store, product, also=()):
+    def start(self, host, port, api, strategy, store, product, also=(), settles=False):
         """Reset `product` (keyed buyers) and product + 1 (keyless) to an endless stock,
         read their ledgers, and start both kinds at host:port (their retries in turn at
-        `also`'s other (host, port) too, when given: KeepBuying)."""
+        `also`'s other (host, port) too, when given: KeepBuying). settles: the strategy's
+        sales reach `store` later, through the order stream (GET /strategies: settles),
+        so finish() reads the ledgers once the stream has drained."""
         if not self.on:
             return
         a = self.args
         self.product, self.store, self.strategy = product, store, strategy
+        self.settles = settles
         for k, (kind, keyed) in enumerate(KINDS):
             api.must_reset(product + k, ENDLESS_STOCK)
             self.before[kind] = self.account(api, product + k)
@@ -99,9 +109,12 @@ class RetryingClients:
                                  f"{bound} s after the row")
             b.resolve()
         api.wait_idle(SETTLE_S)
+        if self.settles:
+            for k in range(len(KINDS)):
+                wait_drained(api, self.product + k)
         figures = {kind: self.figures(api, kind, k, out_dir, label)
                    for k, (kind, _) in enumerate(KINDS)}
-        return self.row(figures)
+        return self.row(figures, self.judge)
 
     def figures(self, api, kind, k, out_dir, label):
         purchases = self.buyers[kind].purchases
@@ -118,9 +131,9 @@ class RetryingClients:
         return fig
 
     @staticmethod
-    def row(figures):
+    def row(figures, judge=retries.verdict):
         keyed, keyless = figures["keys"], figures["nokeys"]
-        verdict, reason = retries.verdict(keyed)
+        verdict, reason = judge(keyed)
         return {
             "retry_purchases": keyed["purchases"] + keyless["purchases"],
             "retry_tries": keyed["tries"] + keyless["tries"],
@@ -136,6 +149,26 @@ class RetryingClients:
         if account is None:
             raise SetupError(f"GET /stock/{product} has no {self.store} accounting")
         return account
+
+
+def lossy_verdict(keyed):
+    """The keyed figures' (verdict, reason) on a row whose fault loses acknowledged
+    sales by its strategy's own fact (a Redis failover's loses_sales): a key is kept in
+    the sale's atomic step, so it is lost with its sale and cannot buy twice, but the
+    ledger then holds fewer units than the 200s, the key's confirming try may sell anew
+    (answered two ways), and the history has a 200 that never happened. Those are the
+    fact's, not the key's: only the double buys and the purchases never answered are
+    judged."""
+    return retries.verdict({**keyed, "ok": keyed["sold"] // keyed["qty"], "disagree": 0,
+                            "history_linearizable": None})
+
+
+def racy_verdict(keyed):
+    """The keyed figures' (verdict, reason) on a strategy that does not claim safety for
+    the row (nolock's race, a process mutex across instances): concurrent buyers lose
+    each other's updates, so their history is not linearizable whatever the keys do.
+    That is the strategy's race, which its own row judges: the rest is judged."""
+    return retries.verdict({**keyed, "history_linearizable": None})
 
 
 def folded(verdict, reason, row):
