@@ -277,11 +277,25 @@ void api_refused(const struct http_request *req, st_result r)
         count_answer(s, r, req->arrived_us);
 }
 
-/* A deduct's parameters, in the order sale_asked() reads them. */
-static const struct param_spec deduct_params[] = {
-    PARAM_PRODUCT(DEFAULT_PRODUCT), PARAM_QTY, PARAM_HOLD_MS, PARAM_TTL_MS, PARAM_PAUSE_MS,
-    {"trace", 0, 1, 0, 0, NULL},
+/* A deduct's parameters, each in its named place. */
+enum deduct_param {
+    DEDUCT_PRODUCT,
+    DEDUCT_QTY,
+    DEDUCT_HOLD_MS,
+    DEDUCT_TTL_MS,
+    DEDUCT_PAUSE_MS,
+    DEDUCT_TRACE,
+    DEDUCT_PARAMS /* how many */
 };
+static const struct param_spec deduct_params[] = {
+    [DEDUCT_PRODUCT] = PARAM_PRODUCT(DEFAULT_PRODUCT),
+    [DEDUCT_QTY] = PARAM_QTY,
+    [DEDUCT_HOLD_MS] = PARAM_HOLD_MS,
+    [DEDUCT_TTL_MS] = PARAM_TTL_MS,
+    [DEDUCT_PAUSE_MS] = PARAM_PAUSE_MS,
+    [DEDUCT_TRACE] = {"trace", 0, 1, 0, 0, NULL},
+};
+_Static_assert(COUNT_OF(deduct_params) == DEDUCT_PARAMS, "a row of deduct_params for each place");
 const struct param_table api_deduct_params = {deduct_params, COUNT_OF(deduct_params)};
 
 /* What every deduct's reply says of the sale asked for, after its strategy. */
@@ -297,8 +311,8 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
                             const struct http_request *req, json_t *reply,
                             struct deduct_request *rq, struct sale_trace *trace)
 {
-    long long v[COUNT_OF(deduct_params)];
-    st_result r = params_parse(w, req, deduct_params, COUNT_OF(deduct_params), v);
+    long long v[DEDUCT_PARAMS];
+    st_result r = params_parse(w, req, deduct_params, DEDUCT_PARAMS, v);
     if (r == ST_OK)
         r = needs_configured(w, s);
     if (r != ST_OK)
@@ -307,12 +321,12 @@ static st_result sale_asked(struct worker *w, const struct strategy *s,
         .strategy = s,
         .seller = s->name,
         .streams_order = s->settles == SETTLES_LATER,
-        .product = (int)v[0],
-        .qty = (int)v[1],
-        .hold_ms = (int)v[2],
-        .ttl_ms = v[3] ? (int)v[3] : config.lock_ttl_ms,
-        .pause_ms = (int)v[4],
-        .trace = v[5] ? trace : NULL,
+        .product = (int)v[DEDUCT_PRODUCT],
+        .qty = (int)v[DEDUCT_QTY],
+        .hold_ms = (int)v[DEDUCT_HOLD_MS],
+        .ttl_ms = v[DEDUCT_TTL_MS] ? (int)v[DEDUCT_TTL_MS] : config.lock_ttl_ms,
+        .pause_ms = (int)v[DEDUCT_PAUSE_MS],
+        .trace = v[DEDUCT_TRACE] ? trace : NULL,
     };
     r = params_key(w, req, rq->key);
     if (r != ST_OK)
@@ -544,14 +558,17 @@ int api_deduct_flagged(struct worker *w, const struct http_request *req, struct 
     const struct strategy *s = strategy_find(strategy_name(req->path));
     if (!s || !s->answers_later)
         return 0; /* its strategy holds a worker: admission runs there, in api_deduct() */
-    long long v[COUNT_OF(deduct_params)];
-    if (params_parse(w, req, deduct_params, COUNT_OF(deduct_params), v) != ST_OK ||
+    /* Parsed once: the request keeps the values (params.h) for
+     * api_deduct_on_arrival() and the worker, when the flag lets it by. */
+    long long v[DEDUCT_PARAMS];
+    if (params_parse(w, req, deduct_params, DEDUCT_PARAMS, v) != ST_OK ||
         needs_configured(w, s) != ST_OK)
         return 0; /* the worker answers the error */
-    if (v[2] || v[4] || v[5])
+    if (v[DEDUCT_HOLD_MS] || v[DEDUCT_PAUSE_MS] || v[DEDUCT_TRACE])
         return 0; /* a hold, a pause or a trace asked for: api_deduct_on_arrival() sees to it */
-    *out = (struct flag_refusal){
-        .strategy = strategy_index(s), .product = (int)v[0], .qty = (int)v[1]};
+    *out = (struct flag_refusal){.strategy = strategy_index(s),
+                                 .product = (int)v[DEDUCT_PRODUCT],
+                                 .qty = (int)v[DEDUCT_QTY]};
     return admission_flag_refuses(out->product, out->qty, &out->ticket);
 }
 

@@ -92,7 +92,9 @@ struct flag_refusal {
 /* On the HTTP thread, before api_deduct_on_arrival(): 1 when the flag
  * refuses this deduct now, as api_deduct_on_arrival() would, *out saying
  * which; 0 otherwise (out->ticket.slot still names the product's slot,
- * or -1), with nothing counted or moved: the request goes on its way. */
+ * or -1), with nothing counted or moved: the request goes on its way,
+ * with the parameters parsed here kept in it (req->parsed) for the steps
+ * that follow. */
 int api_deduct_flagged(struct worker *w, const struct http_request *req, struct flag_refusal *out);
 
 /* The reply document of that refusal, member for member what

@@ -182,11 +182,12 @@ static st_result from_body(struct worker *w, const struct http_request *req,
     return r;
 }
 
-st_result params_parse(struct worker *w, const struct http_request *req,
-                       const struct param_spec *specs, unsigned nspecs, long long *values)
+/* params_parse() without its keeping. */
+static st_result parse_fresh(struct worker *w, const struct http_request *req,
+                             const struct param_spec *specs, unsigned nspecs, long long *values)
 {
-    int given[16] = {0};
-    if (nspecs > sizeof given / sizeof given[0])
+    int given[PARAMS_MAX] = {0};
+    if (nspecs > PARAMS_MAX)
         return worker_fail(w, ST_BAD_REQUEST, "too many parameters declared");
     st_result r = from_query(w, req, specs, nspecs, values, given);
     if (r == ST_OK)
@@ -197,6 +198,23 @@ st_result params_parse(struct worker *w, const struct http_request *req,
         if (specs[i].fallback == PARAM_REQUIRED)
             return worker_fail(w, ST_BAD_REQUEST, "%s is required", specs[i].name);
         values[i] = specs[i].fallback;
+    }
+    return r;
+}
+
+st_result params_parse(struct worker *w, const struct http_request *req,
+                       const struct param_spec *specs, unsigned nspecs, long long *values)
+{
+    struct params_parsed *kept = req->parsed;
+    if (kept && specs && kept->specs == specs) {
+        assert(nspecs <= PARAMS_MAX);
+        memcpy(values, kept->values, nspecs * sizeof *values);
+        return ST_OK;
+    }
+    st_result r = parse_fresh(w, req, specs, nspecs, values);
+    if (r == ST_OK && kept && specs) {
+        kept->specs = specs;
+        memcpy(kept->values, values, nspecs * sizeof *values);
     }
     return r;
 }

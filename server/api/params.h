@@ -20,6 +20,19 @@
 #include <stddef.h>
 
 struct worker;
+struct param_spec;
+
+/* The most parameters an endpoint's table may have. */
+#define PARAMS_MAX 16
+
+/* What params_parse() accepted of one request against one table, kept with
+ * the request: a deduct is parsed on the HTTP loop to ask the sold-out
+ * flag, then by its arrival there or by its worker, and each of those
+ * steps reads the values the first one parsed instead of parsing again. */
+struct params_parsed {
+    const struct param_spec *specs; /* the table the values are for; NULL: none yet */
+    long long values[PARAMS_MAX];
+};
 
 /* A decoded query argument; value is NULL for a bare "?name". */
 struct query_arg {
@@ -44,6 +57,10 @@ struct http_request {
      * characters (so that one too long still shows), or NULL when absent;
      * params_key() checks it. */
     const char *idempotency_key;
+    /* Where params_parse() keeps what it accepted, or NULL: nothing kept. A
+     * copy of the request with other arguments or another body must not
+     * share it. */
+    struct params_parsed *parsed;
 };
 
 /* Checks the request's Idempotency-Key (1..IDEMPOTENCY_KEY_MAX printable
@@ -105,7 +122,10 @@ struct param_table {
         "pause_ms", 0, 1000, 0, 1, NULL                                                            \
     }
 
-/* Fills values[i] for specs[i]; ST_BAD_REQUEST with the reason otherwise. */
+/* Fills values[i] for specs[i] (nspecs <= PARAMS_MAX); ST_BAD_REQUEST with
+ * the reason otherwise. Values accepted are kept in req->parsed, and read
+ * from there when the same table asks again; a refusal is not kept: each
+ * step that asks parses it anew, for its message (an error is no hot path). */
 st_result params_parse(struct worker *w, const struct http_request *req,
                        const struct param_spec *specs, unsigned nspecs, long long *values);
 

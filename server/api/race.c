@@ -275,6 +275,7 @@ static st_result run_asked(struct worker *w, const struct http_request *req, str
     struct http_request rest = *req;
     rest.body = numbers;
     rest.body_len = strlen(numbers);
+    rest.parsed = NULL; /* another body: what the request's parse kept is not this one's */
     long long v[COUNT_OF(race_params)];
     r = params_parse(w, &rest, race_params, COUNT_OF(race_params), v);
     free(numbers);

@@ -138,6 +138,7 @@ struct http_request request_of(struct pending *p)
         .arrived_us = p->arrived_us,
         .later = &p->later,
         .idempotency_key = p->has_key ? p->key : NULL,
+        .parsed = &p->parsed,
     };
 }
 

@@ -55,6 +55,8 @@ struct pending {
     char key[IDEMPOTENCY_KEY_MAX + 2];
     char *body;
     size_t len;
+    /* its parameters as the first step that parsed them accepted them */
+    struct params_parsed parsed;
     int too_large;         /* the body was over config.max_body: answer 413 */
     int bad_framing;       /* two Hosts, two lengths, a length and chunks: 400 */
     int knob;              /* asks to wait on purpose: the pool's knob lane */

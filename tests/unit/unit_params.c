@@ -1,7 +1,8 @@
 /*
  * unit_params.c - parameter validation: every malformed value is a 400 with
  * a message naming the parameter, nothing is silently defaulted or clamped,
- * and a query and a JSON body must agree; an Idempotency-Key is 1..255
+ * and a query and a JSON body must agree; what a request's parse accepted
+ * is kept with it and read again; an Idempotency-Key is 1..255
  * printable ASCII characters, else a 400 naming the header.
  */
 #include <setjmp.h>
@@ -145,6 +146,37 @@ static void test_body(void **state)
     expect_bad(&on_get, "a GET request takes no body");
 }
 
+/* A request parsed once keeps its values: the same table asking again
+ * reads them (the arguments changed here to show it), another table parses
+ * anew, and a refusal keeps nothing. */
+static void test_kept(void **state)
+{
+    (void)state;
+    static const struct param_spec other[] = {{"qty", 1, 1000, 1, 0, NULL}};
+    struct query_arg args[] = {{"count", "10"}, {"qty", "3"}};
+    struct params_parsed parsed = {0};
+    struct http_request req = {
+        .method = "GET", .path = "/x", .args = args, .nargs = 2, .body = "", .parsed = &parsed};
+    long long v[NSPECS], again[NSPECS];
+    assert_int_equal(params_parse(w, &req, specs, NSPECS, v), ST_OK);
+    assert_ptr_equal(parsed.specs, specs);
+    args[1].value = "999";
+    assert_int_equal(params_parse(w, &req, specs, NSPECS, again), ST_OK);
+    assert_memory_equal(again, v, sizeof v);
+    req.args = &args[1];
+    req.nargs = 1;
+    assert_int_equal(params_parse(w, &req, other, 1, again), ST_OK);
+    assert_int_equal(again[0], 999);
+    assert_ptr_equal(parsed.specs, other);
+
+    struct params_parsed none = {0};
+    args[0].key = "qty";
+    req = (struct http_request){
+        .method = "GET", .path = "/x", .args = args, .nargs = 2, .body = "", .parsed = &none};
+    assert_int_equal(params_parse(w, &req, specs, NSPECS, v), ST_BAD_REQUEST);
+    assert_null(none.specs);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -204,7 +236,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_int),     cmocka_unit_test(test_defaults_and_required),
         cmocka_unit_test(test_query_errors),    cmocka_unit_test(test_body),
-        cmocka_unit_test(test_idempotency_key),
+        cmocka_unit_test(test_idempotency_key), cmocka_unit_test(test_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
