@@ -3,25 +3,14 @@
  * `idempotency` per key, with what its request asked (the fingerprint) and
  * the answer it was given.
  *
- * A sale's key row is inserted inside the sale's transaction, first,
- * before its write (sale_commit()), and rolled back with the sale when the
- * write matches nothing: the key exists if and only if the sale does. So a
- * retry after `outcome_unknown` - a COMMIT sent and its reply lost - finds
- * the row (the sale happened: its 200 again) or not (nothing happened: it
- * runs anew), and two requests with one key, on any instances, apply one
- * sale: the second's insert waits on the first's uncommitted row and then
- * finds it taken. Where the write is what locks the product's row (`sql`,
- * `cas`, the rows under a lock), that wait is on the key's unique index,
- * not on the hot row, and no other sale of the product waits for the key's
- * insert, as it did when the key came after the write. A refusal changed
+ * A sale's key row is inserted inside the sale's transaction, after its
+ * ledger row and before its COMMIT (sale_commit()): the key exists if and
+ * only if the sale does. So a retry after `outcome_unknown` - a COMMIT
+ * sent and its reply lost - finds the row (the sale happened: its 200
+ * again) or not (nothing happened: it runs anew), and two requests with
+ * one key, on any instances, apply one sale: the second's insert waits on
+ * the first's uncommitted row and then finds it taken. A refusal changed
  * nothing, so its row is inserted on its own, after it.
- *
- * A row that holds the product's row before it keeps its key -
- * `for-update`'s locking read, `mutex-tx` and `sql-batch`, which keep it
- * after their write - takes the two in the other order. The same key sent
- * at once to one of them and to `sql` may then deadlock: InnoDB rolls one
- * back, ST_BUSY with nothing written, and the key, kept with one
- * strategy's fingerprint, is key_reused() for the other's in any case.
  */
 #ifndef STOCKD_MYSQL_KEYS_H
 #define STOCKD_MYSQL_KEYS_H

@@ -24,26 +24,22 @@ st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sa
                       long long left, enum sql_statement write, const struct sql_value *args,
                       unsigned nargs, int *matched)
 {
-    struct sql_outcome done = {0};
+    struct sql_outcome done;
     *matched = 0;
     if (rq->trace) {
         trace_mark(rq->trace, TRACE_WRITE);
         rq->trace->update = sql_text(write);
     }
-    /* The key first, before `write` locks the product's row: its insert is
-     * then no part of the time every sale of the product waits for that
-     * lock, and a request with the same key waits on the key's unique index
-     * instead (mysql_keys.h). */
-    st_result r = rq->key[0] ? mysql_key_keep_sale(w, rq, left) : ST_OK;
-    if (r == ST_OK)
-        r = sql_exec(w, write, args, nargs, &done);
+    st_result r = sql_exec(w, write, args, nargs, &done);
     if (r != ST_OK || done.matched == 0) {
-        sql_rollback(w); /* the key's row with it: a refusal is kept on its own */
+        sql_rollback(w);
         return r;
     }
     if (wait == SALE_WAIT_INSIDE)
         critical_section_wait(rq, NULL);
     r = mysql_ledger_record(w, rq);
+    if (r == ST_OK && rq->key[0])
+        r = mysql_key_keep_sale(w, rq, left);
     if (r != ST_OK) {
         sql_rollback(w);
         return r;

@@ -22,14 +22,13 @@ st_result stock_check(struct worker *w, const struct deduct_request *rq,
 enum sale_wait { SALE_NO_WAIT, SALE_WAIT_INSIDE };
 
 /*
- * Inside an open transaction: keeps the sale's Idempotency-Key with the
- * answer it will get (`left`, or REMAINING_UNKNOWN when the sale never saw
- * the count), then runs `write`; if it matched a row, waits as asked,
- * records the sale in the ledger and commits (*matched = 1). If it matched
- * nothing, rolls back, the key's row too, and answers ST_OK with *matched
- * = 0, for the caller to say why. Any failure rolls back: nothing is
- * half-written. A key another request recorded first is ST_IN_PROGRESS,
- * rolled back before `write` ran.
+ * Inside an open transaction: runs `write`; if it matched a row, waits as
+ * asked, records the sale in the ledger - and its Idempotency-Key with the
+ * answer it gets (`left`, or REMAINING_UNKNOWN when the sale never saw the
+ * count) - and commits (*matched = 1). If it matched nothing, rolls back
+ * and answers ST_OK with *matched = 0, for the caller to say why. Any
+ * failure rolls back: nothing is half-written. A key another request
+ * recorded first is ST_IN_PROGRESS, its sale rolled back.
  */
 st_result sale_commit(struct worker *w, const struct deduct_request *rq, enum sale_wait wait,
                       long long left, enum sql_statement write, const struct sql_value *args,
