@@ -39,9 +39,9 @@ from ..base.common import SetupError
 from ..base.waiting import wait_until
 from ..client.api import Api
 from ..client.facts import CLUSTER_SAFE
+from ..stack.consumer import Consumer
 from ..stack.instances import Instance
-from ..stack.service import (CLUSTER_SERVICE, launch_stockd, node_names, run_dir, stack_env,
-                             stop_process)
+from ..stack.service import CLUSTER_SERVICE, node_names, run_dir, stack_env
 from .delay_proxy import DelayProxy
 from .faults import run_stack
 from .redis_group import Group, sentinel_env
@@ -56,6 +56,7 @@ NO_CONSUMERS = ["--stream-consumers", "0"]
 FAILOVER_ATTEMPTS = 16
 SYNCED_S = 300  # a joiner's state transfer on a loaded machine
 HELD_BATCH_S = 30  # a consumer's start, its first read and its batch's INSERTs
+STREAM_BATCH = 256  # the consumers' --stream-batch: stockd's default, a hold's orders at once
 
 
 def frozen_store(s):
@@ -346,39 +347,6 @@ class GaleraKill(OwnStockd):
                              f"{self.nodes[0]} was started again")
 
 
-class StreamConsumer:
-    """One `stockd --consume 1` process, the order stream's consumer (hold: its
-    --stream-hold point, where it waits with its batch to be killed). It serves no
-    HTTP: `port`, the stockd's whose stream it consumes, only names it."""
-
-    def __init__(self, out_dir, port, hold=None):
-        self.log = os.path.join(out_dir, "stockd-consumer.log")
-        self.offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
-        options = ["--consume", "1", "--stream-claim-ms", "500"]
-        self.proc = launch_stockd(port, options + (["--stream-hold", hold] if hold else []),
-                                  {**os.environ, **stack_env()}, self.log)
-
-    def holding(self, point):
-        """Whether the consumer has logged that it holds a batch `point`."""
-        with open(self.log, errors="replace") as f:
-            f.seek(self.offset)
-            return f"orders {point}" in f.read()
-
-    def wait_holding(self, point, seconds):
-        if not wait_until(seconds, lambda: self.holding(point) or self.proc.poll() is not None,
-                          0.01) or not self.holding(point):
-            raise SetupError(f"the consumer held no batch {point} within {seconds} s "
-                             f"(see {self.log})")
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            stop_process(self.proc)
-
-
 class ConsumerKill(OwnStockd):
     """The consumer of the row that settles later killed -9 with a batch in its open
     transaction (--stream-hold commit) while the buyers retry, and a new consumer
@@ -391,7 +359,7 @@ class ConsumerKill(OwnStockd):
 
     name, what = ("consumer-kill", "the stream's consumer killed -9 with a batch in its open "
                   "transaction while every reply is held, a new one started")
-    HOLD_POINT = "before commit"  # the consumer's log, at --stream-hold commit
+    HOLD_LINE = "before commit"  # what the consumer logs at --stream-hold commit
     drains = True
 
     def __init__(self):
@@ -403,7 +371,7 @@ class ConsumerKill(OwnStockd):
 
     def serve(self, run_api, options, out_dir):
         served = super().serve(run_api, options, out_dir)
-        self.consumer = StreamConsumer(out_dir, served.port)
+        self.consumer = Consumer(None, STREAM_BATCH)
         self.held = HeldReplies(served.port + 1, served.host, served.port)
         return Served("127.0.0.1", served.port + 1, served.api)
 
@@ -416,13 +384,12 @@ class ConsumerKill(OwnStockd):
         holds its batch, a new one started; the rest of the hold."""
         start = time.monotonic()
         time.sleep(FIRST_TRIES_S)
-        port = self.instance.api.port
-        held = StreamConsumer(self.out_dir, port, "commit")
+        held = Consumer(None, STREAM_BATCH, "commit")
         try:
-            held.wait_holding(self.HOLD_POINT, HELD_BATCH_S)
+            held.wait_line(self.HOLD_LINE, HELD_BATCH_S)
         finally:
             held.kill()
-        self.consumer = StreamConsumer(self.out_dir, port)
+        self.consumer = Consumer(None, STREAM_BATCH)
         time.sleep(max(0.0, args.hold - (time.monotonic() - start)))
 
     @staticmethod
