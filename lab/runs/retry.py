@@ -20,8 +20,10 @@ drained, under a consumer's kill). Every unit beyond one per
 purchase is a purchase bought again: a double buy (lab.judges.retries). A keyed buyer
 sends its key once more after its answer: the answers must agree. A row sent with
 keys on a strategy whose row says `idempotent` must show no double buy, every key's
-answers alike and a linearizable history with a key's tries as one operation; the
-other rows are measured, not judged: they show what retries cost.
+answers alike and, when it is safe across instances (safe_multi), a linearizable
+history with a key's tries as one operation (a row that is not races on its count
+under these faults, keys or not); the other rows are measured, not judged: they show
+what retries cost.
 
 It starts its own stockd on host:port with short timeouts (like make chaos), brings the
 private stack up and leaves it running; the faults that need it put a delay proxy or a
@@ -51,6 +53,12 @@ HEALTHY_S = 60
 # Why a keyless row's history is written but not checked: each try is a request of its
 # own, which may have sold, so any ledger of at most one unit per try explains it.
 KEYLESS = "without keys, every try is a purchase of its own"
+# Why a keyed row of a strategy that is not safe across instances has its history
+# written but not checked: under these faults a stockd that gave up on a frozen store
+# (its lock released at its backend timeout), or died, leaves its statements to run
+# beside the next tries', as a second instance's would; such a row's count races by
+# its own fact, keys or not. Its double buys and its keys' answers are still judged.
+RACES = "its count races across instances (safe_multi false), keys or not"
 WARM_SALES = 8  # over every HTTP loop (stockd hands out connections in even shares)
 LAB, JMETER = "lab", "jmeter"  # the buyers: lab.drivers.retrying's, or jmeter/retry.jmx's
 # The faults the plan's buyers run under: a JVM starts its threads seconds after it
@@ -189,8 +197,10 @@ class Retry:
         path = os.path.join(self.out_dir, f"history-{fault.name}-{client}-{s.name}-"
                             f"{'keys' if keys else 'nokeys'}.jsonl")
         ops = history.from_purchases(buyers.purchases, path, 1)
-        row.update(history.judge_final(before["remaining"], ops, after["remaining"], path)
-                   if keys else history.not_judged(KEYLESS))
+        if keys and s.safe_multi:
+            row.update(history.judge_final(before["remaining"], ops, after["remaining"], path))
+        else:
+            row.update(history.not_judged(RACES if keys else KEYLESS))
         row["verdict"], row["reason"] = retries.verdict(row)
         self.say(f"{fault.name}, {client}, {s.name} {'with' if keys else 'without'} keys: "
                  f"{row['ok']} answered 200, {sold} units sold for {a.buyers} purchases")
