@@ -53,7 +53,7 @@ FIRST_LINK_S = 60
 # What every stockd of a run with the consumer-kill fault is started with: the order
 # stream's consumers are that fault's processes alone.
 NO_CONSUMERS = ["--stream-consumers", "0"]
-FAILOVER_ATTEMPTS = 16
+LONG_ATTEMPTS = 16  # 8 tries with backoff last about 2.5 s; 16 about 10 s
 SYNCED_S = 300  # a joiner's state transfer on a loaded machine
 HELD_BATCH_S = 30  # a consumer's start, its first read and its batch's INSERTs
 STREAM_BATCH = 256  # the consumers' --stream-batch: stockd's default, a hold's orders at once
@@ -205,6 +205,12 @@ class StockdKill(OwnStockd):
     name, what = ("stockd-kill", "the store frozen, stockd killed -9 with the tries in its "
                   "socket, the store thawed, stockd started again")
 
+    def attempts(self, args):
+        """Enough tries to outlast what the dead stockd left in a lock's store: a lock
+        it held, or a place it queued for one, lives out its TTL (--lock-ttl-ms, 5 s)
+        before the new stockd's sales get it."""
+        return max(args.attempts, LONG_ATTEMPTS)
+
     def around(self, s, buyers, args):
         target = STORE_PROCESS[s.store]
         run_stack("freeze-one", target)
@@ -232,8 +238,8 @@ class Failover(OwnStockd):
 
     def attempts(self, args):
         """Enough tries to outlast the promotion (Sentinel waits a second of silence,
-        then elects and promotes): 8 tries with backoff last about 2.5 s."""
-        return max(args.attempts, FAILOVER_ATTEMPTS)
+        then elects and promotes)."""
+        return max(args.attempts, LONG_ATTEMPTS)
 
     def env(self):
         return {**stack_env(), **sentinel_env()}
@@ -301,7 +307,7 @@ class GaleraKill(OwnStockd):
     def attempts(self, args):
         """Enough tries to outlast the eviction (the survivors wait out their suspect
         timeout before they commit without the dead node)."""
-        return max(args.attempts, FAILOVER_ATTEMPTS)
+        return max(args.attempts, LONG_ATTEMPTS)
 
     def env(self):
         listed = ",".join(f"127.0.0.1:{node.split('-', 1)[1]}" for node in self.nodes)

@@ -392,6 +392,9 @@ class RetryFaultsTest(unittest.TestCase):
         self.assertGreater(fault.attempts(SimpleNamespace(attempts=8)), 8)
         [freeze] = retry_faults.named(["freeze"])
         self.assertEqual(freeze.attempts(SimpleNamespace(attempts=8)), 8)
+        for name in ("stockd-kill", "galera-kill"):
+            [fault] = retry_faults.named([name])
+            self.assertGreater(fault.attempts(SimpleNamespace(attempts=8)), 8)
 
     def test_faults_come_in_the_tables_order_and_unknown_ones_are_refused(self):
         self.assertEqual([f.name for f in retry_faults.named(["drop", "freeze"])],
