@@ -53,7 +53,8 @@ FIRST_LINK_S = 60
 # What every stockd of a run with the consumer-kill fault is started with: the order
 # stream's consumers are that fault's processes alone.
 NO_CONSUMERS = ["--stream-consumers", "0"]
-LONG_ATTEMPTS = 16  # 8 tries with backoff last about 2.5 s; 16 about 10 s
+LONG_ATTEMPTS = 16  # 8 tries with backoff last about 4 s; 16 about 10 s; 32 about 21 s
+LEASE_ATTEMPTS = 32
 SYNCED_S = 300  # a joiner's state transfer on a loaded machine
 HELD_BATCH_S = 30  # a consumer's start, its first read and its batch's INSERTs
 STREAM_BATCH = 256  # the consumers' --stream-batch: stockd's default, a hold's orders at once
@@ -207,9 +208,10 @@ class StockdKill(OwnStockd):
 
     def attempts(self, args):
         """Enough tries to outlast what the dead stockd left in a lock's store: a lock
-        it held, or a place it queued for one, lives out its TTL (--lock-ttl-ms, 5 s)
-        before the new stockd's sales get it."""
-        return max(args.attempts, LONG_ATTEMPTS)
+        it held, or a place it queued for one, lives out its lease before the new
+        stockd's sales get it - a Redis lock's TTL (--lock-ttl-ms, 5 s), a ZooKeeper
+        lock's session (--zk-session-ms, 10 s)."""
+        return max(args.attempts, LEASE_ATTEMPTS)
 
     def around(self, s, buyers, args):
         target = STORE_PROCESS[s.store]
