@@ -359,11 +359,11 @@ class ConsumerKill(OwnStockd):
     """The consumer of the row that settles later killed -9 with a batch in its open
     transaction (--stream-hold commit) while the buyers retry, and a new consumer
     started. No stockd of the run consumes anything itself (its options given
-    NO_CONSUMERS): a consumer process of the fault's own settles between rows, and a proxy in front
-    of the stockd holds every reply past the client's timeout, so that the buyers
-    retry through the kill. A keyed order carries its key into MySQL, kept with the
-    settled order: the batch the new consumer settles again keeps one order per key.
-    The ledger is MySQL's, read once the stream has drained."""
+    NO_CONSUMERS): a consumer process of the fault's own settles between rows, and a
+    proxy in front of the stockd holds every reply past the client's timeout, so that
+    the buyers retry through the kill. A keyed order carries its key into MySQL, kept
+    with the settled order: the batch the new consumer settles again keeps one order
+    per key. The ledger is MySQL's, read once the stream has drained."""
 
     name, what = ("consumer-kill", "the stream's consumer killed -9 with a batch in its open "
                   "transaction while every reply is held, a new one started")
