@@ -308,8 +308,10 @@ class GaleraKill(OwnStockd):
 
     def attempts(self, args):
         """Enough tries to outlast the eviction (the survivors wait out their suspect
-        timeout before they commit without the dead node)."""
-        return max(args.attempts, LONG_ATTEMPTS)
+        timeout before they commit without the dead node) and the sales queued behind
+        it in a lock's fair queue, each a key's first try answered `in_progress` until
+        it is through (a lock row's wait, --lock-wait-ms, 5 s)."""
+        return max(args.attempts, LEASE_ATTEMPTS)
 
     def env(self):
         listed = ",".join(f"127.0.0.1:{node.split('-', 1)[1]}" for node in self.nodes)
