@@ -352,13 +352,15 @@ soak: build
 # make retry: buyers who retry every lost answer (no answer, a 5xx) under each
 # fault where retries happen (the store frozen 1.5 s, every reply held past the
 # client's timeout, stockd killed -9 and restarted, the Redis group's primary
-# failed over), without and then with an Idempotency-Key per purchase: the double
-# buys, from the ledger (lab/runs/retry.py). Its own stockd at PORT and the next
-# port (nothing may answer there). Knobs: RETRY_STRATEGIES=lua,sql
-# RETRY_FAULTS=freeze,drop,stockd-kill,failover RETRY_BUYERS=40 RETRY_TIMEOUT_MS=300
-# RETRY_HOLD_S=1.5
+# failed over, a Galera node killed, the order stream's consumer killed), every
+# row that claims keys with an Idempotency-Key per purchase, a safe row of each
+# store without keys too: the double buys, from the ledger (lab/runs/retry.py).
+# Its own stockd at PORT and the next two ports (nothing may answer there).
+# Knobs: RETRY_STRATEGIES=lua,sql (each with and without keys)
+# RETRY_FAULTS=freeze,drop,stockd-kill,failover,galera-kill,consumer-kill
+# RETRY_BUYERS=40 RETRY_TIMEOUT_MS=300 RETRY_HOLD_S=1.5
 retry: build
-	@$(DEPS) stack
+	@$(DEPS) stack cluster
 	@python3 -B -m lab retry
 
 # make admission: the token bucket (--admit-rate) and the sold-out flag

@@ -9,7 +9,8 @@ knows what it breaks and how it is undone, never how a row is judged.
                   (checked before anything starts), links cut and healed by nftables
     delay_proxy   a link whose replies are held for a delay that can change at run time
     retry_faults  the faults under which a client retries (store frozen, replies held
-                  past its timeout, stockd killed, a Sentinel failover), for make retry
+                  past its timeout, stockd killed, a Sentinel failover, a Galera node
+                  killed, the order stream's consumer killed), for make retry
 
 (clockshim.c beside them is the clock shim, build/clockshim.so: a wall clock a fault
 moves, per process, at run time.)

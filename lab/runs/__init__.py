@@ -6,8 +6,8 @@ lab/__main__.py's RUNS). A run imports from the floors below, never another run.
     admission     the token bucket and the sold-out flag, each mode its own rows: backend
                   calls per request, 429s, sold_outs from memory, undersell, a restock
                   through another instance (`make admission`)
-    retry         buyers who retry every lost answer while the store is frozen: units
-                  bought twice, without and with Idempotency-Key (`make retry`)
+    retry         buyers who retry every lost answer under each fault that loses one:
+                  units bought twice, without and with Idempotency-Key (`make retry`)
     failover      a Redis primary failover under every strategy that touches Redis
                   (`make failover`)
     cluster       every MySQL strategy on a multi-primary Galera cluster (`make cluster`)

@@ -49,10 +49,11 @@ import time
 import http.client
 from statistics import median
 
-from ..base.common import REPO, SetupError, comma_list, now_iso, write_text
+from ..base.common import SetupError, comma_list, now_iso, write_text
 from ..client import facts as facts_mod, sources
 from ..client.sales import deduct_path
-from ..stack.service import run_dir, stack_env, stack_script, stop_process
+from ..stack.consumer import Consumer
+from ..stack.service import stack_env, stack_script
 from ..drivers import wrk
 from ..judges.settlement import SETTLED_IN, reconcile, stream_figures, wait_drained
 from ..scaffold.retrying_mode import RetryingClients, claims_of, folded, retrying_options
@@ -106,48 +107,6 @@ def mysql_orders(product, strategy):
         order, n = line.split("\t")
         rows[order] = int(n)
     return rows
-
-
-# ----------------------------------------------------------------- processes
-
-
-class Consumer:
-    """One `stockd --consume 1` process, its log in the run directory."""
-
-    def __init__(self, say, batch, hold=None):
-        self.log = os.path.join(run_dir(), "stockd-consumer.log")
-        binary = os.environ.get("STOCKD_BIN") or os.path.join(REPO, "build", "stockd")
-        cmd = [os.path.realpath(binary), "--consume", "1", "--stream-claim-ms", "500",
-               "--stream-batch", str(batch)] + (["--stream-hold", hold] if hold else [])
-        env = dict(os.environ)
-        env.update(stack_env())
-        self.offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
-        say(f"starting {' '.join(cmd[1:])}")
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_line(self, needle, seconds=60):
-        """The first line this process logged that holds `needle`."""
-        t0 = time.time()
-        while time.time() - t0 < seconds:
-            with open(self.log, errors="replace") as f:
-                f.seek(self.offset)
-                found = [ln for ln in f.read().splitlines() if needle in ln]
-            if found:
-                return found[0]
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise SetupError(f"the consumer did not log '{needle}' (see {self.log})")
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            stop_process(self.proc)
 
 
 def stack(*words):

@@ -12,4 +12,6 @@ and the stack's Prometheus say about them.
     host          CPU steal from /proc/stat, a process's CPU time from /proc/PID/stat
     durability    the stores' flushes: switched while they run (fast, everysec,
                   durable), counted per row, and the disk's own fdatasync rate
+    consumer      the order stream's consumer as a process of its own (stockd --consume
+                  1), held with its batch at a point to be killed there
 """

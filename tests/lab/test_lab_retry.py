@@ -19,6 +19,7 @@ from lab.base.common import SetupError
 from lab.judges import history, retries
 from lab.nemesis import retry_faults
 from lab.scaffold import retrying_mode
+from lab.runs import retry
 
 
 class Losing(http.server.BaseHTTPRequestHandler):
@@ -331,33 +332,75 @@ class JmeterPlanTest(unittest.TestCase):
 
 
 def facts_of(*strategies):
-    return [SimpleNamespace(name=n, store=store, failover=failover)
-            for n, store, failover in strategies]
+    return [SimpleNamespace(name=n, store=store, failover=failover, cluster=cluster,
+                            settles=settles)
+            for n, store, failover, cluster, settles in strategies]
 
 
 class RetryFaultsTest(unittest.TestCase):
-    ROWS = facts_of(("m", "mysql", None), ("r", "redis", "loses_sales"),
-                    ("z", "zookeeper", None), ("p", "redis", None))
+    ROWS = facts_of(("m", "mysql", None, "conflicts_at_commit", None),
+                    ("r", "redis", "loses_sales", None, None),
+                    ("z", "zookeeper", None, None, None), ("p", "redis", None, None, None),
+                    ("h", "mysql", None, "two_holders", None),
+                    ("s", "redis", "loses_sales", None, "async"))
 
     def picked(self, name):
         [fault] = retry_faults.named([name])
         return [s.name for s in fault.picks(self.ROWS)]
 
     def test_each_fault_takes_the_rows_it_can_reach(self):
-        self.assertEqual(self.picked("freeze"), ["m", "r", "p"])
-        self.assertEqual(self.picked("drop"), ["m", "r", "z", "p"])
-        self.assertEqual(self.picked("stockd-kill"), ["m", "r", "p"])
-        self.assertEqual(self.picked("failover"), ["r"])
+        self.assertEqual(self.picked("freeze"), ["m", "r", "p", "h", "s"])
+        self.assertEqual(self.picked("drop"), ["m", "r", "z", "p", "h", "s"])
+        self.assertEqual(self.picked("stockd-kill"), ["m", "r", "p", "h", "s"])
+        self.assertEqual(self.picked("failover"), ["r", "s"])
+        self.assertEqual(self.picked("galera-kill"), ["m"])
+        self.assertEqual(self.picked("consumer-kill"), ["s"])
+
+    def test_a_consumer_kill_is_judged_by_mysql_once_drained(self):
+        freeze, kill = retry_faults.named(["consumer-kill", "freeze"])
+        self.assertTrue(kill.drains)
+        self.assertEqual(kill.ledger_store(self.ROWS[-1]), "mysql")
+        self.assertFalse(freeze.drains)
+        self.assertEqual(freeze.ledger_store(self.ROWS[-1]), "redis")
+
+    def sends(self, name, keyless, keyed):
+        [fault] = retry_faults.named([name])
+        return [(s.name, keys) for s, keys in retry.what_each_fault_sends(fault, keyless, keyed)]
+
+    def test_a_fault_sends_its_baseline_both_ways_and_every_keyed_row_it_reaches(self):
+        m, r, _, _, h, s = self.ROWS
+        self.assertEqual(self.sends("freeze", [m, r], [m, r, h, s]),
+                         [("m", False), ("m", True), ("r", False), ("r", True),
+                          ("h", True), ("s", True)])
+        self.assertEqual(self.sends("galera-kill", [m, r], [m, r, h, s]),
+                         [("m", False), ("m", True)])
+
+    def test_a_fault_that_reaches_no_baseline_row_sends_its_first_keyed_row_without_keys(self):
+        m, r, _, _, h, s = self.ROWS
+        self.assertEqual(self.sends("consumer-kill", [m, r], [m, r, h, s]),
+                         [("s", False), ("s", True)])
+        self.assertEqual(self.sends("consumer-kill", [m, r], [m, r]), [])
+
+    def test_the_run_without_a_consumer_kill_keeps_its_stockds_consumers(self):
+        args = SimpleNamespace(request_timeout_ms=2000, io_timeout_ms=1000, faults=["drop"])
+        self.assertNotIn(retry_faults.NO_CONSUMERS[0], retry.stockd_options(args))
+        args.faults = ["drop", "consumer-kill"]
+        self.assertIn(retry_faults.NO_CONSUMERS[0], retry.stockd_options(args))
 
     def test_a_failover_outlasts_the_promotion(self):
         [fault] = retry_faults.named(["failover"])
         self.assertGreater(fault.attempts(SimpleNamespace(attempts=8)), 8)
         [freeze] = retry_faults.named(["freeze"])
         self.assertEqual(freeze.attempts(SimpleNamespace(attempts=8)), 8)
+        for name in ("stockd-kill", "galera-kill"):
+            [fault] = retry_faults.named([name])
+            self.assertGreater(fault.attempts(SimpleNamespace(attempts=8)), 8)
 
     def test_faults_come_in_the_tables_order_and_unknown_ones_are_refused(self):
         self.assertEqual([f.name for f in retry_faults.named(["drop", "freeze"])],
                          ["freeze", "drop"])
+        self.assertEqual(retry_faults.NAMES, ["freeze", "drop", "stockd-kill", "failover",
+                                              "galera-kill", "consumer-kill"])
         with self.assertRaisesRegex(SetupError, "unknown faults: nope"):
             retry_faults.named(["nope"])
 
