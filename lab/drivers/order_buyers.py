@@ -16,14 +16,15 @@ strategy's critical section): the cancels go in pairs and nothing else writes th
 stock beside them, so that an unsafe strategy's race shows in the units every time,
 and in one direction. An order drawn to cancel waits for the next one drawn, by any
 buyer, and that buyer cancels the two at once, each on a connection of its own, both
-sent past a threading.Barrier(2): both returns read the count before either writes it (each
-holds cancel_hold_ms between the two), so on an unsafe strategy one return of every
-pair is overwritten and its unit vanishes; a safe one serialises the pair. The
-buyers write one at a time meanwhile (a lock they share around each hold and each
-pair), so no sale is in flight beside a return and none is overwritten: no unit
-appears to offset the vanished ones in the store's net figures. (An expiry's return
-is the store's own; the racing row gives its holds a TTL that outlasts the buying,
-lab.runs.orders.) The last order left waiting for a partner is left to its expiry.
+sent past a threading.Barrier(2): both returns read the count before either writes
+it (each holds cancel_hold_ms between the two), so on an unsafe strategy one return
+of every pair is overwritten and its unit vanishes; a safe one serialises the pair.
+The buyers write one at a time meanwhile (a lock they share around each hold and
+each pair; payments write no stock and go on beside them), so no sale is in flight
+beside a return and none is overwritten: no unit appears to offset the vanished ones
+in the store's net figures. (An expiry's return is the store's own: the racing row
+gives its holds a TTL that outlasts the buying, lab.runs.orders.) An order still
+waiting for a partner when the buying stops is left to its expiry.
 
 at_deadline: every first callback is sent at the deadline itself (within a few
 milliseconds either side, by the client's clock): payments bursting at the expiry.

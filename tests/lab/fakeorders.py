@@ -8,9 +8,10 @@ leaves, as the contract says. `flaw` breaks it the way shops break:
                      returned yet, paid or not (a payment racing it ends paid and
                      returned)
     "early"          the sweeper returns holds 200 ms before their deadline
-    "nolock"         a racing cancel (one with hold_ms) reads the count, waits for its
-                     pair's, then writes what it read plus its units, as an unsafe
-                     strategy's return does: one return of every pair is overwritten
+    "read-then-write"  a racing cancel (one with hold_ms) reads the count, waits for
+                     its pair's, then writes what it read plus its units, as an
+                     unsafe strategy's return does: one return of every pair is
+                     overwritten
 
 A racing cancel of a held order waits at a Barrier(2) for its pair's (with or without a
 flaw): one whose partner never came is counted in `unpaired`, and a hold or a cancel
@@ -102,7 +103,8 @@ class FakeOrders:
 
     def racing_cancel(self, o):
         """A cancel with hold_ms of a held order: the count read, the pair's other
-        cancel waited for, then the return (with flaw "nolock", over what was read)."""
+        cancel waited for, then the return (with flaw "read-then-write", over what was
+        read)."""
         with self.lock:
             seen = self.stock[o["product"]][1]
         try:
@@ -113,7 +115,7 @@ class FakeOrders:
         with self.lock:
             if o["state"] == "held":
                 self.give_back(o, "cancelled")
-                if self.flaw == "nolock":
+                if self.flaw == "read-then-write":
                     self.stock[o["product"]][1] = seen + o["qty"]
                 return 200, {"ok": True, "order": o["order"], "state": "cancelled"}
         return self.cancel(o["order"])  # taken meanwhile: answered as the state says

@@ -356,8 +356,8 @@ class DriverTest(unittest.TestCase):
 class RacingPairsTest(unittest.TestCase):
     """A racing plan's cancels against the stand-in, whose racing cancels each wait at a
     Barrier(2) for their pair's: every pair in flight at once, nothing written beside
-    it; on a store whose returns read before they write ("nolock"), one unit vanishes
-    per pair and none appears; on a sound one, none either way."""
+    it; on a store whose returns read the count, then write it ("read-then-write"), one
+    unit vanishes per pair and none appears; on a sound one, none either way."""
 
     BUYERS = 16
 
@@ -380,7 +380,7 @@ class RacingPairsTest(unittest.TestCase):
             orders.violations(500, history, records, stock, None)
 
     def test_each_pair_loses_one_return_on_an_unsafe_store(self):
-        pairs, drift, said = self.race("nolock")
+        pairs, drift, said = self.race("read-then-write")
         self.assertEqual(drift, (pairs, 0))
         self.assertEqual([check for check, _ in said], ["units"])
 
