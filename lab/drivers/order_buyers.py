@@ -8,10 +8,23 @@ real payment provider do:
               repeats some at once (each on a connection of its own, racing the first)
               and some late (up to another TTL on); now and then a second, different
               payment for the same order (a buyer who paid twice)
-    cancel    with probability cancel_p, once or twice (with cancel_hold_ms, each
-              cancel's return stays that long inside its strategy's critical
-              section: an unsafe strategy's return then races every time)
+    cancel    with probability cancel_p, once or twice
     abandon   the rest: the hold is left to its expiry mechanism
+
+racing (a plan with cancel_hold_ms, each cancel's return staying that long inside its
+strategy's critical section): the cancels go in pairs and nothing else writes the
+stock beside them, so that an unsafe strategy's race shows in the units every time,
+and in one direction. An order drawn to cancel waits for the next one drawn, by any
+buyer, and that buyer cancels the two at once, each on a connection of its own, both
+sent past a threading.Barrier(2): both returns read the count before either writes
+it (each holds cancel_hold_ms between the two), so on an unsafe strategy one return
+of every pair is overwritten and its unit vanishes; a safe one serialises the pair.
+The buyers write one at a time meanwhile (a lock they share around each hold and
+each pair; payments write no stock and go on beside them), so no sale is in flight
+beside a return and none is overwritten: no unit appears to offset the vanished ones
+in the store's net figures. (An expiry's return is the store's own: the racing row
+gives its holds a TTL that outlasts the buying, lab.runs.orders.) An order still
+waiting for a partner when the buying stops is left to its expiry.
 
 at_deadline: every first callback is sent at the deadline itself (within a few
 milliseconds either side, by the client's clock): payments bursting at the expiry.
@@ -24,6 +37,7 @@ instead), duplicate (the answer said so), and for a hold its expires_at_ms. Noth
 retried. The random draws come from one seeded generator per buyer, so a row can be
 run again the same way."""
 
+import contextlib
 import http.client
 import random
 import threading
@@ -48,6 +62,12 @@ class Plan:
         self.pay_p, self.cancel_p, self.at_deadline, self.seed = pay_p, cancel_p, at_deadline, seed
         self.cancel_hold_ms = cancel_hold_ms
 
+    @property
+    def racing(self):
+        """Whether the cancels race (cancel_hold_ms): they go in pairs, the writes one
+        at a time."""
+        return bool(self.cancel_hold_ms)
+
     def hold_path(self):
         query = {"product": self.product, "qty": self.qty, "ttl_ms": self.ttl_ms}
         if self.expiry:
@@ -69,6 +89,8 @@ class OrderBuyers:
         self.history = []      # list.append is atomic: every thread shares it
         self.ids = iter(range(1, 1 << 62))
         self.lock = threading.Lock()
+        self.writing = threading.Lock()  # a racing plan's holds and pairs, one at a time
+        self.waiting = None  # a racing plan's order to cancel, waiting for a partner
         self.stopping = threading.Event()
         self.threads = []
 
@@ -130,6 +152,45 @@ class OrderBuyers:
             t.start()
         return threads
 
+    def writes(self):
+        """What a hold is sent under: alone, in a racing plan; beside the others if not."""
+        return self.writing if self.plan.racing else contextlib.nullcontext()
+
+    def cancel(self, conn, port, order, times, barrier=None):
+        """`times` cancels of `order` on conn, one after the other, the first past
+        `barrier` when one is given: the connection to go on with."""
+        if barrier:
+            barrier.wait()
+        for _ in range(times):
+            alive, _ = self.send(conn, "cancel", self.plan.cancel_path(order), order)
+            conn = conn if alive else self.connect(port)
+        return conn
+
+    def cancel_apart(self, port, order, times, barrier):
+        self.cancel(self.connect(port), port, order, times, barrier).close()
+
+    def cancel_paired(self, conn, port, kept):
+        """A racing plan's order to cancel, kept = (order, times): cancelled with the
+        one waiting for a partner, or, when none is, left waiting in its turn. The
+        connection to go on with."""
+        with self.lock:
+            other, self.waiting = self.waiting, None if self.waiting else kept
+        return self.cancel_pair(conn, port, kept, other) if other else conn
+
+    def cancel_pair(self, conn, port, kept, other):
+        """Two orders to cancel, (order, times) each, cancelled at once, the other on
+        a connection of its own, both first cancels sent past one Barrier(2), and no
+        other write sent until both are answered: the connection to go on with."""
+        (first, first_times), (second, second_times) = kept, other
+        barrier = threading.Barrier(2)
+        partner = threading.Thread(target=self.cancel_apart,
+                                   args=(port, second, second_times, barrier), daemon=True)
+        with self.writing:
+            partner.start()
+            conn = self.cancel(conn, port, first, first_times, barrier)
+            partner.join()
+        return conn
+
     def holding(self, k):
         with self.lock:
             return not self.stopping.is_set() and (self.orders is None or k < self.orders)
@@ -141,7 +202,8 @@ class OrderBuyers:
         while self.holding(k):
             k += 1
             t_hold = time.monotonic()
-            alive, doc = self.send(conn, "hold", self.plan.hold_path())
+            with self.writes():
+                alive, doc = self.send(conn, "hold", self.plan.hold_path())
             conn = conn if alive else self.connect(port)
             order = (doc or {}).get("order")
             if not order:
@@ -151,9 +213,9 @@ class OrderBuyers:
             if draw < self.plan.pay_p:
                 waiting += self.callbacks(rnd, port, order, f"p{n}x{k}", t_hold)
             elif draw < self.plan.pay_p + self.plan.cancel_p:
-                for _ in range(rnd.randint(1, 2)):
-                    alive, _ = self.send(conn, "cancel", self.plan.cancel_path(order), order)
-                    conn = conn if alive else self.connect(port)
+                kept = (order, rnd.randint(1, 2))
+                conn = (self.cancel_paired(conn, port, kept) if self.plan.racing
+                        else self.cancel(conn, port, *kept))
             self.stopping.wait(rnd.uniform(0, self.plan.ttl_ms / 2000.0))
         conn.close()
         for t in waiting:

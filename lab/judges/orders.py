@@ -32,11 +32,12 @@ The checks, in the order the first violation is said:
              its mechanism's `strands_when`: there it must strand (the fault took) and
              the verdict says so (after a failover it may)
 
-An unsafe strategy's row (`unsafe`: its cancels' returns race its sales and each
-other, hold_ms inside its critical section) passes only when the race shows in the
-units and in nothing else: "unsafe, and the race showed", with the units that
-vanished (returns overwritten) or appeared (sales overwritten), as the comparison
-judges an exposed row; every order still ends once.
+An unsafe strategy's row (`unsafe`: its cancels' returns race, hold_ms inside its
+critical section; lab.drivers.order_buyers sends them in pairs, nothing written beside
+them) passes only when the race shows in the units and in nothing else: "unsafe, and
+the race showed", with the units that vanished (returns overwritten) or appeared
+(sales overwritten), as the comparison judges an exposed row; every order still ends
+once.
 
 A failover of the store may lose acknowledged writes where the strategy's failover
 fact says so (`loses_sales`): such a row's violations that lost writes explain are said

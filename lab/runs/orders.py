@@ -35,12 +35,16 @@ while the fault happens:
                 forward mid-run, then a minute back, then home, half a TTL each:
                 expiry is decided by the store's clock, so no hold may be released
                 early by it
-  returns-race  (each store's first mechanism) half the buyers cancel, each cancel
-                with hold_ms: a return goes through its order's strategy, so an unsafe
-                strategy's returns race its sales and each other. Run with the
-                store's first unsafe strategy that holds orders (exposed by hold_ms),
-                judged "unsafe, and the race showed" (units vanished or appeared),
-                and, beside it, with the safe strategy, which must keep every unit
+  returns-race  (each store's first mechanism) half the buyers' orders cancelled,
+                each cancel with hold_ms: a return goes through its order's strategy,
+                so an unsafe strategy's returns race each other. The cancels go in
+                pairs sent at once, and the buyers write one at a time beside them
+                (lab.drivers.order_buyers); the holds' TTL outlasts the buying, so
+                every expiry's return comes after the last sale: no sale is ever
+                overwritten, and one return of every pair is. Run with the store's
+                first unsafe strategy that holds orders (exposed by hold_ms), judged
+                "unsafe, and the race showed" (units vanished), and, beside it, with
+                the safe strategy, which serialises each pair and keeps every unit
 
 Then the row settles (the last deadline plus the mechanism's lag, or 1 s when it
 promises none) and is judged (lab.judges.orders) from the clients' history, every
@@ -84,7 +88,7 @@ RACE = "returns-race"
 RACE_HOLD_MS = 50     # each racing cancel's stay inside its strategy's critical section
 RACE_CANCEL_P = 0.5   # the racing rows' buyers cancel this often...
 RACE_PAY_P = 0.2      # ...and pay this often
-RACE_QUICK_SECONDS = 2.0  # the gate's racing row: the race shows within a second
+RACE_QUICK_SECONDS = 2.0  # the gate's racing row: each pair races, a few pairs suffice
 FAULT_STORE = {"mysql-restart": "mysql", "sentinel-failover": "redis"}  # others: any
 CLOCK_JUMP_MS = 60_000  # far past any hold's TTL: a release by stockd's clock would show
 TWO = ("two-sweepers", "sweeper-off", "deadline-burst", "sentinel-failover")
@@ -277,9 +281,15 @@ class Row:
         quick = self.fault == RACE and self.args.quick
         return min(self.args.seconds, RACE_QUICK_SECONDS) if quick else self.args.seconds
 
+    def ttl_ms(self):
+        """The holds' TTL: --ttl-ms, and on the racing row the buying's time besides,
+        so that every deadline, and every expiry's return, comes after its last sale."""
+        racing = int(self.seconds() * 1000) if self.fault == RACE else 0
+        return racing + self.args.ttl_ms
+
     def plan(self):
         racing = self.fault == RACE
-        return Plan(self.strategy.name, self.product, ttl_ms=self.args.ttl_ms,
+        return Plan(self.strategy.name, self.product, ttl_ms=self.ttl_ms(),
                     expiry=self.mechanism.name,
                     pay_p=RACE_PAY_P if racing else self.args.pay_p,
                     cancel_p=RACE_CANCEL_P if racing else self.args.cancel_p,

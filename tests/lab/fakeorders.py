@@ -8,6 +8,14 @@ leaves, as the contract says. `flaw` breaks it the way shops break:
                      returned yet, paid or not (a payment racing it ends paid and
                      returned)
     "early"          the sweeper returns holds 200 ms before their deadline
+    "read-then-write"  a racing cancel (one with hold_ms) reads the count, waits for
+                     its pair's, then writes what it read plus its units, as an
+                     unsafe strategy's return does: one return of every pair is
+                     overwritten
+
+A racing cancel of a held order waits at a Barrier(2) for its pair's (with or without a
+flaw): one whose partner never came is counted in `unpaired`, and a hold or a cancel
+that arrives while the other kind is being answered in `beside`.
 
     with FakeOrders(sweep_ms=20) as fake:
         OrderBuyers([fake.port], Plan("s1", 1), buyers=4) ...
@@ -15,9 +23,12 @@ leaves, as the contract says. `flaw` breaks it the way shops break:
 
 import http.server
 import json
+import contextlib
 import threading
 import time
 import urllib.parse
+
+PAIR_WAIT_S = 5  # a racing cancel's partner comes at once, or never
 
 MECHANISM = {"name": "fake-sweeper", "store": "mysql", "summary": "a sweeper",
              "lag_ms": 1000, "strands_when": None}
@@ -36,6 +47,9 @@ class FakeOrders:
         self.payments = {}  # id -> {payment id: outcome}
         self.n = 0
         self.stopping = threading.Event()
+        self.pair = threading.Barrier(2, timeout=PAIR_WAIT_S)
+        self.in_flight = {"hold": 0, "cancel": 0}
+        self.unpaired = self.beside = 0
 
     def hold(self, q):
         p, qty, ttl = int(q["product"]), int(q.get("qty", 1)), int(q["ttl_ms"])
@@ -74,7 +88,41 @@ class FakeOrders:
             o["refunds_due"] += 1
             return 409, {"ok": False, "error": word}
 
-    def cancel(self, oid):
+    @contextlib.contextmanager
+    def writing(self, kind):
+        """A hold or a cancel being answered; `beside` counts one that comes while the
+        other kind is."""
+        with self.lock:
+            self.beside += any(n for k, n in self.in_flight.items() if k != kind)
+            self.in_flight[kind] += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.in_flight[kind] -= 1
+
+    def racing_cancel(self, o):
+        """A cancel with hold_ms of a held order: the count read, the pair's other
+        cancel waited for, then the return (with flaw "read-then-write", over what was
+        read)."""
+        with self.lock:
+            seen = self.stock[o["product"]][1]
+        try:
+            self.pair.wait()
+        except threading.BrokenBarrierError:
+            self.unpaired += 1
+            self.pair.reset()
+        with self.lock:
+            if o["state"] == "held":
+                self.give_back(o, "cancelled")
+                if self.flaw == "read-then-write":
+                    self.stock[o["product"]][1] = seen + o["qty"]
+                return 200, {"ok": True, "order": o["order"], "state": "cancelled"}
+        return self.cancel(o["order"])  # taken meanwhile: answered as the state says
+
+    def cancel(self, oid, racing=False):
+        if racing and self.orders[oid]["state"] == "held":
+            return self.racing_cancel(self.orders[oid])
         with self.lock:
             o = self.orders[oid]
             if o["state"] == "held":
@@ -123,13 +171,17 @@ class FakeOrders:
         if parts[0] != "orders" or len(parts) < 2:
             return 404, {"ok": False, "error": "not_found"}
         if method == "POST" and len(parts) == 2:
-            return self.hold(q)
+            with self.writing("hold"):
+                return self.hold(q)
         if parts[1] not in self.orders:
             return 404, {"ok": False, "error": "unknown_order"}
         if method == "GET":
             with self.lock:
                 return 200, dict(self.orders[parts[1]], ok=True)
-        return self.pay(parts[1], q["payment"]) if parts[2] == "pay" else self.cancel(parts[1])
+        if parts[2] == "pay":
+            return self.pay(parts[1], q["payment"])
+        with self.writing("cancel"):
+            return self.cancel(parts[1], "hold_ms" in q)
 
     def sweeper(self):
         while not self.stopping.wait(self.sweep_ms / 1000.0):

@@ -3,7 +3,8 @@ history, records or accounting made to break it, with its words; the figures (la
 stranded unit-seconds, duplicates) from known records; the stranding row passes only
 when it strands. Then the buyers driver against a stand-in for the orders routes
 (tests/lab/fakeorders.py): a sound store passes, one whose sweeper returns paid orders
-or returns early is caught."""
+or returns early is caught; a racing plan's cancels arrive in pairs, nothing written
+beside them, and lose one unit a pair where returns read before they write."""
 
 import csv
 import os
@@ -350,6 +351,42 @@ class DriverTest(unittest.TestCase):
         with self.assertRaises(Exception) as e:
             orders_client.mechanisms({"expiry": [{"name": "x", "store": "mysql"}]})
         self.assertIn("has no lag_ms, strands_when", str(e.exception))
+
+
+class RacingPairsTest(unittest.TestCase):
+    """A racing plan's cancels against the stand-in, whose racing cancels each wait at a
+    Barrier(2) for their pair's: every pair in flight at once, nothing written beside
+    it; on a store whose returns read the count, then write it ("read-then-write"), one
+    unit vanishes per pair and none appears; on a sound one, none either way."""
+
+    BUYERS = 16
+
+    def race(self, flaw=None):
+        with FakeOrders(sweep_ms=20, flaw=flaw) as fake:
+            api = Api("127.0.0.1", fake.port)
+            api.must_reset(7, 500)
+            plan = Plan("s1", 7, ttl_ms=1000, expiry="fake-sweeper", pay_p=0, cancel_p=0.5,
+                        seed=5, cancel_hold_ms=50)
+            self.assertTrue(plan.racing)
+            history = OrderBuyers([fake.port], plan, buyers=self.BUYERS, orders=1).start().finish()
+            records = orders_client.records(api, history)
+            stock = api.account(7, "mysql")
+            self.assertEqual((fake.unpaired, fake.beside), (0, 0))  # pairs, alone
+        cancelled = [op for op in history if op["kind"] == "cancel" and not op["duplicate"]]
+        self.assertTrue(all(op["status"] == 200 for op in cancelled))
+        self.assertEqual(len(cancelled) % 2, 0)  # an order left without a partner waits
+        self.assertGreaterEqual(len(cancelled), 4)
+        return len(cancelled) // 2, orders.drift(500, stock), \
+            orders.violations(500, history, records, stock, None)
+
+    def test_each_pair_loses_one_return_on_an_unsafe_store(self):
+        pairs, drift, said = self.race("read-then-write")
+        self.assertEqual(drift, (pairs, 0))
+        self.assertEqual([check for check, _ in said], ["units"])
+
+    def test_a_sound_store_keeps_every_unit(self):
+        pairs, drift, said = self.race()
+        self.assertEqual((drift, said), ((0, 0), []))
 
 
 MECHANISMS = orders_client.mechanisms({"expiry": [
