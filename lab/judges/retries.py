@@ -15,6 +15,7 @@ key's tries are one operation (lab.judges.history.from_purchases)."""
 from collections import Counter
 
 from ..drivers.retrying import retried
+from . import history
 
 PASS, FAIL, MEASURED = "pass", "fail", "measured"
 
@@ -43,6 +44,21 @@ def lost_as(purchases):
 def extra_units(sold, purchases, qty):
     """Units in the ledger beyond one effect per purchase."""
     return max(0, sold - purchases * qty)
+
+
+def from_ledger(purchases, made, before, after, path, checked, why_not):
+    """A retrying run's figures: its purchases' tally, the units the ledger sold between
+    `before` and `after` (the product's accounting, {sold, remaining}) and the double
+    buys beyond one unit for each of the `made` purchases; the history, a key's tries
+    one operation, written to `path` and checked when `checked`, else not, for
+    `why_not`."""
+    sold = after["sold"] - before["sold"]
+    figures = {"qty": 1, "sold": sold, **tally(purchases),
+               "extra": extra_units(sold, made, 1)}
+    ops = history.from_purchases(purchases, path, 1)
+    figures.update(history.judge_final(before["remaining"], ops, after["remaining"], path)
+                   if checked else history.not_judged(why_not))
+    return figures
 
 
 def verdict(row):

@@ -186,24 +186,18 @@ class Retry:
         wait_healthy(served.api, HEALTHY_S)
         served.api.wait_idle(SETTLE_S)
         after = self.account(fault, served.api, product, s)
-        sold = after["sold"] - before["sold"]
-        row = {"fault": fault.name, "client": client, "strategy": s.name, "store": s.store,
-               "keys": keys,
-               "claims": bool(self.claims.get(s.name)), "buyers": a.buyers, "qty": 1,
-               "attempts": buyers.attempts,
-               "sold": sold, **retries.tally(buyers.purchases)}
-        row["extra"] = retries.extra_units(sold, a.buyers, 1)
-        row["lost_as"] = retries.lost_as(buyers.purchases)
         path = os.path.join(self.out_dir, f"history-{fault.name}-{client}-{s.name}-"
                             f"{'keys' if keys else 'nokeys'}.jsonl")
-        ops = history.from_purchases(buyers.purchases, path, 1)
-        if keys and s.safe_multi:
-            row.update(history.judge_final(before["remaining"], ops, after["remaining"], path))
-        else:
-            row.update(history.not_judged(RACES if keys else KEYLESS))
+        row = {"fault": fault.name, "client": client, "strategy": s.name, "store": s.store,
+               "keys": keys,
+               "claims": bool(self.claims.get(s.name)), "buyers": a.buyers,
+               "attempts": buyers.attempts,
+               **retries.from_ledger(buyers.purchases, a.buyers, before, after, path,
+                                     keys and s.safe_multi, RACES if keys else KEYLESS),
+               "lost_as": retries.lost_as(buyers.purchases)}
         row["verdict"], row["reason"] = retries.verdict(row)
         self.say(f"{fault.name}, {client}, {s.name} {'with' if keys else 'without'} keys: "
-                 f"{row['ok']} answered 200, {sold} units sold for {a.buyers} purchases")
+                 f"{row['ok']} answered 200, {row['sold']} units sold for {a.buyers} purchases")
         return row
 
     @staticmethod

@@ -119,16 +119,11 @@ class RetryingClients:
     def figures(self, api, kind, k, out_dir, label):
         purchases = self.buyers[kind].purchases
         after = self.account(api, self.product + k)
-        sold = after["sold"] - self.before[kind]["sold"]
-        fig = {"keys": kind == "keys", "claims": self.claims.get(self.strategy, False),
-               "qty": 1, "sold": sold, **retries.tally(purchases)}
-        fig["extra"] = retries.extra_units(sold, fig["purchases"], 1)
         path = os.path.join(out_dir, f"retrying-{label}-{kind}.jsonl")
-        ops = history.from_purchases(purchases, path, 1)
-        fig.update(history.judge_final(self.before[kind]["remaining"], ops,
-                                       after["remaining"], path)
-                   if fig["keys"] else history.not_judged("each try is a purchase of its own"))
-        return fig
+        keyed = kind == "keys"
+        return {"keys": keyed, "claims": self.claims.get(self.strategy, False),
+                **retries.from_ledger(purchases, len(purchases), self.before[kind], after,
+                                      path, keyed, "each try is a purchase of its own")}
 
     @staticmethod
     def row(figures, judge=retries.verdict):
